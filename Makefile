@@ -1,0 +1,64 @@
+# hearth — top-level entry points. Everything real lives in CMake; this file
+# only names the jobs a user runs.  See README.md.
+
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+CMAKE_GEN  := -G Ninja
+JOBS       ?= $(shell nproc)
+DEMO_DIR   ?= .cache/demo
+
+.PHONY: all deps configure build test test-unit test-asan demo bench fuzz format tidy clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release
+
+configure: $(BUILD)/build.ninja
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Every test: the Release suite, then the sanitizer pass over parsers and wire code.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-asan
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# ASan + UBSan over the tests labelled "sanitize" (GGUF reader, wire protocol, HTTP parsing).
+test-asan: deps
+	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON
+	cmake --build $(BUILD_ASAN) -j $(JOBS) --target hearth_sanitize_tests
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L sanitize
+
+demo: build
+	@$(BUILD)/bin/hearth demo --cache $(DEMO_DIR)
+
+bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target hearth_benches
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-60}
+
+# Bounded libFuzzer run of the GGUF reader from the committed seed corpus.
+FUZZ_SECONDS ?= 120
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus
+	$(BUILD_FUZZ)/bin/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  $(BUILD_FUZZ)/corpus tests/fixtures/gguf_seeds
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+tidy: configure
+	clang-tidy -p $(BUILD) $$(git ls-files 'src/*.cpp' 'apps/*.cpp')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

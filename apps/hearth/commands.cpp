@@ -1,0 +1,36 @@
+#include "commands.h"
+
+#include <algorithm>
+#include <fmt/core.h>
+
+namespace hearth::cli {
+
+std::vector<Command>& all_commands() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+Registrar::Registrar(std::string name, std::string summary, std::function<int(const Args&)> run) {
+  auto& commands = all_commands();
+  commands.push_back({std::move(name), std::move(summary), std::move(run)});
+  std::sort(commands.begin(), commands.end(),
+            [](const Command& a, const Command& b) { return a.name < b.name; });
+}
+
+std::optional<int> parse(CLI::App& app, const Args& args) {
+  // CLI11 consumes a vector from the back.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    fmt::print("{}", app.help());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "hearth {}: {}\nRun `hearth {} --help` for the options.\n", app.get_name(),
+               e.what(), app.get_name());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+}  // namespace hearth::cli
