@@ -1,0 +1,43 @@
+// Model hyperparameters: everything the engine, the planner and `hearth synth` need to know
+// about a model's shape, read from GGUF keys `{arch}.*` or taken from a named preset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hearth/gguf/tensor_type.h"
+
+namespace hearth::gguf {
+class GgufFile;
+}
+
+namespace hearth::model {
+
+enum class Arch { kLlama, kQwen2 };
+const char* arch_name(Arch arch);  // "llama", "qwen2" (the GGUF general.architecture value)
+
+struct HParams {
+  Arch arch = Arch::kLlama;
+  uint32_t n_layers = 0;
+  uint32_t dim = 0;          // embedding length (n_embd)
+  uint32_t n_heads = 0;      // query heads
+  uint32_t n_kv_heads = 0;   // key/value heads (GQA when < n_heads)
+  uint32_t head_dim = 0;     // usually dim / n_heads
+  uint32_t ffn = 0;          // feed-forward length
+  uint32_t vocab = 0;
+  uint32_t ctx_train = 0;    // context length the model was trained with
+  float rms_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this
+  bool tied_embeddings = false;  // no `output` tensor: token_embd is reused
+  bool qkv_bias = false;         // qwen2: attn_q/k/v carry biases
+  bool rope_freqs = false;       // Llama 3.1+: a `rope_freqs` tensor divides frequencies
+
+  uint32_t q_dim() const { return n_heads * head_dim; }
+  uint32_t kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+// Reads and validates hyperparameters from a GGUF file; FormatError names the key at fault.
+HParams load_hparams(const gguf::GgufFile& file);
+
+}  // namespace hearth::model

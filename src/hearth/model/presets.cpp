@@ -1,0 +1,116 @@
+#include "hearth/model/presets.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "hearth/base/error.h"
+
+namespace hearth::model {
+
+namespace {
+
+constexpr HParams llama3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
+                         bool tied) {
+  HParams hp;
+  hp.arch = Arch::kLlama;
+  hp.n_layers = layers;
+  hp.dim = dim;
+  hp.n_heads = heads;
+  hp.n_kv_heads = kv;
+  hp.head_dim = dim / heads;
+  hp.ffn = ffn;
+  hp.vocab = 128256;
+  hp.ctx_train = 8192;
+  hp.rms_eps = 1e-5f;
+  hp.rope_base = 500000.0f;
+  hp.tied_embeddings = tied;
+  return hp;
+}
+
+constexpr HParams qwen25(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
+                         bool tied) {
+  HParams hp;
+  hp.arch = Arch::kQwen2;
+  hp.n_layers = layers;
+  hp.dim = dim;
+  hp.n_heads = heads;
+  hp.n_kv_heads = kv;
+  hp.head_dim = dim / heads;
+  hp.ffn = ffn;
+  hp.vocab = 152064;
+  hp.ctx_train = 32768;
+  hp.rms_eps = 1e-6f;
+  hp.rope_base = 1000000.0f;
+  hp.tied_embeddings = tied;
+  hp.qkv_bias = true;
+  return hp;
+}
+
+constexpr HParams tiny(Arch arch) {
+  HParams hp;
+  hp.arch = arch;
+  hp.n_layers = 4;
+  hp.dim = 256;
+  hp.n_heads = 4;
+  hp.n_kv_heads = 2;
+  hp.head_dim = 64;
+  hp.ffn = 512;
+  hp.vocab = 1024;
+  hp.ctx_train = 512;
+  hp.rms_eps = arch == Arch::kQwen2 ? 1e-6f : 1e-5f;
+  hp.rope_base = 10000.0f;
+  hp.qkv_bias = arch == Arch::kQwen2;
+  return hp;
+}
+
+// Shapes from the published configs of each family.
+const std::array kPresets = {
+    Preset{"tiny-llama", "4-layer llama for tests (dim 256, GQA 4/2)", tiny(Arch::kLlama)},
+    Preset{"tiny-qwen2", "4-layer qwen2 for tests (dim 256, GQA 4/2, qkv bias)", tiny(Arch::kQwen2)},
+    Preset{"llama3-1b-shape", "Llama 3.2 1B shape (16 layers, dim 2048, ffn 8192, tied)",
+           llama3(16, 2048, 32, 8, 8192, true)},
+    Preset{"llama3-8b", "Llama 3 8B (32 layers, dim 4096)", llama3(32, 4096, 32, 8, 14336, false)},
+    Preset{"llama3-70b", "Llama 3 70B (80 layers, dim 8192)", llama3(80, 8192, 64, 8, 28672, false)},
+    Preset{"qwen2.5-7b", "Qwen 2.5 7B (28 layers, dim 3584)", qwen25(28, 3584, 28, 4, 18944, false)},
+    Preset{"qwen2.5-14b", "Qwen 2.5 14B (48 layers, dim 5120)", qwen25(48, 5120, 40, 8, 13824, false)},
+    Preset{"qwen2.5-32b", "Qwen 2.5 32B (64 layers, dim 5120)", qwen25(64, 5120, 40, 8, 27648, false)},
+    Preset{"qwen2.5-72b", "Qwen 2.5 72B (80 layers, dim 8192)", qwen25(80, 8192, 64, 8, 29568, false)},
+};
+
+uint32_t round_to(double x, uint32_t multiple) {
+  const auto n = static_cast<uint32_t>(std::llround(x / multiple));
+  return std::max<uint32_t>(1, n) * multiple;
+}
+
+}  // namespace
+
+std::span<const Preset> presets() { return kPresets; }
+
+const Preset& find_preset(std::string_view name) {
+  for (const auto& p : kPresets) {
+    if (p.name == name) return p;
+  }
+  std::string known;
+  for (const auto& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  throw UsageError("unknown preset '" + std::string(name) + "' (known: " + known + ")");
+}
+
+HParams scale_hparams(const HParams& hp, double scale) {
+  if (!(scale > 0.0 && scale <= 1.0)) throw UsageError("--scale must be in (0, 1]");
+  if (scale == 1.0) return hp;
+  HParams out = hp;
+  // Keep head_dim (rope and attention behave the same) and the GQA ratio; shrink the head
+  // count. dim = heads * head_dim must stay a multiple of 256 for K-quants.
+  const uint32_t group = hp.n_heads / std::max<uint32_t>(1, hp.n_kv_heads);
+  uint32_t kv = std::max<uint32_t>(1, static_cast<uint32_t>(std::llround(hp.n_kv_heads * scale)));
+  while ((kv * group * hp.head_dim) % 256 != 0) ++kv;
+  out.n_kv_heads = kv;
+  out.n_heads = kv * group;
+  out.dim = out.n_heads * hp.head_dim;
+  out.ffn = round_to(hp.ffn * (static_cast<double>(out.dim) / hp.dim), 256);
+  return out;
+}
+
+}  // namespace hearth::model
