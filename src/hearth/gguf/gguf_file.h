@@ -74,7 +74,15 @@ struct Value {
   static Value array(ValueType elem_type, std::vector<Value> items) {
     return {ValueType::kArray, Array{elem_type, std::move(items)}};
   }
+  bool operator==(const Value& other) const;
 };
+
+inline bool operator==(const Array& a, const Array& b) {
+  return a.elem_type == b.elem_type && a.items == b.items;
+}
+inline bool Value::operator==(const Value& other) const {
+  return type == other.type && data == other.data;
+}
 
 struct KeyValue {
   std::string key;

@@ -1,0 +1,478 @@
+#include "hearth/gguf/gguf_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/core.h>
+#include <numeric>
+#include <unordered_set>
+
+#include "hearth/base/checked_math.h"
+#include "hearth/base/error.h"
+
+namespace hearth::gguf {
+
+namespace {
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
+constexpr uint64_t kDefaultAlignment = 32;
+constexpr uint32_t kMaxDims = 4;
+}  // namespace
+
+std::string_view value_type_name(ValueType type) {
+  switch (type) {
+    case ValueType::kU8: return "u8";
+    case ValueType::kI8: return "i8";
+    case ValueType::kU16: return "u16";
+    case ValueType::kI16: return "i16";
+    case ValueType::kU32: return "u32";
+    case ValueType::kI32: return "i32";
+    case ValueType::kF32: return "f32";
+    case ValueType::kBool: return "bool";
+    case ValueType::kString: return "string";
+    case ValueType::kArray: return "array";
+    case ValueType::kU64: return "u64";
+    case ValueType::kI64: return "i64";
+    case ValueType::kF64: return "f64";
+  }
+  return "?";
+}
+
+std::optional<uint64_t> Value::as_u64() const {
+  if (const auto* u = std::get_if<uint64_t>(&data)) return *u;
+  if (const auto* i = std::get_if<int64_t>(&data)) {
+    if (*i >= 0) return static_cast<uint64_t>(*i);
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> Value::as_i64() const {
+  if (const auto* i = std::get_if<int64_t>(&data)) return *i;
+  if (const auto* u = std::get_if<uint64_t>(&data)) {
+    if (*u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(*u);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> Value::as_f64() const {
+  if (const auto* d = std::get_if<double>(&data)) return *d;
+  if (const auto* i = std::get_if<int64_t>(&data)) return static_cast<double>(*i);
+  if (const auto* u = std::get_if<uint64_t>(&data)) return static_cast<double>(*u);
+  return std::nullopt;
+}
+
+const std::string* Value::as_string() const { return std::get_if<std::string>(&data); }
+const Array* Value::as_array() const { return std::get_if<Array>(&data); }
+std::optional<bool> Value::as_bool() const {
+  if (const auto* b = std::get_if<bool>(&data)) return *b;
+  return std::nullopt;
+}
+
+uint64_t TensorInfo::elements() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;  // validated not to overflow at parse time
+  return n;
+}
+
+// The mapping owns the mmap'd region (or nothing, for parse()).
+struct GgufFile::Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr != nullptr && addr != MAP_FAILED) munmap(addr, size);
+  }
+};
+
+GgufFile::GgufFile(GgufFile&&) noexcept = default;
+GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
+GgufFile::~GgufFile() = default;
+
+// Reads the header, metadata and tensor table with every length checked against the bytes
+// that remain before it is used. Errors name the file, the field and its byte offset.
+class Parser {
+ public:
+  Parser(std::span<const uint8_t> bytes, const std::string& name, const ReadLimits& limits)
+      : bytes_(bytes), name_(name), limits_(limits) {}
+
+  void parse(GgufFile& out) {
+    const uint32_t magic = read_u32("magic");
+    if (magic != kMagic) {
+      fail(0, "magic", fmt::format("not a GGUF file (magic {:#010x}, expected \"GGUF\")", magic));
+    }
+    const uint32_t version = read_u32("version");
+    if (version == 0x02000000u || version == 0x03000000u || version == 0x01000000u) {
+      fail(4, "version", "big-endian GGUF files are not supported (convert it on a little-endian "
+                         "machine)");
+    }
+    if (version == 1) fail(4, "version", "GGUF v1 is not supported (re-convert to v3)");
+    if (version != 2 && version != 3) fail(4, "version", fmt::format("unknown version {}", version));
+    out.version_ = version;
+
+    const uint64_t n_tensors = read_u64("tensor_count");
+    const uint64_t n_kv = read_u64("metadata_kv_count");
+    if (n_tensors > limits_.max_tensors) {
+      fail(8, "tensor_count", fmt::format("{} tensors exceeds the limit {}", n_tensors, limits_.max_tensors));
+    }
+    if (n_kv > limits_.max_kv) {
+      fail(16, "metadata_kv_count", fmt::format("{} entries exceeds the limit {}", n_kv, limits_.max_kv));
+    }
+    // Each kv needs at least 8 (key length) + 4 (type) + 1 byte; each tensor info at least
+    // 8 + 4 + 4 + 8 bytes. Reject impossible counts before allocating anything.
+    if (n_kv > remaining() / 13) {
+      fail(16, "metadata_kv_count", fmt::format("{} entries cannot fit in the {} bytes left", n_kv, remaining()));
+    }
+
+    out.metadata_.reserve(n_kv);
+    std::unordered_set<std::string> seen_keys;
+    for (uint64_t i = 0; i < n_kv; ++i) {
+      const uint64_t at = pos_;
+      KeyValue kv;
+      kv.key = read_string(fmt::format("metadata[{}].key", i));
+      if (kv.key.empty()) fail(at, fmt::format("metadata[{}].key", i), "empty key");
+      if (!seen_keys.insert(kv.key).second) fail(at, "metadata key '" + kv.key + "'", "duplicate key");
+      const uint64_t type_at = pos_;
+      const uint32_t raw_type = read_u32("metadata '" + kv.key + "' type");
+      kv.value = read_value(raw_type, type_at, kv.key, 0);
+      out.metadata_.push_back(std::move(kv));
+    }
+
+    uint64_t alignment = kDefaultAlignment;
+    if (const Value* a = out.find("general.alignment")) {
+      if (a->type != ValueType::kU32) fail(0, "general.alignment", "must be a u32");
+      alignment = *a->as_u64();
+      if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+        fail(0, "general.alignment", fmt::format("{} is not a power of two", alignment));
+      }
+    }
+    out.alignment_ = alignment;
+
+    if (n_tensors > remaining() / 24) {
+      fail(8, "tensor_count", fmt::format("{} tensors cannot fit in the {} bytes left", n_tensors, remaining()));
+    }
+    out.tensors_.reserve(n_tensors);
+    std::vector<uint64_t> info_offsets;
+    std::unordered_set<std::string> seen_names;
+    for (uint64_t i = 0; i < n_tensors; ++i) {
+      const uint64_t at = pos_;
+      info_offsets.push_back(at);
+      TensorInfo t;
+      t.name = read_string(fmt::format("tensor[{}].name", i));
+      const std::string field = "tensor '" + t.name + "'";
+      if (t.name.empty()) fail(at, fmt::format("tensor[{}].name", i), "empty name");
+      const uint64_t dims_at = pos_;
+      const uint32_t n_dims = read_u32(field + " n_dims");
+      if (n_dims == 0 || n_dims > kMaxDims) {
+        fail(dims_at, field + " n_dims", fmt::format("{} dimensions (must be 1..{})", n_dims, kMaxDims));
+      }
+      uint64_t elems = 1;
+      for (uint32_t d = 0; d < n_dims; ++d) {
+        const uint64_t dim_at = pos_;
+        const uint64_t dim = read_u64(fmt::format("{} ne[{}]", field, d));
+        if (dim == 0) fail(dim_at, fmt::format("{} ne[{}]", field, d), "zero-sized dimension");
+        const auto e = checked_mul(elems, dim);
+        if (!e || *e > (1ull << 50)) fail(dim_at, fmt::format("{} ne[{}]", field, d), "element count overflows");
+        elems = *e;
+        t.shape.push_back(dim);
+      }
+      const uint64_t type_at = pos_;
+      const uint32_t raw_type = read_u32(field + " type");
+      const auto info = tensor_type_info(raw_type);
+      if (!info) fail(type_at, field + " type", fmt::format("unknown tensor type {}", raw_type));
+      t.type = info->type;
+      if (t.shape[0] % info->block_elems != 0) {
+        fail(dims_at, field + " ne[0]",
+             fmt::format("{} is not a multiple of the {} block size {}", t.shape[0], info->name, info->block_elems));
+      }
+      t.bytes = elems / info->block_elems * info->block_bytes;
+      const uint64_t off_at = pos_;
+      t.offset = read_u64(field + " offset");
+      if (t.offset % alignment != 0) {
+        fail(off_at, field + " offset", fmt::format("{} is not aligned to {}", t.offset, alignment));
+      }
+      if (!seen_names.insert(t.name).second) fail(at, field, "duplicate tensor name");
+      out.tensors_.push_back(std::move(t));
+    }
+
+    const auto data_start = checked_align_up(pos_, alignment);
+    if (!data_start || (!out.tensors_.empty() && *data_start > bytes_.size())) {
+      fail(pos_, "data section", fmt::format("starts past the end of the file ({} bytes)", bytes_.size()));
+    }
+    out.data_offset_ = *data_start;
+    const uint64_t data_size = *data_start <= bytes_.size() ? bytes_.size() - *data_start : 0;
+
+    // Every tensor inside the data section, and no two overlapping.
+    std::vector<size_t> order(out.tensors_.size());
+    std::iota(order.begin(), order.end(), 0);
+    for (size_t i = 0; i < out.tensors_.size(); ++i) {
+      auto& t = out.tensors_[i];
+      const auto end = checked_add(t.offset, t.bytes);
+      if (!end || *end > data_size) {
+        fail(info_offsets[i], "tensor '" + t.name + "' data",
+             fmt::format("bytes [{}, +{}) of the data section run past its end ({} bytes; file truncated?)",
+                         t.offset, t.bytes, data_size));
+      }
+      t.data = bytes_.data() + *data_start + t.offset;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return out.tensors_[a].offset < out.tensors_[b].offset; });
+    for (size_t i = 1; i < order.size(); ++i) {
+      const auto& a = out.tensors_[order[i - 1]];
+      const auto& b = out.tensors_[order[i]];
+      if (a.offset + a.bytes > b.offset) {
+        fail(info_offsets[order[i]], "tensor '" + b.name + "' offset",
+             fmt::format("data overlaps tensor '{}' ([{}, {}) vs [{}, {}))", a.name, a.offset,
+                         a.offset + a.bytes, b.offset, b.offset + b.bytes));
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(uint64_t offset, const std::string& field, const std::string& what) const {
+    throw FormatError(fmt::format("{}: {} at byte {}: {}", name_, field, offset, what));
+  }
+
+  uint64_t remaining() const { return bytes_.size() - pos_; }
+
+  void need(uint64_t n, const std::string& field) const {
+    if (n > remaining()) {
+      fail(pos_, field, fmt::format("needs {} bytes but only {} remain (file truncated?)", n, remaining()));
+    }
+  }
+
+  template <typename T>
+  T read_raw(const std::string& field) {
+    need(sizeof(T), field);
+    T v;
+    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  uint32_t read_u32(const std::string& field) { return read_raw<uint32_t>(field); }
+  uint64_t read_u64(const std::string& field) { return read_raw<uint64_t>(field); }
+
+  std::string read_string(const std::string& field) {
+    const uint64_t at = pos_;
+    const uint64_t len = read_u64(field + " length");
+    if (len > limits_.max_string_bytes) {
+      fail(at, field, fmt::format("string length {} exceeds the limit {}", len, limits_.max_string_bytes));
+    }
+    need(len, field);
+    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
+    pos_ += len;
+    return s;
+  }
+
+  Value read_value(uint32_t raw_type, uint64_t type_at, const std::string& key, uint32_t depth) {
+    const std::string field = "metadata '" + key + "'";
+    switch (static_cast<ValueType>(raw_type)) {
+      case ValueType::kU8: return Value::u8(read_raw<uint8_t>(field));
+      case ValueType::kI8: return Value::i8(read_raw<int8_t>(field));
+      case ValueType::kU16: return Value::u16(read_raw<uint16_t>(field));
+      case ValueType::kI16: return Value::i16(read_raw<int16_t>(field));
+      case ValueType::kU32: return Value::u32(read_raw<uint32_t>(field));
+      case ValueType::kI32: return Value::i32(read_raw<int32_t>(field));
+      case ValueType::kF32: return Value::f32(read_raw<float>(field));
+      case ValueType::kU64: return Value::u64(read_raw<uint64_t>(field));
+      case ValueType::kI64: return Value::i64(read_raw<int64_t>(field));
+      case ValueType::kF64: return Value::f64(read_raw<double>(field));
+      case ValueType::kBool: {
+        const uint64_t at = pos_;
+        const uint8_t b = read_raw<uint8_t>(field);
+        if (b > 1) fail(at, field, fmt::format("bool value {} is not 0 or 1", b));
+        return Value::boolean(b != 0);
+      }
+      case ValueType::kString: return Value::string(read_string(field));
+      case ValueType::kArray: {
+        if (depth >= limits_.max_array_depth) fail(type_at, field, "arrays nested too deeply");
+        const uint64_t elem_at = pos_;
+        const uint32_t elem_raw = read_u32(field + " array type");
+        if (elem_raw > static_cast<uint32_t>(ValueType::kF64)) {
+          fail(elem_at, field, fmt::format("unknown array element type {}", elem_raw));
+        }
+        const uint64_t count_at = pos_;
+        const uint64_t count = read_u64(field + " array length");
+        if (count > limits_.max_array_items) {
+          fail(count_at, field, fmt::format("array length {} exceeds the limit {}", count, limits_.max_array_items));
+        }
+        // Smallest encoding of one element: 1 byte (u8/i8/bool), 8 (empty string), 12 (array).
+        const auto elem_type = static_cast<ValueType>(elem_raw);
+        const uint64_t min_size = elem_min_size(elem_type);
+        if (count > remaining() / min_size) {
+          fail(count_at, field, fmt::format("array of {} {} cannot fit in the {} bytes left", count,
+                                            value_type_name(elem_type), remaining()));
+        }
+        std::vector<Value> items;
+        items.reserve(count);
+        for (uint64_t i = 0; i < count; ++i) {
+          items.push_back(read_value(elem_raw, elem_at, key, depth + 1));
+        }
+        return Value::array(elem_type, std::move(items));
+      }
+    }
+    fail(type_at, field, fmt::format("unknown value type {}", raw_type));
+  }
+
+  static uint64_t elem_min_size(ValueType t) {
+    switch (t) {
+      case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
+      case ValueType::kU16: case ValueType::kI16: return 2;
+      case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
+      case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: case ValueType::kString: return 8;
+      case ValueType::kArray: return 12;
+    }
+    return 1;
+  }
+
+  std::span<const uint8_t> bytes_;
+  const std::string& name_;
+  const ReadLimits& limits_;
+  uint64_t pos_ = 0;
+};
+
+GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name, const ReadLimits& limits) {
+  GgufFile f;
+  f.path_ = std::move(name);
+  f.bytes_ = bytes;
+  Parser(bytes, f.path_, limits).parse(f);
+  return f;
+}
+
+GgufFile GgufFile::open(const std::string& path, const ReadLimits& limits) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(errno_message("cannot open '" + path + "'"));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const auto msg = errno_message("cannot stat '" + path + "'");
+    ::close(fd);
+    throw IoError(msg);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError("'" + path + "' is not a regular file");
+  }
+  auto mapping = std::make_unique<Mapping>();
+  mapping->size = static_cast<size_t>(st.st_size);
+  if (mapping->size > 0) {
+    // Read-only shared mapping: pages live in the page cache, so the OS can reclaim them under
+    // pressure and re-read them from the file (DESIGN.md: mmap without copies).
+    mapping->addr = mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (mapping->addr == MAP_FAILED) {
+      const auto msg = errno_message("cannot mmap '" + path + "'");
+      ::close(fd);
+      throw IoError(msg);
+    }
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(mapping->addr), mapping->size);
+  if (mapping->size == 0) bytes = {};
+  GgufFile f = parse(bytes, path, limits);
+  f.mapping_ = std::move(mapping);
+  return f;
+}
+
+const Value* GgufFile::find(std::string_view key) const {
+  for (const auto& kv : metadata_) {
+    if (kv.key == key) return &kv.value;
+  }
+  return nullptr;
+}
+
+namespace {
+[[noreturn]] void wrong_type(const std::string& path, std::string_view key, const Value& v,
+                             std::string_view wanted) {
+  throw FormatError(fmt::format("{}: metadata '{}' is {}, expected {}", path, key,
+                                value_type_name(v.type), wanted));
+}
+}  // namespace
+
+std::optional<std::string> GgufFile::get_string(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (const auto* s = v->as_string()) return *s;
+  wrong_type(path_, key, *v, "a string");
+}
+
+std::optional<uint64_t> GgufFile::get_u64(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (auto u = v->as_u64()) return u;
+  wrong_type(path_, key, *v, "a non-negative integer");
+}
+
+std::optional<int64_t> GgufFile::get_i64(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (auto i = v->as_i64()) return i;
+  wrong_type(path_, key, *v, "an integer");
+}
+
+std::optional<double> GgufFile::get_f64(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (auto d = v->as_f64()) return d;
+  wrong_type(path_, key, *v, "a number");
+}
+
+std::optional<bool> GgufFile::get_bool(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (auto b = v->as_bool()) return b;
+  wrong_type(path_, key, *v, "a bool");
+}
+
+std::optional<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  const Array* a = v->as_array();
+  if (a == nullptr || a->elem_type != ValueType::kString) wrong_type(path_, key, *v, "an array of strings");
+  std::vector<std::string> out;
+  out.reserve(a->items.size());
+  for (const auto& item : a->items) out.push_back(*item.as_string());
+  return out;
+}
+
+std::optional<std::vector<double>> GgufFile::get_f64_array(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  const Array* a = v->as_array();
+  if (a == nullptr || a->elem_type == ValueType::kString || a->elem_type == ValueType::kArray ||
+      a->elem_type == ValueType::kBool) {
+    wrong_type(path_, key, *v, "an array of numbers");
+  }
+  std::vector<double> out;
+  out.reserve(a->items.size());
+  for (const auto& item : a->items) out.push_back(*item.as_f64());
+  return out;
+}
+
+std::optional<std::vector<int64_t>> GgufFile::get_i64_array(std::string_view key) const {
+  const Value* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  const Array* a = v->as_array();
+  if (a == nullptr || a->elem_type == ValueType::kString || a->elem_type == ValueType::kArray ||
+      a->elem_type == ValueType::kBool || a->elem_type == ValueType::kF32 ||
+      a->elem_type == ValueType::kF64 || a->elem_type == ValueType::kU64) {
+    wrong_type(path_, key, *v, "an array of integers");
+  }
+  std::vector<int64_t> out;
+  out.reserve(a->items.size());
+  for (const auto& item : a->items) out.push_back(*item.as_i64());
+  return out;
+}
+
+const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const TensorInfo& GgufFile::tensor(std::string_view name) const {
+  if (const auto* t = find_tensor(name)) return *t;
+  throw FormatError(fmt::format("{}: tensor '{}' is missing", path_, name));
+}
+
+}  // namespace hearth::gguf
