@@ -1,0 +1,38 @@
+// Optional CURVE (Curve25519) encryption and authentication of ZeroMQ links.
+//
+// Shape chosen for a home cluster: one cluster key file, copied to every device, holds one
+// keypair. Every listener serves with it and every connection presents it and expects the
+// server to hold it, so traffic is encrypted and only devices holding the file can complete
+// a handshake (the server public key never travels in the clear; a peer without it cannot
+// start one). CLI shape for later: `--key-file PATH` on run/worker/serve and
+// `hearth keygen PATH` to write a new file. Empty config = plain TCP.
+#pragma once
+
+#include <string>
+
+namespace hearth::net {
+
+struct CurveKeypair {
+  std::string public_key;  // Z85 text, 40 characters
+  std::string secret_key;  // Z85 text, 40 characters
+};
+
+struct CurveConfig {
+  std::string public_key;  // this side's keypair
+  std::string secret_key;
+  std::string server_public_key;  // connections: the key the listener must prove it holds
+  bool enabled() const { return !secret_key.empty(); }
+};
+
+// Throws IoError if libzmq was built without CURVE.
+CurveKeypair generate_curve_keypair();
+
+// Key file: lines "public <z85>" and "secret <z85>"; '#' starts a comment. Written 0600.
+void write_key_file(const std::string& path, const CurveKeypair& keys);
+// Throws IoError (cannot read) or FormatError (naming the file and line).
+CurveKeypair read_key_file(const std::string& path);
+
+// The cluster shape described above: both roles use `keys`.
+CurveConfig cluster_curve_config(const CurveKeypair& keys);
+
+}  // namespace hearth::net

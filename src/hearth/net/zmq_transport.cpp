@@ -1,0 +1,388 @@
+// ZeroMQ implementation of transport.h: ROUTER listeners, DEALER connections, over tcp.
+#include <zmq.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+#include "hearth/net/transport_impl.h"
+
+namespace hearth::net::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One context for the process, never terminated: zmq_ctx_term blocks on any socket still
+// open, and a library must not hang its host at exit. It stays reachable, so it is not a leak.
+void* context() {
+  static void* const ctx = [] {
+    void* c = zmq_ctx_new();
+    if (c == nullptr) throw IoError("zmq_ctx_new failed");
+    return c;
+  }();
+  return ctx;
+}
+
+std::string zerr() {
+  return zmq_strerror(zmq_errno());
+}
+
+// Owns one zmq socket.
+class Socket {
+ public:
+  explicit Socket(int type) : s_(zmq_socket(context(), type)) {
+    if (s_ == nullptr) throw IoError(fmt::format("zmq_socket: {}", zerr()));
+  }
+  ~Socket() {
+    if (s_ != nullptr) zmq_close(s_);
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  void* get() const { return s_; }
+
+  void set_int(int option, int value, const char* name) {
+    if (zmq_setsockopt(s_, option, &value, sizeof value) != 0) {
+      throw IoError(fmt::format("zmq_setsockopt {}={}: {}", name, value, zerr()));
+    }
+  }
+  void set_i64(int option, int64_t value, const char* name) {
+    if (zmq_setsockopt(s_, option, &value, sizeof value) != 0) {
+      throw IoError(fmt::format("zmq_setsockopt {}={}: {}", name, value, zerr()));
+    }
+  }
+  void set_str(int option, const std::string& value, const char* name) {
+    if (zmq_setsockopt(s_, option, value.data(), value.size()) != 0) {
+      throw UsageError(fmt::format("zmq_setsockopt {}: {}", name, zerr()));
+    }
+  }
+
+ private:
+  void* s_;
+};
+
+// Owns one zmq message (frame).
+struct Frame {
+  zmq_msg_t m;
+  Frame() { zmq_msg_init(&m); }
+  ~Frame() { zmq_msg_close(&m); }
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+  std::span<const uint8_t> bytes() {
+    return {static_cast<const uint8_t*>(zmq_msg_data(&m)), zmq_msg_size(&m)};
+  }
+};
+
+void apply_common(Socket& s, const TransportOptions& o) {
+  s.set_int(ZMQ_LINGER, o.linger_ms, "ZMQ_LINGER");
+  s.set_int(ZMQ_SNDTIMEO, o.send_timeout_ms, "ZMQ_SNDTIMEO");
+  // Frames larger than this are refused by libzmq before being buffered, and the offending
+  // connection is closed: a peer cannot make us allocate more than one message's worth.
+  s.set_i64(ZMQ_MAXMSGSIZE, static_cast<int64_t>(o.max_message_bytes), "ZMQ_MAXMSGSIZE");
+  if (o.heartbeat_ms > 0) {
+    s.set_int(ZMQ_HEARTBEAT_IVL, o.heartbeat_ms, "ZMQ_HEARTBEAT_IVL");
+    s.set_int(ZMQ_HEARTBEAT_TIMEOUT, o.heartbeat_timeout_ms, "ZMQ_HEARTBEAT_TIMEOUT");
+    s.set_int(ZMQ_HEARTBEAT_TTL, o.heartbeat_timeout_ms, "ZMQ_HEARTBEAT_TTL");
+  }
+}
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+// Polls `items`; returns the number ready, retrying on EINTR.
+int poll_items(zmq_pollitem_t* items, int n, int timeout_ms) {
+  for (;;) {
+    const int rc = zmq_poll(items, n, timeout_ms);
+    if (rc >= 0) return rc;
+    if (zmq_errno() != EINTR) throw NetError(fmt::format("zmq_poll: {}", zerr()));
+  }
+}
+
+// Receives every frame of one message without blocking (all frames of a message arrive
+// together). Keeps at most `keep` frames; extra frames are read and discarded so a peer
+// cannot pile them up. Returns the total frame count.
+size_t recv_message(void* sock, std::vector<std::unique_ptr<Frame>>& frames, size_t keep) {
+  frames.clear();
+  size_t count = 0;
+  for (;;) {
+    auto f = std::make_unique<Frame>();
+    if (zmq_msg_recv(&f->m, sock, ZMQ_DONTWAIT) < 0) {
+      if (zmq_errno() == EAGAIN && count == 0) return 0;
+      throw NetError(fmt::format("zmq_msg_recv: {}", zerr()));
+    }
+    ++count;
+    const bool more = zmq_msg_more(&f->m) != 0;
+    if (frames.size() < keep) frames.push_back(std::move(f));
+    if (!more) return count;
+  }
+}
+
+std::string hex(std::span<const uint8_t> bytes) {
+  std::string s;
+  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+// "tcp://host:0" binds an ephemeral port; libzmq spells that "tcp://host:*".
+std::string bind_address(const std::string& endpoint) {
+  if (endpoint.size() > 2 && endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
+    return endpoint.substr(0, endpoint.size() - 1) + "*";
+  }
+  return endpoint;
+}
+
+void apply_curve_server(Socket& s, const CurveConfig& c) {
+  if (!c.enabled()) return;
+  s.set_int(ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER");
+  s.set_str(ZMQ_CURVE_SECRETKEY, c.secret_key, "ZMQ_CURVE_SECRETKEY");
+}
+
+void apply_curve_client(Socket& s, const CurveConfig& c) {
+  if (!c.enabled()) return;
+  s.set_str(ZMQ_CURVE_SERVERKEY, c.server_public_key, "ZMQ_CURVE_SERVERKEY");
+  s.set_str(ZMQ_CURVE_PUBLICKEY, c.public_key, "ZMQ_CURVE_PUBLICKEY");
+  s.set_str(ZMQ_CURVE_SECRETKEY, c.secret_key, "ZMQ_CURVE_SECRETKEY");
+}
+
+class ZmqListener final : public Listener {
+ public:
+  ZmqListener(const std::string& endpoint, const TransportOptions& opts) : sock_(ZMQ_ROUTER) {
+    apply_common(sock_, opts);
+    // Sending to a peer that is gone fails loudly instead of being silently discarded.
+    sock_.set_int(ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY");
+    apply_curve_server(sock_, opts.curve);
+    if (zmq_bind(sock_.get(), bind_address(endpoint).c_str()) != 0) {
+      throw NetError(fmt::format("cannot listen on {}: {}", endpoint, zerr()));
+    }
+    char buf[256] = {};
+    size_t len = sizeof buf;
+    if (zmq_getsockopt(sock_.get(), ZMQ_LAST_ENDPOINT, buf, &len) != 0) {
+      throw NetError(fmt::format("listener {}: ZMQ_LAST_ENDPOINT: {}", endpoint, zerr()));
+    }
+    endpoint_ = buf;
+  }
+
+  const std::string& endpoint() const override { return endpoint_; }
+  uint64_t dropped() const override { return dropped_; }
+  bool is_loopback() const override { return false; }
+  void* zmq_socket_handle() const override { return sock_.get(); }
+
+  std::optional<Incoming> recv_for(Millis timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      zmq_pollitem_t item{sock_.get(), 0, ZMQ_POLLIN, 0};
+      if (poll_items(&item, 1, remaining_ms(deadline)) == 0) return std::nullopt;
+      std::vector<std::unique_ptr<Frame>> frames;
+      const size_t n = recv_message(sock_.get(), frames, 2);
+      if (n == 0) continue;
+      const std::string label = peer_label(frames);
+      if (n != 2) {
+        ++dropped_;
+        log::warn("dropped a message from {} on {}: {} frames, expected 1", label, endpoint_,
+                  n - 1);
+        continue;
+      }
+      auto env = decode_or_drop(frames[1]->bytes(), label, dropped_);
+      if (!env) continue;
+      const auto id = frames[0]->bytes();
+      return Incoming{PeerId(id.begin(), id.end()), label, std::move(*env)};
+    }
+  }
+
+  void send(const PeerId& to, const Message& m, uint64_t request_id) override {
+    const std::vector<uint8_t> bytes = encode(m, request_id);
+    if (zmq_send(sock_.get(), to.data(), to.size(), ZMQ_SNDMORE) < 0 ||
+        zmq_send(sock_.get(), bytes.data(), bytes.size(), 0) < 0) {
+      const int err = zmq_errno();
+      throw NetError(fmt::format("listener {}: cannot send {} to peer #{}: {}", endpoint_,
+                                 msg_type_name(type_of(m)),
+                                 hex({reinterpret_cast<const uint8_t*>(to.data()), to.size()}),
+                                 err == EHOSTUNREACH ? "peer is gone"
+                                 : err == EAGAIN     ? "timed out"
+                                                     : zmq_strerror(err)));
+    }
+  }
+
+ private:
+  std::string peer_label(std::vector<std::unique_ptr<Frame>>& frames) {
+    std::string addr = "?";
+    if (frames.size() > 1) {
+      if (const char* a = zmq_msg_gets(&frames[1]->m, "Peer-Address")) addr = a;
+    }
+    return fmt::format("tcp {} #{} (on {})", addr, hex(frames[0]->bytes()), endpoint_);
+  }
+
+  Socket sock_;
+  std::string endpoint_;
+  uint64_t dropped_ = 0;
+};
+
+std::atomic<uint64_t> g_monitor_seq{0};
+
+class ZmqConnection final : public Connection {
+ public:
+  ZmqConnection(const std::string& endpoint, const TransportOptions& opts)
+      : sock_(ZMQ_DEALER), monitor_(ZMQ_PAIR), peer_(endpoint), opts_(opts) {
+    apply_common(sock_, opts);
+    // Queue messages only on a completed connection: a send to a peer that is not up
+    // then times out (send_timeout_ms) instead of waiting in a buffer forever.
+    sock_.set_int(ZMQ_IMMEDIATE, 1, "ZMQ_IMMEDIATE");
+    apply_curve_client(sock_, opts.curve);
+    // The monitor reports handshakes and disconnects, so a dead peer is noticed at once.
+    const std::string mon = fmt::format("inproc://hearth-monitor-{}", g_monitor_seq++);
+    const int events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(sock_.get(), mon.c_str(), events) != 0) {
+      throw IoError(fmt::format("zmq_socket_monitor: {}", zerr()));
+    }
+    monitor_.set_int(ZMQ_LINGER, 0, "ZMQ_LINGER");
+    if (::zmq_connect(monitor_.get(), mon.c_str()) != 0) {
+      throw IoError(fmt::format("connect monitor: {}", zerr()));
+    }
+    if (::zmq_connect(sock_.get(), endpoint.c_str()) != 0) {
+      throw UsageError(fmt::format("cannot connect to {}: {}", endpoint, zerr()));
+    }
+  }
+
+  ~ZmqConnection() override { zmq_socket_monitor(sock_.get(), nullptr, 0); }
+
+  const std::string& peer() const override { return peer_; }
+  uint64_t dropped() const override { return dropped_; }
+  bool is_loopback() const override { return false; }
+  void* zmq_socket_handle() const override { return sock_.get(); }
+  void* zmq_monitor_handle() const override { return monitor_.get(); }
+
+  void send(const Message& m, uint64_t request_id) override {
+    const std::vector<uint8_t> bytes = encode(m, request_id);
+    send_bytes(bytes, msg_type_name(type_of(m)));
+  }
+
+  void send_raw(std::span<const uint8_t> bytes) override { send_bytes(bytes, "raw bytes"); }
+
+  bool peer_lost() override {
+    pump_monitor();
+    return lost_;
+  }
+
+  std::optional<Envelope> recv_for(Millis timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      zmq_pollitem_t items[2] = {{sock_.get(), 0, ZMQ_POLLIN, 0},
+                                 {monitor_.get(), 0, ZMQ_POLLIN, 0}};
+      // A message that arrived before the link broke is still delivered first.
+      if (poll_items(items, 2, remaining_ms(deadline)) == 0) return std::nullopt;
+      if ((items[0].revents & ZMQ_POLLIN) != 0) {
+        std::vector<std::unique_ptr<Frame>> frames;
+        const size_t n = recv_message(sock_.get(), frames, 1);
+        if (n == 0) continue;
+        if (n != 1) {
+          ++dropped_;
+          log::warn("dropped a message from {}: {} frames, expected 1", peer_, n);
+          continue;
+        }
+        auto env = decode_or_drop(frames[0]->bytes(), peer_, dropped_);
+        if (env) return env;
+        continue;
+      }
+      if (peer_lost()) throw NetError(lost_message());
+    }
+  }
+
+ private:
+  void send_bytes(std::span<const uint8_t> bytes, std::string_view what) {
+    if (peer_lost()) throw NetError(lost_message());
+    if (zmq_send(sock_.get(), bytes.data(), bytes.size(), 0) < 0) {
+      const int err = zmq_errno();
+      if (err == EAGAIN) {
+        throw NetError(fmt::format(
+            "peer {}: could not send {} within {} ms (peer not reachable or not reading)", peer_,
+            what, opts_.send_timeout_ms));
+      }
+      throw NetError(fmt::format("peer {}: send {}: {}", peer_, what, zmq_strerror(err)));
+    }
+  }
+
+  std::string lost_message() const {
+    return fmt::format("peer {}: connection lost ({})", peer_,
+                       lost_reason_.empty() ? "peer closed the link or died" : lost_reason_);
+  }
+
+  // Reads pending monitor events: [u16 event, u32 value] then the endpoint frame.
+  void pump_monitor() {
+    for (;;) {
+      std::vector<std::unique_ptr<Frame>> frames;
+      if (recv_message(monitor_.get(), frames, 2) == 0) return;
+      if (frames.empty() || zmq_msg_size(&frames[0]->m) < 6) continue;
+      uint16_t event = 0;
+      std::memcpy(&event, zmq_msg_data(&frames[0]->m), sizeof event);
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        handshaken_ = true;
+      } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
+        lost_ = true;
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        lost_ = true;
+        lost_reason_ = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                           ? "authentication failed: the peers hold different keys"
+                           : "handshake failed: peer does not speak ZMTP/CURVE as configured";
+      }
+    }
+  }
+
+  Socket sock_;
+  Socket monitor_;
+  std::string peer_;
+  TransportOptions opts_;
+  uint64_t dropped_ = 0;
+  bool handshaken_ = false;
+  bool lost_ = false;
+  std::string lost_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Listener> zmq_listen(const std::string& endpoint, const TransportOptions& opts) {
+  return std::make_unique<ZmqListener>(endpoint, opts);
+}
+
+std::unique_ptr<Connection> zmq_connect(const std::string& endpoint, const TransportOptions& opts) {
+  return std::make_unique<ZmqConnection>(endpoint, opts);
+}
+
+size_t zmq_wait_any(std::span<Receiver* const> receivers, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (size_t i = 0; i < receivers.size(); ++i) {
+    if (receivers[i]->peer_lost()) return i;
+  }
+  for (;;) {
+    // (2 * receivers) poll items: the socket of each, then its monitor (or nothing).
+    std::vector<zmq_pollitem_t> items;
+    for (Receiver* r : receivers) {
+      items.push_back({r->zmq_socket_handle(), 0, ZMQ_POLLIN, 0});
+      void* mon = r->zmq_monitor_handle();
+      items.push_back({mon, 0, static_cast<short>(mon != nullptr ? ZMQ_POLLIN : 0), 0});
+    }
+    // zmq_poll skips items with no events requested, but needs a valid socket; give the
+    // monitor-less slots the receiver's own socket with no events.
+    for (size_t i = 0; i < receivers.size(); ++i) {
+      if (items[2 * i + 1].socket == nullptr) items[2 * i + 1].socket = items[2 * i].socket;
+    }
+    if (poll_items(items.data(), static_cast<int>(items.size()), remaining_ms(deadline)) == 0) {
+      return receivers.size();
+    }
+    for (size_t i = 0; i < receivers.size(); ++i) {
+      if ((items[2 * i].revents & ZMQ_POLLIN) != 0) return i;
+      if ((items[2 * i + 1].revents & ZMQ_POLLIN) != 0 && receivers[i]->peer_lost()) return i;
+    }
+  }
+}
+
+}  // namespace hearth::net::detail
