@@ -1,0 +1,342 @@
+#include "hearth/plan/halda.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/plan/ilp.h"
+#include "hearth/plan/limits.h"
+
+namespace hearth::plan {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Memory rows are in GiB; keep solutions this far (about 1 KiB) inside their set's region so
+// the solver's feasibility tolerance cannot put a device on the wrong side of its RAM bound.
+constexpr double kMargin = 1e-6;
+
+// a*w + b*n + c: one device's time or memory need at fixed k and fixed set.
+struct Lin {
+  double w = 0, n = 0, c = 0;
+};
+
+struct DeviceModel {
+  Lin over, fits;   // seconds in sets M1-M3 / M4
+  Lin ram, pinned;  // bytes
+  double ram_cap = 0, pinned_cap = 0;
+  uint32_t n_cap = 0;  // GPU layers per window that fit VRAM
+  bool slow = false;
+};
+
+// The cost model is linear in (w, n) within a set, so three evaluations give its coefficients
+// exactly and the ILP objective is the cost model itself, not a re-derivation of it.
+DeviceModel linearize(const Problem& p, size_t m, uint32_t k, bool ring) {
+  const double hops = ring ? k : 0.0;
+  auto at = [&](double w, double n, MemCase mc) {
+    return device_terms(p, m, k * w, k * n, k, hops, mc);
+  };
+  const bool gpu = p.devices[m].has_gpu();
+  DeviceModel dm;
+  for (MemCase mc : {MemCase::kOverloaded, MemCase::kFits}) {
+    const auto t00 = at(0, 0, mc), t10 = at(1, 0, mc);
+    const double t11 = gpu ? at(1, 1, mc).total_s() : t10.total_s();
+    Lin lin{t10.total_s() - t00.total_s(), t11 - t10.total_s(), t00.total_s()};
+    (mc == MemCase::kOverloaded ? dm.over : dm.fits) = lin;
+    if (mc == MemCase::kFits) {
+      const auto t11f = gpu ? at(1, 1, mc) : t10;
+      dm.ram = {t10.ram_need - t00.ram_need, t11f.ram_need - t10.ram_need, t00.ram_need};
+      dm.pinned = {t10.pinned_need - t00.pinned_need, t11f.pinned_need - t10.pinned_need,
+                   t00.pinned_need};
+      dm.ram_cap = t00.ram_cap;
+      dm.pinned_cap = t00.pinned_cap;
+      dm.slow = t00.slow_disk;
+    }
+  }
+  dm.n_cap = gpu_window_cap(p, m, k);
+  return dm;
+}
+
+struct Candidate {
+  Assignment a;
+  double tpot = 0;
+};
+
+class Solver {
+ public:
+  Solver(const Problem& p, const std::vector<bool>& active, HaldaStats* stats)
+      : p_(p), active_(active), stats_(stats) {
+    for (size_t m = 0; m < active.size(); ++m) {
+      if (active[m]) idx_.push_back(m);
+    }
+    ks_ = valid_rounds(p.model.n_layers, idx_.size());
+  }
+
+  const std::vector<size_t>& idx() const { return idx_; }
+  bool any_k() const { return !ks_.empty(); }
+
+  // Sets from an assignment: true = overloaded (M1-M3), false = M4.
+  std::vector<bool> classify(const Assignment& a, const std::vector<bool>& forced) const {
+    uint32_t W = 0;
+    for (auto x : a.w) W += x;
+    const uint32_t k = p_.model.n_layers / W;
+    std::vector<bool> sets(p_.devices.size(), false);
+    for (size_t m : idx_) {
+      const auto t =
+          device_terms(p_, m, double(k) * a.w[m], double(k) * a.n[m], k, k, MemCase::kAuto);
+      sets[m] = t.overloaded && !t.slow_disk && !forced[m];
+    }
+    return sets;
+  }
+
+  // One ILP per valid k under fixed sets; the best by the cost model.
+  std::optional<Candidate> solve(const std::vector<bool>& sets) {
+    std::optional<Candidate> best;
+    for (uint32_t k : ks_) {
+      auto c = solve_k(sets, k);
+      if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
+    }
+    return best;
+  }
+
+ private:
+  std::optional<Candidate> solve_k(const std::vector<bool>& sets, uint32_t k) {
+    const uint32_t W = p_.model.n_layers / k;
+    const bool ring = idx_.size() > 1;
+    Ilp ilp;
+    IlpRow sum_w{{}, double(W), double(W)};
+    std::vector<std::pair<int, int>> vars;  // (w var, n var) per active device
+    for (size_t m : idx_) {
+      const auto dm = linearize(p_, m, k, ring);
+      if (dm.slow && sets[m]) return std::nullopt;  // slow disks may not overload
+      const Lin& t = sets[m] ? dm.over : dm.fits;
+      const int wv = ilp.add_var(t.w, 1, W, true);
+      const int nv = ilp.add_var(t.n, 0, std::min<double>(W, dm.n_cap), true);
+      vars.emplace_back(wv, nv);
+      sum_w.coefs.emplace_back(wv, 1.0);
+      ilp.rows.push_back({{{nv, 1.0}, {wv, -1.0}}, -kInf, 0.0});
+      IlpRow ram{{{wv, dm.ram.w / kGiB}, {nv, dm.ram.n / kGiB}}, -kInf, kInf};
+      const double room = (dm.ram_cap - dm.ram.c) / kGiB;
+      if (sets[m]) {
+        ram.lo = room + kMargin;
+      } else {
+        ram.hi = room - kMargin;
+      }
+      ilp.rows.push_back(ram);
+      ilp.rows.push_back({{{wv, dm.pinned.w / kGiB}, {nv, dm.pinned.n / kGiB}},
+                          -kInf,
+                          (dm.pinned_cap - dm.pinned.c) / kGiB});
+    }
+    ilp.rows.push_back(sum_w);
+    if (stats_) ++stats_->ilps;
+    const auto sol = solve_ilp(ilp);
+    if (!sol.optimal) return std::nullopt;
+    Candidate c;
+    c.a.w.assign(p_.devices.size(), 0);
+    c.a.n.assign(p_.devices.size(), 0);
+    c.a.relay.assign(p_.devices.size(), false);
+    for (size_t i = 0; i < idx_.size(); ++i) {
+      c.a.w[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].first]));
+      c.a.n[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].second]));
+    }
+    const auto pred = predict(p_, c.a.w, c.a.n);
+    if (!pred.feasible) return std::nullopt;
+    c.tpot = pred.tpot_s;
+    return c;
+  }
+
+  const Problem& p_;
+  std::vector<bool> active_;
+  HaldaStats* stats_;
+  std::vector<size_t> idx_;
+  std::vector<uint32_t> ks_;
+};
+
+// "A GPU has free VRAM while another device is overloaded" (Algorithm 1, line 13).
+bool needs_calibration(const Problem& p, const Solver& s, const Assignment& a) {
+  uint32_t W = 0;
+  for (auto x : a.w) W += x;
+  const uint32_t k = p.model.n_layers / W;
+  const auto pred = predict(p, a.w, a.n);
+  for (size_t g : s.idx()) {
+    if (!p.devices[g].has_gpu() || a.n[g] >= gpu_window_cap(p, g, k)) continue;
+    for (size_t o : s.idx()) {
+      if (o == g) continue;
+      const bool vram_full_cpu_spill =
+          p.devices[o].has_gpu() && a.n[o] >= gpu_window_cap(p, o, k) && a.w[o] > a.n[o];
+      if (pred.devices[o].overloaded || vram_full_cpu_spill) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>& active,
+                                       const HaldaOptions& options, HaldaStats* stats) {
+  if (active.size() != p.devices.size() || !active[0]) {
+    throw UsageError("halda: the head device must be part of every ring");
+  }
+  Solver solver(p, active, stats);
+  if (!solver.any_k()) return std::nullopt;  // fewer layers than devices
+  const uint32_t L = p.model.n_layers;
+  const size_t N = p.devices.size();
+
+  // Line 1: w proportional to memory budgets (W = L, k = 1), n = 0.
+  std::vector<double> budgets;
+  for (size_t m : solver.idx()) budgets.push_back(memory_budget(p.devices[m]));
+  const auto split = proportional_split(budgets, L);
+  Assignment cur{std::vector<uint32_t>(N, 0), std::vector<uint32_t>(N, 0),
+                 std::vector<bool>(N, false)};
+  for (size_t i = 0; i < solver.idx().size(); ++i) cur.w[solver.idx()[i]] = split[i];
+
+  std::vector<bool> forced(N, false);
+  std::optional<std::vector<bool>> prev_sets;
+  std::optional<Candidate> best;
+  std::vector<bool> best_sets;
+  for (uint32_t iter = 0; iter < options.max_iterations; ++iter) {
+    const auto sets = solver.classify(cur, forced);
+    if (prev_sets && *prev_sets == sets) break;
+    prev_sets = sets;
+    if (stats) ++stats->iterations;
+    auto c = solver.solve(sets);
+    if (!c) break;
+    if (!best || c->tpot < best->tpot) {
+      best = c;
+      best_sets = sets;
+    }
+    if (needs_calibration(p, solver, c->a)) {
+      // Line 14: the overloaded device with the slowest disk goes to M4-force.
+      std::optional<size_t> pick;
+      for (size_t m : solver.idx()) {
+        if (!sets[m] || forced[m]) continue;
+        if (!pick || disk_read_bps(p.devices[m]) < disk_read_bps(p.devices[*pick])) pick = m;
+      }
+      if (pick) {
+        forced[*pick] = true;
+        continue;
+      }
+    }
+    cur = c->a;
+  }
+  if (best && options.refine) {
+    // Local search over set assignments: one device at a time to the other set.
+    auto sets = solver.classify(best->a, std::vector<bool>(N, false));
+    for (uint32_t round = 0; round < options.max_iterations; ++round) {
+      bool improved = false;
+      for (size_t m : solver.idx()) {
+        auto trial = sets;
+        trial[m] = !trial[m];
+        if (stats) ++stats->iterations;
+        auto c = solver.solve(trial);
+        if (c && c->tpot < best->tpot * (1 - 1e-9)) {
+          best = c;
+          sets = solver.classify(best->a, std::vector<bool>(N, false));
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->a;
+}
+
+void add_relays(const Problem& p, Assignment& a) {
+  const size_t N = p.devices.size();
+  a.relay.assign(N, false);
+  std::vector<size_t> ring;
+  for (size_t m = 0; m < N; ++m) {
+    if (a.w[m] > 0) ring.push_back(m);
+  }
+  if (ring.size() < 2) return;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    const size_t from = ring[i], to = ring[(i + 1) % ring.size()];
+    size_t cur = from;
+    while (!p.devices[cur].can_reach(p.devices[to].name)) {
+      // Hop to the furthest dropped device between cur and `to` that cur can reach.
+      std::optional<size_t> hop;
+      for (size_t j = (cur + 1) % N; j != to; j = (j + 1) % N) {
+        if (p.devices[cur].can_reach(p.devices[j].name)) hop = j;
+      }
+      if (!hop) {
+        throw UsageError("ring cannot connect '" + p.devices[from].name + "' to '" +
+                         p.devices[to].name + "'");
+      }
+      a.relay[*hop] = true;
+      cur = *hop;
+    }
+  }
+}
+
+namespace {
+
+std::string infeasible_reason(const Problem& p) {
+  double budget = 0, vram = 0, fast_budget = 0;
+  bool any_fast = false;
+  for (const auto& d : p.devices) {
+    budget += memory_budget(d);
+    if (d.gpu.kind == profile::GpuKind::kCuda)
+      vram += static_cast<double>(d.gpu.vram_available_bytes);
+    if (disk_read_bps(d) >= p.options.slow_disk_bps) any_fast = true;
+    fast_budget += memory_budget(d);
+  }
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "no feasible plan: model '%s' needs %.2f GiB of weights plus %.2f GiB of KV cache at ctx %u; "
+      "the devices offer %.2f GiB of RAM and %.2f GiB of VRAM%s, and no assignment of %u layers "
+      "keeps every device within its limits",
+      p.model.name.c_str(), p.model.total_weight_bytes() / kGiB,
+      double(p.model.kv_bytes_per_token) * p.options.ctx * p.model.n_layers / kGiB, p.options.ctx,
+      budget / kGiB, vram / kGiB,
+      any_fast ? "" : ", and every disk is too slow to reload weights from", p.model.n_layers);
+  (void)fast_budget;
+  return buf;
+}
+
+}  // namespace
+
+Plan halda(const Problem& p, const HaldaOptions& options) {
+  const double t0 = now_ms();
+  check_problem(p);
+  HaldaStats stats;
+  std::vector<bool> active(p.devices.size(), true);
+  auto best = halda_assign(p, active, options, &stats);
+  if (!best) {
+    Plan plan = no_plan(p, "halda", infeasible_reason(p));
+    plan.solve_ms = now_ms() - t0;
+    plan.iterations = stats.iterations;
+    plan.ilps = stats.ilps;
+    return plan;
+  }
+  add_relays(p, *best);
+  double cur = predict(p, best->w, best->n, best->relay).tpot_s;
+  while (options.select_devices) {
+    auto next = active;
+    bool drop = false;
+    for (size_t m = 1; m < p.devices.size(); ++m) {
+      if (active[m] && best->w[m] <= 1) {
+        next[m] = false;
+        drop = true;
+      }
+    }
+    if (!drop) break;
+    auto cand = halda_assign(p, next, options, &stats);
+    if (!cand) break;
+    add_relays(p, *cand);
+    const double t = predict(p, cand->w, cand->n, cand->relay).tpot_s;
+    if (t >= cur) break;
+    best = std::move(cand);
+    active = next;
+    cur = t;
+  }
+  Plan plan = make_plan(p, *best, "halda");
+  plan.solve_ms = now_ms() - t0;
+  plan.iterations = stats.iterations;
+  plan.ilps = stats.ilps;
+  return plan;
+}
+
+}  // namespace hearth::plan

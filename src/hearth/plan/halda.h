@@ -1,0 +1,53 @@
+// Halda (paper v2 Algorithm 1, §3.3): the layer-to-device assignment minimising predicted
+// TPOT, then device selection.
+//
+// 1. w proportional to memory budgets, n = 0, which puts each device in a set: overloaded
+//    (M1/M2/M3 by OS) or not (M4; slow disks are always M4).
+// 2. For every valid k (divisor of L with W = L/k >= devices) solve one ILP with CBC: integer
+//    w_m >= 1, 0 <= n_m <= w_m, sum w = W, the RAM bound of each device's set, the VRAM bound;
+//    the objective is the cost model itself, which is linear in (w, n) once k and the sets
+//    are fixed. Keep the best k.
+// 3. Reassign sets from the new (w, n); repeat until the sets stop changing. Calibration: if
+//    a GPU has free VRAM while another device is overloaded, force the overloaded device with
+//    the slowest disk into M4 and solve again.
+// 4. Refinement (ours, on by default, `refine = false` gives the paper's loop alone): from the
+//    fixed point, try moving each device to the other set and keep a move that lowers the
+//    predicted TPOT. Algorithm 1 can only leave sets it starts in, so a device that starts in
+//    M4 can never become overloaded even when overloading a fast-disk device is optimal.
+// 5. Device selection: drop devices given w <= 1 (never the head) and solve again, keeping the
+//    smaller ring if its TPOT is lower; a dropped device stays as a zero-load relay when the
+//    ring needs it to connect two devices that cannot reach each other.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "hearth/plan/plan.h"
+
+namespace hearth::plan {
+
+struct HaldaOptions {
+  bool refine = true;
+  bool select_devices = true;
+  uint32_t max_iterations = 100;
+};
+
+struct HaldaStats {
+  uint32_t iterations = 0;  // set assignments tried
+  uint32_t ilps = 0;        // ILPs solved
+};
+
+// Algorithm 1 on the devices marked in `active` (index 0, the head, must be active); the
+// inactive ones get w = n = 0. nullopt when no assignment satisfies the constraints.
+std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>& active,
+                                       const HaldaOptions& options, HaldaStats* stats);
+
+// The whole scheduler: assignment, device selection, relays. Never throws for an infeasible
+// problem: the plan says "no feasible plan" and why.
+Plan halda(const Problem& p, const HaldaOptions& options = {});
+
+// Marks as relays the dropped devices the ring needs so that each active device can reach
+// the next active one (devices' `reachable` lists). UsageError if no relay path exists.
+void add_relays(const Problem& p, Assignment& a);
+
+}  // namespace hearth::plan

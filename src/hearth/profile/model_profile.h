@@ -1,0 +1,78 @@
+// What the planner knows about a model: per-layer FLOPs and bytes per weight type, input and
+// output layer bytes, KV bytes per token (paper A.3: F_m, F_out, b, b_i, b_o, 2(h_k e_k +
+// h_v e_v)). Computed from hyperparameters plus the type of every weight tensor, so it works
+// for a named preset with a quantization scheme as well as for the tensor list of a GGUF.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/gguf/tensor_type.h"
+#include "hearth/model/hparams.h"
+
+namespace hearth::gguf {
+struct TensorInfo;
+}
+
+namespace hearth::profile {
+
+// The weight type of every tensor role of one transformer layer.
+struct LayerTypes {
+  gguf::TensorType attn_q, attn_k, attn_v, attn_output;
+  gguf::TensorType ffn_gate, ffn_up, ffn_down;
+};
+
+struct WeightTypes {
+  std::vector<LayerTypes> layers;  // (n_layers)
+  gguf::TensorType token_embd;
+  gguf::TensorType output;  // ignored when embeddings are tied
+};
+
+// Types a llama.cpp-style quantization scheme gives each tensor: "f32", "f16", "bf16",
+// "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" (every matrix that type, output q6_k for K-types),
+// "q4_k_m" / "q5_k_m" (attn_v and ffn_down in q6_k on the first and last eighth of the layers
+// and every third layer between). A row length the chosen block cannot store falls back to
+// q8_0, then f16, as llama.cpp does for odd feed-forward sizes. UsageError lists the names.
+WeightTypes weight_types_for_scheme(const model::HParams& hp, std::string_view scheme);
+std::vector<std::string_view> known_schemes();
+
+struct LayerProfile {
+  std::map<gguf::TensorType, double> flops;    // FLOPs per token by weight type of the matvec
+  std::map<gguf::TensorType, uint64_t> bytes;  // weight bytes by type
+  uint64_t total_bytes = 0;                    // b for this layer
+};
+
+struct ModelProfile {
+  std::string name;
+  uint32_t n_layers = 0;             // L
+  uint32_t dim = 0;                  // e
+  uint32_t vocab = 0;                // V
+  std::vector<LayerProfile> layers;  // (n_layers)
+  LayerProfile mean_layer;           // the per-layer average the cost model uses (b, F)
+  double layer_bytes = 0;            // b: mean weight bytes of one layer
+  uint64_t input_bytes = 0;          // b_i: token embedding table
+  uint64_t output_bytes = 0;         // b_o: output norm + output matrix (the embedding if tied)
+  std::map<gguf::TensorType, double> output_flops;  // F_out per token
+  // Attention score and value mixing per layer per cached token, computed on the f16 KV
+  // cache: 4 * n_heads * head_dim FLOPs (Q.K and P.V).
+  double attn_flops_per_kv_token = 0;
+  uint64_t kv_bytes_per_token = 0;  // per layer, f16 K and V: 2 * 2 * n_kv_heads * head_dim
+  uint64_t hidden_bytes = 0;        // one f32 hidden state on the wire: 4 * dim
+  // Working buffers that are not weights and cannot be reclaimed (c^cpu, c^gpu): the
+  // activations of a 512-token prompt batch through one layer, 4 * 512 * (4 dim + 2 ffn).
+  uint64_t compute_buffer_cpu = 0;
+  uint64_t compute_buffer_gpu = 0;
+
+  double total_weight_bytes() const { return layer_bytes * n_layers + input_bytes + output_bytes; }
+};
+
+ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, std::string name);
+// From the tensors of a GGUF file: types and byte sizes as stored. FormatError when a layer
+// tensor the architecture needs is missing.
+ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::TensorInfo>& tensors,
+                           std::string name);
+
+}  // namespace hearth::profile
