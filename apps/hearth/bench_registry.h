@@ -13,5 +13,6 @@ struct BenchRegistrar {
 
 }  // namespace hearth::cli
 
-#define HEARTH_BENCH(name, summary, fn) \
-  static const ::hearth::cli::BenchRegistrar HEARTH_CONCAT(hearth_bench_, __LINE__)(name, summary, fn)
+#define HEARTH_BENCH(name, summary, fn)                                                            \
+  static const ::hearth::cli::BenchRegistrar HEARTH_CONCAT(hearth_bench_, __LINE__)(name, summary, \
+                                                                                    fn)

@@ -1,7 +1,7 @@
 #include "commands.h"
 
-#include <algorithm>
 #include <fmt/core.h>
+#include <algorithm>
 
 namespace hearth::cli {
 

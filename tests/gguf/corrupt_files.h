@@ -72,14 +72,16 @@ inline std::vector<uint8_t> build_base(const BaseSpec& s) {
   g.str(s.name_a).raw(s.dims_a);
   for (uint32_t d = 0; d < s.dims_a && d < 8; ++d) g.raw<uint64_t>(d == 0 ? s.ne_a : 1);
   g.raw(s.type_a).raw(s.off_a);
-  g.str(s.name_b).raw<uint32_t>(2).raw<uint64_t>(4).raw<uint64_t>(s.ne_b1).raw<uint32_t>(0).raw(s.off_b);
+  g.str(s.name_b).raw<uint32_t>(2).raw<uint64_t>(4).raw<uint64_t>(s.ne_b1).raw<uint32_t>(0).raw(
+      s.off_b);
   g.pad_to(32);
   g.zeros(s.data_bytes);
   return g.b;
 }
 
 // A header that starts like the base file but replaces the first metadata value.
-inline std::vector<uint8_t> with_first_value(const std::vector<uint8_t>& value_bytes, uint32_t type) {
+inline std::vector<uint8_t> with_first_value(const std::vector<uint8_t>& value_bytes,
+                                             uint32_t type) {
   RawGguf g;
   g.raw<uint32_t>(0x46554747).raw<uint32_t>(3).raw<uint64_t>(0).raw<uint64_t>(1);
   g.str("k").raw(type);
@@ -165,15 +167,28 @@ inline std::vector<Corruption> corrupt_files() {
     v.raw<uint8_t>(2);
     add("bool_not_0_or_1", with_first_value(v.b, 7), "bool value 2");
   }
-  add("duplicate_key", spec([](BaseSpec& s) { s.key1 = s.key0; s.key1_type = 8; }), "duplicate key");
+  add("duplicate_key", spec([](BaseSpec& s) {
+        s.key1 = s.key0;
+        s.key1_type = 8;
+      }),
+      "duplicate key");
   {
     // general.alignment = 48 (not a power of two) as the u32 key.
-    add("alignment_not_power_of_two",
-        spec([](BaseSpec& s) { s.key1 = "general.alignment"; s.key1_value = 48; }), "power of two");
-    add("alignment_zero", spec([](BaseSpec& s) { s.key1 = "general.alignment"; s.key1_value = 0; }),
+    add("alignment_not_power_of_two", spec([](BaseSpec& s) {
+          s.key1 = "general.alignment";
+          s.key1_value = 48;
+        }),
         "power of two");
-    add("alignment_wrong_type",
-        spec([](BaseSpec& s) { s.key0 = "general.alignment"; s.key1 = "x"; }), "must be a u32");
+    add("alignment_zero", spec([](BaseSpec& s) {
+          s.key1 = "general.alignment";
+          s.key1_value = 0;
+        }),
+        "power of two");
+    add("alignment_wrong_type", spec([](BaseSpec& s) {
+          s.key0 = "general.alignment";
+          s.key1 = "x";
+        }),
+        "must be a u32");
   }
   add("tensor_zero_dims", spec([](BaseSpec& s) { s.dims_a = 0; }), "dimensions");
   add("tensor_five_dims", spec([](BaseSpec& s) { s.dims_a = 5; }), "dimensions");
@@ -181,8 +196,11 @@ inline std::vector<Corruption> corrupt_files() {
   add("tensor_dims_overflow", spec([](BaseSpec& s) { s.ne_b1 = 1ull << 62; }), "overflows");
   add("tensor_unknown_type", spec([](BaseSpec& s) { s.type_a = 31; }), "unknown tensor type");
   add("tensor_type_huge", spec([](BaseSpec& s) { s.type_a = 0x7fffffff; }), "unknown tensor type");
-  add("tensor_ne0_not_block_multiple",
-      spec([](BaseSpec& s) { s.type_a = 12; s.ne_a = 100; }), "block size");
+  add("tensor_ne0_not_block_multiple", spec([](BaseSpec& s) {
+        s.type_a = 12;
+        s.ne_a = 100;
+      }),
+      "block size");
   add("tensor_offset_unaligned", spec([](BaseSpec& s) { s.off_b = 33; }), "not aligned");
   add("tensor_past_end", spec([](BaseSpec& s) { s.off_b = 64; }), "past its end");
   add("tensor_offset_huge", spec([](BaseSpec& s) { s.off_b = ~0ull - 31; }), "past its end");

@@ -37,7 +37,8 @@ TEST(GgufReader, EveryCorruptionIsRejectedWithItsReason) {
     } catch (const FormatError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": message was: " << msg;
-      EXPECT_NE(msg.find(c.name), std::string::npos) << c.name << ": message does not name the file";
+      EXPECT_NE(msg.find(c.name), std::string::npos)
+          << c.name << ": message does not name the file";
       EXPECT_NE(msg.find("byte"), std::string::npos) << c.name << ": no byte offset: " << msg;
     }
   }
@@ -86,7 +87,9 @@ TEST(GgufReader, OpenReportsMissingFile) {
   }
 }
 
-TEST(GgufReader, OpenRefusesDirectory) { EXPECT_THROW((void)GgufFile::open("/tmp"), IoError); }
+TEST(GgufReader, OpenRefusesDirectory) {
+  EXPECT_THROW((void)GgufFile::open("/tmp"), IoError);
+}
 
 TEST(GgufReader, TypedGettersRejectWrongTypes) {
   const auto f = GgufFile::parse(testing::build_base({}), "base");

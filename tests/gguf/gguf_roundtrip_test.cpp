@@ -48,9 +48,9 @@ TEST(GgufRoundTrip, EveryMetadataType) {
       {"array.f32", Value::array(ValueType::kF32, {Value::f32(1), Value::f32(-2.5f)})},
       {"array.string", Value::array(ValueType::kString, {Value::string("a"), Value::string("")})},
       {"array.empty", Value::array(ValueType::kI32, {})},
-      {"array.nested", Value::array(ValueType::kArray,
-                                    {Value::array(ValueType::kU8, {Value::u8(1), Value::u8(2)}),
-                                     Value::array(ValueType::kU8, {})})},
+      {"array.nested",
+       Value::array(ValueType::kArray, {Value::array(ValueType::kU8, {Value::u8(1), Value::u8(2)}),
+                                        Value::array(ValueType::kU8, {})})},
       {"array.bool", Value::array(ValueType::kBool, {Value::boolean(true)})},
   };
   for (const auto& kv : kvs) w.set(kv.key, kv.value);
@@ -92,7 +92,8 @@ TEST(GgufRoundTrip, EveryTensorTypeAndAlignment) {
     ASSERT_EQ(f.tensors().size(), expected.size());
     for (const auto& [name, data] : expected) {
       const auto& t = f.tensor(name);
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data - bytes.data() - f.data_offset()) % alignment, 0u);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data - bytes.data() - f.data_offset()) % alignment,
+                0u);
       ASSERT_EQ(t.bytes, data.size()) << name;
       EXPECT_EQ(0, std::memcmp(t.data, data.data(), data.size())) << name;
     }

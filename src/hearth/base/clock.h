@@ -10,6 +10,8 @@ inline double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-inline double now_ms() { return now_seconds() * 1e3; }
+inline double now_ms() {
+  return now_seconds() * 1e3;
+}
 
 }  // namespace hearth

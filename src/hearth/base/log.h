@@ -14,7 +14,8 @@ void write(Level level, std::string_view message);
 
 template <typename... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (threshold() <= Level::kDebug) write(Level::kDebug, fmt::format(f, std::forward<Args>(args)...));
+  if (threshold() <= Level::kDebug)
+    write(Level::kDebug, fmt::format(f, std::forward<Args>(args)...));
 }
 template <typename... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {

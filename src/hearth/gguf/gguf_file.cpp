@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
 #include <algorithm>
 #include <cstring>
-#include <fmt/core.h>
 #include <numeric>
 #include <unordered_set>
 
@@ -24,19 +24,32 @@ constexpr uint32_t kMaxDims = 4;
 
 std::string_view value_type_name(ValueType type) {
   switch (type) {
-    case ValueType::kU8: return "u8";
-    case ValueType::kI8: return "i8";
-    case ValueType::kU16: return "u16";
-    case ValueType::kI16: return "i16";
-    case ValueType::kU32: return "u32";
-    case ValueType::kI32: return "i32";
-    case ValueType::kF32: return "f32";
-    case ValueType::kBool: return "bool";
-    case ValueType::kString: return "string";
-    case ValueType::kArray: return "array";
-    case ValueType::kU64: return "u64";
-    case ValueType::kI64: return "i64";
-    case ValueType::kF64: return "f64";
+    case ValueType::kU8:
+      return "u8";
+    case ValueType::kI8:
+      return "i8";
+    case ValueType::kU16:
+      return "u16";
+    case ValueType::kI16:
+      return "i16";
+    case ValueType::kU32:
+      return "u32";
+    case ValueType::kI32:
+      return "i32";
+    case ValueType::kF32:
+      return "f32";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kArray:
+      return "array";
+    case ValueType::kU64:
+      return "u64";
+    case ValueType::kI64:
+      return "i64";
+    case ValueType::kF64:
+      return "f64";
   }
   return "?";
 }
@@ -64,8 +77,12 @@ std::optional<double> Value::as_f64() const {
   return std::nullopt;
 }
 
-const std::string* Value::as_string() const { return std::get_if<std::string>(&data); }
-const Array* Value::as_array() const { return std::get_if<Array>(&data); }
+const std::string* Value::as_string() const {
+  return std::get_if<std::string>(&data);
+}
+const Array* Value::as_array() const {
+  return std::get_if<Array>(&data);
+}
 std::optional<bool> Value::as_bool() const {
   if (const auto* b = std::get_if<bool>(&data)) return *b;
   return std::nullopt;
@@ -104,25 +121,30 @@ class Parser {
     }
     const uint32_t version = read_u32("version");
     if (version == 0x02000000u || version == 0x03000000u || version == 0x01000000u) {
-      fail(4, "version", "big-endian GGUF files are not supported (convert it on a little-endian "
-                         "machine)");
+      fail(4, "version",
+           "big-endian GGUF files are not supported (convert it on a little-endian "
+           "machine)");
     }
     if (version == 1) fail(4, "version", "GGUF v1 is not supported (re-convert to v3)");
-    if (version != 2 && version != 3) fail(4, "version", fmt::format("unknown version {}", version));
+    if (version != 2 && version != 3)
+      fail(4, "version", fmt::format("unknown version {}", version));
     out.version_ = version;
 
     const uint64_t n_tensors = read_u64("tensor_count");
     const uint64_t n_kv = read_u64("metadata_kv_count");
     if (n_tensors > limits_.max_tensors) {
-      fail(8, "tensor_count", fmt::format("{} tensors exceeds the limit {}", n_tensors, limits_.max_tensors));
+      fail(8, "tensor_count",
+           fmt::format("{} tensors exceeds the limit {}", n_tensors, limits_.max_tensors));
     }
     if (n_kv > limits_.max_kv) {
-      fail(16, "metadata_kv_count", fmt::format("{} entries exceeds the limit {}", n_kv, limits_.max_kv));
+      fail(16, "metadata_kv_count",
+           fmt::format("{} entries exceeds the limit {}", n_kv, limits_.max_kv));
     }
     // Each kv needs at least 8 (key length) + 4 (type) + 1 byte; each tensor info at least
     // 8 + 4 + 4 + 8 bytes. Reject impossible counts before allocating anything.
     if (n_kv > remaining() / 13) {
-      fail(16, "metadata_kv_count", fmt::format("{} entries cannot fit in the {} bytes left", n_kv, remaining()));
+      fail(16, "metadata_kv_count",
+           fmt::format("{} entries cannot fit in the {} bytes left", n_kv, remaining()));
     }
 
     out.metadata_.reserve(n_kv);
@@ -132,7 +154,8 @@ class Parser {
       KeyValue kv;
       kv.key = read_string(fmt::format("metadata[{}].key", i));
       if (kv.key.empty()) fail(at, fmt::format("metadata[{}].key", i), "empty key");
-      if (!seen_keys.insert(kv.key).second) fail(at, "metadata key '" + kv.key + "'", "duplicate key");
+      if (!seen_keys.insert(kv.key).second)
+        fail(at, "metadata key '" + kv.key + "'", "duplicate key");
       const uint64_t type_at = pos_;
       const uint32_t raw_type = read_u32("metadata '" + kv.key + "' type");
       kv.value = read_value(raw_type, type_at, kv.key, 0);
@@ -150,7 +173,8 @@ class Parser {
     out.alignment_ = alignment;
 
     if (n_tensors > remaining() / 24) {
-      fail(8, "tensor_count", fmt::format("{} tensors cannot fit in the {} bytes left", n_tensors, remaining()));
+      fail(8, "tensor_count",
+           fmt::format("{} tensors cannot fit in the {} bytes left", n_tensors, remaining()));
     }
     out.tensors_.reserve(n_tensors);
     std::vector<uint64_t> info_offsets;
@@ -165,7 +189,8 @@ class Parser {
       const uint64_t dims_at = pos_;
       const uint32_t n_dims = read_u32(field + " n_dims");
       if (n_dims == 0 || n_dims > kMaxDims) {
-        fail(dims_at, field + " n_dims", fmt::format("{} dimensions (must be 1..{})", n_dims, kMaxDims));
+        fail(dims_at, field + " n_dims",
+             fmt::format("{} dimensions (must be 1..{})", n_dims, kMaxDims));
       }
       uint64_t elems = 1;
       for (uint32_t d = 0; d < n_dims; ++d) {
@@ -173,7 +198,8 @@ class Parser {
         const uint64_t dim = read_u64(fmt::format("{} ne[{}]", field, d));
         if (dim == 0) fail(dim_at, fmt::format("{} ne[{}]", field, d), "zero-sized dimension");
         const auto e = checked_mul(elems, dim);
-        if (!e || *e > (1ull << 50)) fail(dim_at, fmt::format("{} ne[{}]", field, d), "element count overflows");
+        if (!e || *e > (1ull << 50))
+          fail(dim_at, fmt::format("{} ne[{}]", field, d), "element count overflows");
         elems = *e;
         t.shape.push_back(dim);
       }
@@ -184,13 +210,15 @@ class Parser {
       t.type = info->type;
       if (t.shape[0] % info->block_elems != 0) {
         fail(dims_at, field + " ne[0]",
-             fmt::format("{} is not a multiple of the {} block size {}", t.shape[0], info->name, info->block_elems));
+             fmt::format("{} is not a multiple of the {} block size {}", t.shape[0], info->name,
+                         info->block_elems));
       }
       t.bytes = elems / info->block_elems * info->block_bytes;
       const uint64_t off_at = pos_;
       t.offset = read_u64(field + " offset");
       if (t.offset % alignment != 0) {
-        fail(off_at, field + " offset", fmt::format("{} is not aligned to {}", t.offset, alignment));
+        fail(off_at, field + " offset",
+             fmt::format("{} is not aligned to {}", t.offset, alignment));
       }
       if (!seen_names.insert(t.name).second) fail(at, field, "duplicate tensor name");
       out.tensors_.push_back(std::move(t));
@@ -198,7 +226,8 @@ class Parser {
 
     const auto data_start = checked_align_up(pos_, alignment);
     if (!data_start || (!out.tensors_.empty() && *data_start > bytes_.size())) {
-      fail(pos_, "data section", fmt::format("starts past the end of the file ({} bytes)", bytes_.size()));
+      fail(pos_, "data section",
+           fmt::format("starts past the end of the file ({} bytes)", bytes_.size()));
     }
     out.data_offset_ = *data_start;
     const uint64_t data_size = *data_start <= bytes_.size() ? bytes_.size() - *data_start : 0;
@@ -211,8 +240,9 @@ class Parser {
       const auto end = checked_add(t.offset, t.bytes);
       if (!end || *end > data_size) {
         fail(info_offsets[i], "tensor '" + t.name + "' data",
-             fmt::format("bytes [{}, +{}) of the data section run past its end ({} bytes; file truncated?)",
-                         t.offset, t.bytes, data_size));
+             fmt::format(
+                 "bytes [{}, +{}) of the data section run past its end ({} bytes; file truncated?)",
+                 t.offset, t.bytes, data_size));
       }
       t.data = bytes_.data() + *data_start + t.offset;
     }
@@ -238,7 +268,8 @@ class Parser {
 
   void need(uint64_t n, const std::string& field) const {
     if (n > remaining()) {
-      fail(pos_, field, fmt::format("needs {} bytes but only {} remain (file truncated?)", n, remaining()));
+      fail(pos_, field,
+           fmt::format("needs {} bytes but only {} remain (file truncated?)", n, remaining()));
     }
   }
 
@@ -257,7 +288,8 @@ class Parser {
     const uint64_t at = pos_;
     const uint64_t len = read_u64(field + " length");
     if (len > limits_.max_string_bytes) {
-      fail(at, field, fmt::format("string length {} exceeds the limit {}", len, limits_.max_string_bytes));
+      fail(at, field,
+           fmt::format("string length {} exceeds the limit {}", len, limits_.max_string_bytes));
     }
     need(len, field);
     std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
@@ -268,23 +300,34 @@ class Parser {
   Value read_value(uint32_t raw_type, uint64_t type_at, const std::string& key, uint32_t depth) {
     const std::string field = "metadata '" + key + "'";
     switch (static_cast<ValueType>(raw_type)) {
-      case ValueType::kU8: return Value::u8(read_raw<uint8_t>(field));
-      case ValueType::kI8: return Value::i8(read_raw<int8_t>(field));
-      case ValueType::kU16: return Value::u16(read_raw<uint16_t>(field));
-      case ValueType::kI16: return Value::i16(read_raw<int16_t>(field));
-      case ValueType::kU32: return Value::u32(read_raw<uint32_t>(field));
-      case ValueType::kI32: return Value::i32(read_raw<int32_t>(field));
-      case ValueType::kF32: return Value::f32(read_raw<float>(field));
-      case ValueType::kU64: return Value::u64(read_raw<uint64_t>(field));
-      case ValueType::kI64: return Value::i64(read_raw<int64_t>(field));
-      case ValueType::kF64: return Value::f64(read_raw<double>(field));
+      case ValueType::kU8:
+        return Value::u8(read_raw<uint8_t>(field));
+      case ValueType::kI8:
+        return Value::i8(read_raw<int8_t>(field));
+      case ValueType::kU16:
+        return Value::u16(read_raw<uint16_t>(field));
+      case ValueType::kI16:
+        return Value::i16(read_raw<int16_t>(field));
+      case ValueType::kU32:
+        return Value::u32(read_raw<uint32_t>(field));
+      case ValueType::kI32:
+        return Value::i32(read_raw<int32_t>(field));
+      case ValueType::kF32:
+        return Value::f32(read_raw<float>(field));
+      case ValueType::kU64:
+        return Value::u64(read_raw<uint64_t>(field));
+      case ValueType::kI64:
+        return Value::i64(read_raw<int64_t>(field));
+      case ValueType::kF64:
+        return Value::f64(read_raw<double>(field));
       case ValueType::kBool: {
         const uint64_t at = pos_;
         const uint8_t b = read_raw<uint8_t>(field);
         if (b > 1) fail(at, field, fmt::format("bool value {} is not 0 or 1", b));
         return Value::boolean(b != 0);
       }
-      case ValueType::kString: return Value::string(read_string(field));
+      case ValueType::kString:
+        return Value::string(read_string(field));
       case ValueType::kArray: {
         if (depth >= limits_.max_array_depth) fail(type_at, field, "arrays nested too deeply");
         const uint64_t elem_at = pos_;
@@ -295,14 +338,16 @@ class Parser {
         const uint64_t count_at = pos_;
         const uint64_t count = read_u64(field + " array length");
         if (count > limits_.max_array_items) {
-          fail(count_at, field, fmt::format("array length {} exceeds the limit {}", count, limits_.max_array_items));
+          fail(count_at, field,
+               fmt::format("array length {} exceeds the limit {}", count, limits_.max_array_items));
         }
         // Smallest encoding of one element: 1 byte (u8/i8/bool), 8 (empty string), 12 (array).
         const auto elem_type = static_cast<ValueType>(elem_raw);
         const uint64_t min_size = elem_min_size(elem_type);
         if (count > remaining() / min_size) {
-          fail(count_at, field, fmt::format("array of {} {} cannot fit in the {} bytes left", count,
-                                            value_type_name(elem_type), remaining()));
+          fail(count_at, field,
+               fmt::format("array of {} {} cannot fit in the {} bytes left", count,
+                           value_type_name(elem_type), remaining()));
         }
         std::vector<Value> items;
         items.reserve(count);
@@ -317,11 +362,24 @@ class Parser {
 
   static uint64_t elem_min_size(ValueType t) {
     switch (t) {
-      case ValueType::kU8: case ValueType::kI8: case ValueType::kBool: return 1;
-      case ValueType::kU16: case ValueType::kI16: return 2;
-      case ValueType::kU32: case ValueType::kI32: case ValueType::kF32: return 4;
-      case ValueType::kU64: case ValueType::kI64: case ValueType::kF64: case ValueType::kString: return 8;
-      case ValueType::kArray: return 12;
+      case ValueType::kU8:
+      case ValueType::kI8:
+      case ValueType::kBool:
+        return 1;
+      case ValueType::kU16:
+      case ValueType::kI16:
+        return 2;
+      case ValueType::kU32:
+      case ValueType::kI32:
+      case ValueType::kF32:
+        return 4;
+      case ValueType::kU64:
+      case ValueType::kI64:
+      case ValueType::kF64:
+      case ValueType::kString:
+        return 8;
+      case ValueType::kArray:
+        return 12;
     }
     return 1;
   }
@@ -332,7 +390,8 @@ class Parser {
   uint64_t pos_ = 0;
 };
 
-GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name, const ReadLimits& limits) {
+GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name,
+                         const ReadLimits& limits) {
   GgufFile f;
   f.path_ = std::move(name);
   f.bytes_ = bytes;
@@ -427,7 +486,8 @@ std::optional<std::vector<std::string>> GgufFile::get_string_array(std::string_v
   const Value* v = find(key);
   if (v == nullptr) return std::nullopt;
   const Array* a = v->as_array();
-  if (a == nullptr || a->elem_type != ValueType::kString) wrong_type(path_, key, *v, "an array of strings");
+  if (a == nullptr || a->elem_type != ValueType::kString)
+    wrong_type(path_, key, *v, "an array of strings");
   std::vector<std::string> out;
   out.reserve(a->items.size());
   for (const auto& item : a->items) out.push_back(*item.as_string());

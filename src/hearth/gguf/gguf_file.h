@@ -92,9 +92,9 @@ struct KeyValue {
 struct TensorInfo {
   std::string name;
   TensorType type = TensorType::kF32;
-  std::vector<uint64_t> shape;  // ne0 (innermost, contiguous) first; 1..4 dims
-  uint64_t offset = 0;          // relative to the data section
-  uint64_t bytes = 0;           // validated against type and shape
+  std::vector<uint64_t> shape;    // ne0 (innermost, contiguous) first; 1..4 dims
+  uint64_t offset = 0;            // relative to the data section
+  uint64_t bytes = 0;             // validated against type and shape
   const uint8_t* data = nullptr;  // (bytes) into the mapping, valid while the file lives
 
   uint64_t elements() const;
@@ -103,8 +103,8 @@ struct TensorInfo {
 
 // Limits that keep a hostile file from exhausting memory before it is rejected.
 struct ReadLimits {
-  uint64_t max_string_bytes = 1ull << 26;      // 64 MiB for one string (chat templates are KiB)
-  uint64_t max_array_items = 1ull << 26;       // vocabularies are ~10^5..10^6
+  uint64_t max_string_bytes = 1ull << 26;  // 64 MiB for one string (chat templates are KiB)
+  uint64_t max_array_items = 1ull << 26;   // vocabularies are ~10^5..10^6
   uint32_t max_array_depth = 8;
   uint64_t max_tensors = 1ull << 20;
   uint64_t max_kv = 1ull << 20;
@@ -135,7 +135,7 @@ class GgufFile {
   std::optional<std::string> get_string(std::string_view key) const;
   std::optional<uint64_t> get_u64(std::string_view key) const;  // any non-negative integer
   std::optional<int64_t> get_i64(std::string_view key) const;
-  std::optional<double> get_f64(std::string_view key) const;   // any number
+  std::optional<double> get_f64(std::string_view key) const;  // any number
   std::optional<bool> get_bool(std::string_view key) const;
   // Typed array getters; nullopt when absent, FormatError when present with another type.
   std::optional<std::vector<std::string>> get_string_array(std::string_view key) const;

@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
 #include <cstdio>
 #include <cstring>
-#include <fmt/core.h>
 #include <memory>
 
 #include "hearth/base/checked_math.h"
@@ -38,18 +38,42 @@ void encode_value(Bytes& b, const Value& v);
 
 void encode_payload(Bytes& b, const Value& v) {
   switch (v.type) {
-    case ValueType::kU8: b.raw<uint8_t>(static_cast<uint8_t>(*v.as_u64())); break;
-    case ValueType::kI8: b.raw<int8_t>(static_cast<int8_t>(*v.as_i64())); break;
-    case ValueType::kU16: b.raw<uint16_t>(static_cast<uint16_t>(*v.as_u64())); break;
-    case ValueType::kI16: b.raw<int16_t>(static_cast<int16_t>(*v.as_i64())); break;
-    case ValueType::kU32: b.raw<uint32_t>(static_cast<uint32_t>(*v.as_u64())); break;
-    case ValueType::kI32: b.raw<int32_t>(static_cast<int32_t>(*v.as_i64())); break;
-    case ValueType::kF32: b.raw<float>(static_cast<float>(*v.as_f64())); break;
-    case ValueType::kU64: b.raw<uint64_t>(*v.as_u64()); break;
-    case ValueType::kI64: b.raw<int64_t>(*v.as_i64()); break;
-    case ValueType::kF64: b.raw<double>(*v.as_f64()); break;
-    case ValueType::kBool: b.raw<uint8_t>(*v.as_bool() ? 1 : 0); break;
-    case ValueType::kString: b.str(*v.as_string()); break;
+    case ValueType::kU8:
+      b.raw<uint8_t>(static_cast<uint8_t>(*v.as_u64()));
+      break;
+    case ValueType::kI8:
+      b.raw<int8_t>(static_cast<int8_t>(*v.as_i64()));
+      break;
+    case ValueType::kU16:
+      b.raw<uint16_t>(static_cast<uint16_t>(*v.as_u64()));
+      break;
+    case ValueType::kI16:
+      b.raw<int16_t>(static_cast<int16_t>(*v.as_i64()));
+      break;
+    case ValueType::kU32:
+      b.raw<uint32_t>(static_cast<uint32_t>(*v.as_u64()));
+      break;
+    case ValueType::kI32:
+      b.raw<int32_t>(static_cast<int32_t>(*v.as_i64()));
+      break;
+    case ValueType::kF32:
+      b.raw<float>(static_cast<float>(*v.as_f64()));
+      break;
+    case ValueType::kU64:
+      b.raw<uint64_t>(*v.as_u64());
+      break;
+    case ValueType::kI64:
+      b.raw<int64_t>(*v.as_i64());
+      break;
+    case ValueType::kF64:
+      b.raw<double>(*v.as_f64());
+      break;
+    case ValueType::kBool:
+      b.raw<uint8_t>(*v.as_bool() ? 1 : 0);
+      break;
+    case ValueType::kString:
+      b.str(*v.as_string());
+      break;
     case ValueType::kArray: {
       const Array& a = *v.as_array();
       b.raw<uint32_t>(static_cast<uint32_t>(a.elem_type));
@@ -72,7 +96,8 @@ struct FileSink {
   std::FILE* f;
   std::string path;
   void write(const uint8_t* p, size_t n) {
-    if (n != 0 && std::fwrite(p, 1, n, f) != n) throw IoError(errno_message("cannot write '" + path + "'"));
+    if (n != 0 && std::fwrite(p, 1, n, f) != n)
+      throw IoError(errno_message("cannot write '" + path + "'"));
   }
 };
 
@@ -132,13 +157,16 @@ void GgufWriter::add_tensor_bytes(const std::string& name, TensorType type,
   const std::string label = name;
   add_tensor(name, type, std::move(shape), [data, label](uint8_t* dst, uint64_t n) {
     if (data->size() != n) {
-      throw UsageError(fmt::format("tensor '{}': {} bytes given, {} expected", label, data->size(), n));
+      throw UsageError(
+          fmt::format("tensor '{}': {} bytes given, {} expected", label, data->size(), n));
     }
     std::memcpy(dst, data->data(), n);
   });
 }
 
-uint64_t GgufWriter::tensor_data_bytes() const { return data_bytes_; }
+uint64_t GgufWriter::tensor_data_bytes() const {
+  return data_bytes_;
+}
 
 template <typename Sink>
 void GgufWriter::emit(Sink& sink) const {

@@ -19,13 +19,13 @@ const char* arch_name(Arch arch);  // "llama", "qwen2" (the GGUF general.archite
 struct HParams {
   Arch arch = Arch::kLlama;
   uint32_t n_layers = 0;
-  uint32_t dim = 0;          // embedding length (n_embd)
-  uint32_t n_heads = 0;      // query heads
-  uint32_t n_kv_heads = 0;   // key/value heads (GQA when < n_heads)
-  uint32_t head_dim = 0;     // usually dim / n_heads
-  uint32_t ffn = 0;          // feed-forward length
+  uint32_t dim = 0;         // embedding length (n_embd)
+  uint32_t n_heads = 0;     // query heads
+  uint32_t n_kv_heads = 0;  // key/value heads (GQA when < n_heads)
+  uint32_t head_dim = 0;    // usually dim / n_heads
+  uint32_t ffn = 0;         // feed-forward length
   uint32_t vocab = 0;
-  uint32_t ctx_train = 0;    // context length the model was trained with
+  uint32_t ctx_train = 0;  // context length the model was trained with
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this

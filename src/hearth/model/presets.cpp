@@ -68,15 +68,21 @@ constexpr HParams tiny(Arch arch) {
 // Shapes from the published configs of each family.
 const std::array kPresets = {
     Preset{"tiny-llama", "4-layer llama for tests (dim 256, GQA 4/2)", tiny(Arch::kLlama)},
-    Preset{"tiny-qwen2", "4-layer qwen2 for tests (dim 256, GQA 4/2, qkv bias)", tiny(Arch::kQwen2)},
+    Preset{"tiny-qwen2", "4-layer qwen2 for tests (dim 256, GQA 4/2, qkv bias)",
+           tiny(Arch::kQwen2)},
     Preset{"llama3-1b-shape", "Llama 3.2 1B shape (16 layers, dim 2048, ffn 8192, tied)",
            llama3(16, 2048, 32, 8, 8192, true)},
     Preset{"llama3-8b", "Llama 3 8B (32 layers, dim 4096)", llama3(32, 4096, 32, 8, 14336, false)},
-    Preset{"llama3-70b", "Llama 3 70B (80 layers, dim 8192)", llama3(80, 8192, 64, 8, 28672, false)},
-    Preset{"qwen2.5-7b", "Qwen 2.5 7B (28 layers, dim 3584)", qwen25(28, 3584, 28, 4, 18944, false)},
-    Preset{"qwen2.5-14b", "Qwen 2.5 14B (48 layers, dim 5120)", qwen25(48, 5120, 40, 8, 13824, false)},
-    Preset{"qwen2.5-32b", "Qwen 2.5 32B (64 layers, dim 5120)", qwen25(64, 5120, 40, 8, 27648, false)},
-    Preset{"qwen2.5-72b", "Qwen 2.5 72B (80 layers, dim 8192)", qwen25(80, 8192, 64, 8, 29568, false)},
+    Preset{"llama3-70b", "Llama 3 70B (80 layers, dim 8192)",
+           llama3(80, 8192, 64, 8, 28672, false)},
+    Preset{"qwen2.5-7b", "Qwen 2.5 7B (28 layers, dim 3584)",
+           qwen25(28, 3584, 28, 4, 18944, false)},
+    Preset{"qwen2.5-14b", "Qwen 2.5 14B (48 layers, dim 5120)",
+           qwen25(48, 5120, 40, 8, 13824, false)},
+    Preset{"qwen2.5-32b", "Qwen 2.5 32B (64 layers, dim 5120)",
+           qwen25(64, 5120, 40, 8, 27648, false)},
+    Preset{"qwen2.5-72b", "Qwen 2.5 72B (80 layers, dim 8192)",
+           qwen25(80, 8192, 64, 8, 29568, false)},
 };
 
 uint32_t round_to(double x, uint32_t multiple) {
@@ -86,7 +92,9 @@ uint32_t round_to(double x, uint32_t multiple) {
 
 }  // namespace
 
-std::span<const Preset> presets() { return kPresets; }
+std::span<const Preset> presets() {
+  return kPresets;
+}
 
 const Preset& find_preset(std::string_view name) {
   for (const auto& p : kPresets) {

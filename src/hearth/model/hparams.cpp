@@ -1,0 +1,94 @@
+#include "hearth/model/hparams.h"
+
+#include <fmt/core.h>
+
+#include "hearth/base/error.h"
+#include "hearth/gguf/gguf_file.h"
+
+namespace hearth::model {
+
+const char* arch_name(Arch arch) {
+  return arch == Arch::kQwen2 ? "qwen2" : "llama";
+}
+
+namespace {
+
+uint32_t require_u32(const gguf::GgufFile& f, const std::string& key) {
+  const auto v = f.get_u64(key);
+  if (!v) throw FormatError(fmt::format("{}: metadata '{}' is missing", f.path(), key));
+  if (*v == 0 || *v > 0xffffffffull) {
+    throw FormatError(fmt::format("{}: metadata '{}' = {} is out of range", f.path(), key, *v));
+  }
+  return static_cast<uint32_t>(*v);
+}
+
+}  // namespace
+
+HParams load_hparams(const gguf::GgufFile& f) {
+  const auto arch = f.get_string("general.architecture");
+  if (!arch) throw FormatError(f.path() + ": metadata 'general.architecture' is missing");
+  HParams hp;
+  if (*arch == "llama") {
+    hp.arch = Arch::kLlama;
+  } else if (*arch == "qwen2") {
+    hp.arch = Arch::kQwen2;
+  } else {
+    throw UsageError(fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2)",
+                                 f.path(), *arch));
+  }
+  const std::string p = *arch + ".";
+  hp.n_layers = require_u32(f, p + "block_count");
+  hp.dim = require_u32(f, p + "embedding_length");
+  hp.ffn = require_u32(f, p + "feed_forward_length");
+  hp.n_heads = require_u32(f, p + "attention.head_count");
+  hp.n_kv_heads = f.find(p + "attention.head_count_kv")
+                      ? require_u32(f, p + "attention.head_count_kv")
+                      : hp.n_heads;
+  hp.ctx_train = require_u32(f, p + "context_length");
+  hp.head_dim = f.find(p + "attention.key_length") ? require_u32(f, p + "attention.key_length")
+                                                   : hp.dim / hp.n_heads;
+  if (f.find(p + "attention.value_length") &&
+      require_u32(f, p + "attention.value_length") != hp.head_dim) {
+    throw UsageError(f.path() + ": key_length != value_length is not supported");
+  }
+  if (hp.n_heads % hp.n_kv_heads != 0) {
+    throw FormatError(fmt::format("{}: head_count {} is not a multiple of head_count_kv {}",
+                                  f.path(), hp.n_heads, hp.n_kv_heads));
+  }
+  if (hp.head_dim % 2 != 0) throw FormatError(f.path() + ": head dimension must be even for rope");
+  if (const auto eps = f.get_f64(p + "attention.layer_norm_rms_epsilon"))
+    hp.rms_eps = static_cast<float>(*eps);
+  else
+    throw FormatError(f.path() + ": metadata '" + p +
+                      "attention.layer_norm_rms_epsilon' is missing");
+  if (const auto base = f.get_f64(p + "rope.freq_base")) hp.rope_base = static_cast<float>(*base);
+  if (const auto type = f.get_string(p + "rope.scaling.type")) {
+    if (*type == "linear") {
+      const auto factor = f.get_f64(p + "rope.scaling.factor");
+      if (!factor || *factor <= 0)
+        throw FormatError(f.path() + ": linear rope scaling without a factor");
+      hp.rope_freq_scale = static_cast<float>(1.0 / *factor);
+    } else if (*type != "none") {
+      throw UsageError(fmt::format("{}: rope scaling '{}' is not supported", f.path(), *type));
+    }
+  }
+  if (const auto rdim = f.get_u64(p + "rope.dimension_count"); rdim && *rdim != hp.head_dim) {
+    throw UsageError(
+        fmt::format("{}: partial rope (dimension_count {} != head dim {}) is not supported",
+                    f.path(), *rdim, hp.head_dim));
+  }
+
+  const auto* embd = f.find_tensor("token_embd.weight");
+  if (embd == nullptr) throw FormatError(f.path() + ": tensor 'token_embd.weight' is missing");
+  if (embd->shape.size() != 2 || embd->shape[0] != hp.dim) {
+    throw FormatError(fmt::format("{}: token_embd.weight shape does not match embedding_length {}",
+                                  f.path(), hp.dim));
+  }
+  hp.vocab = static_cast<uint32_t>(embd->shape[1]);
+  hp.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  hp.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  hp.rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  return hp;
+}
+
+}  // namespace hearth::model

@@ -1,0 +1,166 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <cstring>
+#include "hearth/base/error.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/gguf/gguf_writer.h"
+#include "hearth/model/hparams.h"
+#include "hearth/model/presets.h"
+#include "hearth/model/synth.h"
+#include "hearth/model/synth_vocab.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::model {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "hearth_synth_test";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+// Every preset (scaled down to fit a test) writes a file whose hyperparameters and tensor
+// table read back exactly.
+TEST(Synth, EveryPresetWritesAndReadsBack) {
+  for (const auto& preset : presets()) {
+    HParams hp = preset.hparams;
+    if (hp.dim > 256) hp = scale_hparams(hp, 256.0 / hp.dim + 1e-9);
+    hp.n_layers = std::min<uint32_t>(hp.n_layers, 3);
+    hp.vocab = 512;
+    SynthOptions opt;
+    opt.hp = hp;
+    opt.types = parse_type_recipe("q4_k_m");
+    const auto path = temp_path(std::string(preset.name) + ".gguf");
+    write_synthetic_model(opt, path);
+    const auto f = gguf::GgufFile::open(path);
+    const HParams got = load_hparams(f);
+    EXPECT_EQ(got.arch, hp.arch) << preset.name;
+    EXPECT_EQ(got.n_layers, hp.n_layers) << preset.name;
+    EXPECT_EQ(got.dim, hp.dim) << preset.name;
+    EXPECT_EQ(got.n_heads, hp.n_heads) << preset.name;
+    EXPECT_EQ(got.n_kv_heads, hp.n_kv_heads) << preset.name;
+    EXPECT_EQ(got.head_dim, hp.head_dim) << preset.name;
+    EXPECT_EQ(got.ffn, hp.ffn) << preset.name;
+    EXPECT_EQ(got.vocab, hp.vocab) << preset.name;
+    EXPECT_EQ(got.tied_embeddings, hp.tied_embeddings) << preset.name;
+    EXPECT_EQ(got.qkv_bias, hp.qkv_bias) << preset.name;
+    EXPECT_FLOAT_EQ(got.rope_base, hp.rope_base) << preset.name;
+    EXPECT_FLOAT_EQ(got.rms_eps, hp.rms_eps) << preset.name;
+    const size_t per_layer = 9 + (hp.qkv_bias ? 3 : 0);
+    EXPECT_EQ(f.tensors().size(), 2 + per_layer * hp.n_layers + (hp.tied_embeddings ? 0 : 1))
+        << preset.name;
+    EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").shape, (std::vector<uint64_t>{hp.ffn, hp.dim}));
+    EXPECT_EQ(f.tensor("blk.0.attn_k.weight").shape, (std::vector<uint64_t>{hp.dim, hp.kv_dim()}));
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(Synth, ScaledPresetsKeepDepthAndQuantizableDims) {
+  for (const auto& preset : presets()) {
+    for (double s : {0.5, 0.25, 0.1}) {
+      const HParams hp = scale_hparams(preset.hparams, s);
+      EXPECT_EQ(hp.n_layers, preset.hparams.n_layers);
+      EXPECT_EQ(hp.dim % 256, 0u) << preset.name << " x" << s;
+      EXPECT_EQ(hp.ffn % 256, 0u) << preset.name << " x" << s;
+      EXPECT_EQ(hp.head_dim, preset.hparams.head_dim);
+      EXPECT_EQ(hp.n_heads % hp.n_kv_heads, 0u);
+      EXPECT_LE(hp.dim, preset.hparams.dim);
+    }
+  }
+}
+
+// Q4_K_M puts Q6_K on the output and on attn_v / ffn_down of the layers llama.cpp picks.
+TEST(Synth, Q4KMMixesTypesLikeLlamaCpp) {
+  HParams hp = find_preset("llama3-8b").hparams;  // 32 layers
+  const auto r = parse_type_recipe("q4_k_m");
+  using gguf::TensorType;
+  EXPECT_EQ(tensor_type_for(r, hp, "output.weight", -1), TensorType::kQ6_K);
+  EXPECT_EQ(tensor_type_for(r, hp, "token_embd.weight", -1), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.0.attn_v.weight", 0), TensorType::kQ6_K);  // first eighth
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.4.attn_v.weight", 4), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.6.ffn_down.weight", 6), TensorType::kQ6_K);  // (6-4)%3==2
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.31.ffn_down.weight", 31),
+            TensorType::kQ6_K);  // last eighth
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.5.attn_q.weight", 5), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_for(r, hp, "blk.5.attn_norm.weight", 5), TensorType::kF32);
+  hp.tied_embeddings = true;
+  EXPECT_EQ(tensor_type_for(r, hp, "token_embd.weight", -1), TensorType::kQ6_K);
+  EXPECT_THROW(parse_type_recipe("q3_k_xl"), UsageError);
+}
+
+// Weights are random but bounded and centred as intended; the same seed gives the same bytes.
+TEST(Synth, WeightsAreDeterministicAndScaled) {
+  SynthOptions opt;
+  opt.hp = find_preset("tiny-qwen2").hparams;
+  opt.types = parse_type_recipe("f32");
+  opt.seed = 7;
+  const auto p1 = temp_path("a.gguf"), p2 = temp_path("b.gguf");
+  write_synthetic_model(opt, p1);
+  opt.threads = 1;
+  write_synthetic_model(opt, p2);
+  const auto f1 = gguf::GgufFile::open(p1), f2 = gguf::GgufFile::open(p2);
+  ASSERT_EQ(f1.file_size(), f2.file_size());
+  EXPECT_EQ(0, std::memcmp(f1.bytes().data(), f2.bytes().data(), f1.file_size()));
+  const auto& q = f1.tensor("blk.0.attn_q.weight");
+  const float* w = reinterpret_cast<const float*>(q.data);
+  double sum = 0, sq = 0;
+  const uint64_t n = q.elements();
+  for (uint64_t i = 0; i < n; ++i) {
+    sum += w[i];
+    sq += double(w[i]) * w[i];
+  }
+  const double expected_std = 1.0 / std::sqrt(double(opt.hp.dim));
+  EXPECT_NEAR(sum / n, 0.0, 0.1 * expected_std);
+  EXPECT_NEAR(std::sqrt(sq / n), expected_std, 0.05 * expected_std);
+}
+
+TEST(SynthVocab, MergesBuildTokensThatExist) {
+  const auto v = make_synth_vocab(Arch::kLlama, 2000, 1);
+  ASSERT_EQ(v.tokens.size(), 2000u);
+  std::set<std::string> tokens(v.tokens.begin(), v.tokens.end());
+  EXPECT_EQ(tokens.size(), v.tokens.size()) << "duplicate token strings";
+  for (const auto& m : v.merges) {
+    const auto sp = m.find(' ');
+    ASSERT_NE(sp, std::string::npos);
+    const std::string a = m.substr(0, sp), b = m.substr(sp + 1);
+    EXPECT_TRUE(tokens.count(a)) << m;
+    EXPECT_TRUE(tokens.count(b)) << m;
+    EXPECT_TRUE(tokens.count(a + b)) << m;
+  }
+  EXPECT_EQ(v.tokens[v.bos], "<|begin_of_text|>");
+  EXPECT_EQ(v.tokens[v.eot], "<|eot_id|>");
+  EXPECT_EQ(v.token_types[v.eos], 3);
+  EXPECT_EQ(byte_to_unicode(' '), "\xC4\xA0");   // U+0120
+  EXPECT_EQ(byte_to_unicode('\n'), "\xC4\x8A");  // U+010A
+  EXPECT_EQ(byte_to_unicode('a'), "a");
+  EXPECT_THROW(make_synth_vocab(Arch::kLlama, 100, 1), UsageError);
+}
+
+TEST(HParams, MissingAndBadKeysAreNamed) {
+  gguf::GgufWriter w;
+  w.set("general.architecture", gguf::Value::string("mamba"));
+  auto bytes = w.write_memory();
+  try {
+    (void)load_hparams(gguf::GgufFile::parse(bytes, "m.gguf"));
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("mamba"), std::string::npos);
+  }
+  gguf::GgufWriter w2;
+  w2.set("general.architecture", gguf::Value::string("llama"));
+  w2.set("llama.block_count", gguf::Value::u32(2));
+  bytes = w2.write_memory();
+  try {
+    (void)load_hparams(gguf::GgufFile::parse(bytes, "m.gguf"));
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("llama.embedding_length"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace hearth::model
