@@ -1,0 +1,89 @@
+// CPU feature detection and the HEARTH_ISA override. Decided once per process.
+#include <cstdlib>
+#include <string>
+
+#include "hearth/base/error.h"
+#include "hearth/quant/type_traits.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace hearth::quant {
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+#if defined(__x86_64__)
+    // libgcc's cpu model also checks XCR0, so the OS saves the wide registers.
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    case Isa::kAvx512:
+      return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#endif
+#if defined(__aarch64__)
+    case Isa::kNeon:
+      return true;  // Advanced SIMD is part of the aarch64 baseline
+    case Isa::kNeonDotprod:
+#if defined(__linux__)
+      return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0 && (getauxval(AT_HWCAP) & HWCAP_FPHP) != 0;
+#elif defined(__APPLE__)
+      return true;  // every Apple arm64 core has dotprod
+#else
+      return false;
+#endif
+#endif
+    default:
+      return false;
+  }
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kNeon:
+      return "neon";
+    case Isa::kNeonDotprod:
+      return "dotprod";
+  }
+  return "unknown";
+}
+
+namespace {
+
+Isa detect_isa() {
+  if (const char* env = std::getenv("HEARTH_ISA"); env != nullptr && *env != '\0') {
+    const std::string want = env;
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDotprod}) {
+      if (want != isa_name(isa)) continue;
+      if (!isa_supported(isa)) {
+        throw UsageError("HEARTH_ISA=" + want + ": this CPU does not support it");
+      }
+      return isa;
+    }
+    throw UsageError("HEARTH_ISA=" + want + ": expected scalar, avx2, avx512, neon or dotprod");
+  }
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kNeonDotprod, Isa::kNeon}) {
+    if (isa_supported(isa)) return isa;
+  }
+  return Isa::kScalar;
+}
+
+}  // namespace
+
+Isa active_isa() {
+  static const Isa isa = detect_isa();  // a throw here is retried on the next call
+  return isa;
+}
+
+}  // namespace hearth::quant

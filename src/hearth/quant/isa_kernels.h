@@ -1,0 +1,23 @@
+// Entry points of the per-ISA kernel files (internal). Each returns the dot kernel it has
+// for a weight type, or nullptr (the scalar reference is used then). Only the functions of
+// the current architecture exist; callers guard with the same #if.
+#pragma once
+
+#include <cstdint>
+
+#include "hearth/gguf/tensor_type.h"
+
+namespace hearth::quant {
+
+using VecDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
+
+#if defined(__x86_64__)
+VecDotFn avx2_vec_dot(gguf::TensorType type);    // kernels_avx2.cpp
+VecDotFn avx512_vec_dot(gguf::TensorType type);  // kernels_avx512.cpp
+#endif
+#if defined(__aarch64__)
+VecDotFn neon_vec_dot(gguf::TensorType type);     // kernels_neon.cpp
+VecDotFn dotprod_vec_dot(gguf::TensorType type);  // kernels_dotprod.cpp
+#endif
+
+}  // namespace hearth::quant

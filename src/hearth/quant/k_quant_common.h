@@ -1,0 +1,54 @@
+// Helpers shared by the Q4_K and Q5_K reference quantizers (internal).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "hearth/base/half.h"
+#include "hearth/quant/block_formats.h"
+
+namespace hearth::quant::ref {
+
+// Quantizes one 256-element super-block as 8 sub-blocks of 32 with x ~ d*sc*q - dmin*m,
+// q in [0, nmax]. Writes d, dmin, the packed scales and q (one byte per element) to q_out.
+// Plain min/max per sub-block: not llama.cpp's search, but always a valid, accurate block.
+inline void quantize_k_superblock(const float* x, int nmax, uint16_t* d_out, uint16_t* dmin_out,
+                                  uint8_t scales_out[12], uint8_t q_out[kQKK]) {
+  float scale[8], offset[8];  // per sub-block step and -min (min clipped to <= 0)
+  float max_scale = 0, max_offset = 0;
+  for (int s = 0; s < 8; ++s) {
+    float lo = 0, hi = -INFINITY;
+    for (int l = 0; l < 32; ++l) {
+      lo = std::min(lo, x[32 * s + l]);
+      hi = std::max(hi, x[32 * s + l]);
+    }
+    hi = std::max(hi, lo);
+    scale[s] = (hi - lo) / static_cast<float>(nmax);
+    offset[s] = -lo;
+    max_scale = std::max(max_scale, scale[s]);
+    max_offset = std::max(max_offset, offset[s]);
+  }
+  const uint16_t dh = float_to_half(max_scale / 63.0f);
+  const uint16_t dminh = float_to_half(max_offset / 63.0f);
+  const float d = half_to_float(dh), dmin = half_to_float(dminh);
+  uint8_t sc[8], m[8];
+  for (int s = 0; s < 8; ++s) {
+    sc[s] = d > 0 ? static_cast<uint8_t>(std::clamp(std::nearbyint(scale[s] / d), 0.0f, 63.0f)) : 0;
+    m[s] = dmin > 0
+               ? static_cast<uint8_t>(std::clamp(std::nearbyint(offset[s] / dmin), 0.0f, 63.0f))
+               : 0;
+    const float step = d * sc[s];
+    const float shift = dmin * m[s];
+    const float inv = step > 0 ? 1.0f / step : 0.0f;
+    for (int l = 0; l < 32; ++l) {
+      const float q = std::nearbyint((x[32 * s + l] + shift) * inv);
+      q_out[32 * s + l] = static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(nmax)));
+    }
+  }
+  *d_out = dh;
+  *dmin_out = dminh;
+  pack_q4k_scales(sc, m, scales_out);
+}
+
+}  // namespace hearth::quant::ref

@@ -1,0 +1,293 @@
+// AVX2 + FMA + F16C dot kernels. Built with AVX2 flags; called only when
+// isa_supported(kAvx2). Same integer sums per block as the scalar reference.
+//
+// K-quants: vpmaddubsw (unsigned weight quants x signed Q8_K bytes -> 16-bit pair sums, no
+// saturation since |q| * 127 * 2 < 2^15), then vpmaddwd with the sub-block scale as 16-bit
+// words folds the scale in while widening to 32 bits.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/isa_kernels.h"
+
+namespace hearth::quant {
+namespace {
+
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i loadu(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// pshufb masks that broadcast word k of each 128-bit lane to the whole lane.
+inline __m256i word_broadcast_mask(int k) {
+  const char lo = static_cast<char>(2 * k), hi = static_cast<char>(2 * k + 1);
+  return _mm256_setr_epi8(lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi,
+                          lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
+}
+
+// ---- Q4_K x Q8_K ------------------------------------------------------------------
+void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint64_t sc8, m8;
+    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
+    const float dy = y[i].d;
+    const float d = h2f(x[i].d) * dy;
+    const float dmin = h2f(x[i].dmin) * dy;
+    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
+                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i prod_min = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs), loadu(y[i].bsums));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
+
+    // (8) scales as words in both 128-bit lanes.
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i qs = loadu(x[i].qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(qs, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
+      __m256i p0 = _mm256_maddubs_epi16(lo, loadu(y[i].qs + 64 * c));
+      __m256i p1 = _mm256_maddubs_epi16(hi, loadu(y[i].qs + 64 * c + 32));
+      p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c)));
+      p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1)));
+      sum0 = _mm256_add_epi32(sum0, p0);
+      sum1 = _mm256_add_epi32(sum1, p1);
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+  }
+  *out = hsum(acc) - hsum(acc_min);
+}
+
+// ---- Q5_K x Q8_K ------------------------------------------------------------------
+void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ5_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint64_t sc8, m8;
+    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
+    const float dy = y[i].d;
+    const float d = h2f(x[i].d) * dy;
+    const float dmin = h2f(x[i].dmin) * dy;
+    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
+                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i prod_min = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs), loadu(y[i].bsums));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
+
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    const __m256i qh = loadu(x[i].qh);
+    __m256i bit = _mm256_set1_epi8(1);
+    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i qs = loadu(x[i].qs + 32 * c);
+      // +16 where the selected qh bit is set: (qh & bit) == bit gives 0xff, masked to 16.
+      const __m256i h0 =
+          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
+      bit = _mm256_add_epi8(bit, bit);
+      const __m256i h1 =
+          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
+      bit = _mm256_add_epi8(bit, bit);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(qs, m4), h0);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), h1);
+      __m256i p0 = _mm256_maddubs_epi16(lo, loadu(y[i].qs + 64 * c));
+      __m256i p1 = _mm256_maddubs_epi16(hi, loadu(y[i].qs + 64 * c + 32));
+      p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c)));
+      p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1)));
+      sum0 = _mm256_add_epi32(sum0, p0);
+      sum1 = _mm256_add_epi32(sum1, p1);
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+  }
+  *out = hsum(acc) - hsum(acc_min);
+}
+
+// ---- Q6_K x Q8_K ------------------------------------------------------------------
+// Unsigned quants 0..63; the -32 offset is 32 * sum_g scale[g] * bsums[g] per super-block.
+void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = h2f(x[i].d) * y[i].d;
+    const __m256i sc_all =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc_all, loadu(y[i].bsums)), 5);
+    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      // Scales 8h..8h+7 as words in both lanes; vector k of this half needs groups 2k, 2k+1
+      // in the low and high lane respectively.
+      const __m256i sc16 = h == 0 ? _mm256_permute2x128_si256(sc_all, sc_all, 0x00)
+                                  : _mm256_permute2x128_si256(sc_all, sc_all, 0x11);
+      const __m256i ql0 = loadu(x[i].ql + 64 * h);
+      const __m256i ql1 = loadu(x[i].ql + 64 * h + 32);
+      const __m256i qh = loadu(x[i].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i p = _mm256_maddubs_epi16(q[k], loadu(y[i].qs + 128 * h + 32 * k));
+        const __m256i s = _mm256_shuffle_epi8(
+            sc16, _mm256_inserti128_si256(
+                      _mm256_castsi128_si256(_mm256_castsi256_si128(word_broadcast_mask(2 * k))),
+                      _mm256_castsi256_si128(word_broadcast_mask(2 * k + 1)), 1));
+        if (k & 1) {
+          sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(p, s));
+        } else {
+          sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(p, s));
+        }
+      }
+    }
+    const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(sum0, sum1), offset);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+  }
+  *out = hsum(acc);
+}
+
+// ---- Q8_0 / Q4_0 x Q8_0 ---------------------------------------------------------------
+// Signed x signed with vpmaddubsw: |w| (unsigned) times a with w's sign. Activations are
+// never -128 (our quantizer clamps to +-127), so 128 * 127 * 2 fits in 16 bits.
+inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const int64_t nb = n / kQK0;
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m256i d0 = dot_s8_32(loadu(x[i].qs), loadu(y[i].qs));
+    const __m256i d1 = dot_s8_32(loadu(x[i + 1].qs), loadu(y[i + 1].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d0), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
+                           _mm256_cvtepi32_ps(d1), acc1);
+  }
+  for (; i < nb; ++i) {
+    const __m256i d0 = dot_s8_32(loadu(x[i].qs), loadu(y[i].qs));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d0), acc0);
+  }
+  *out = hsum(_mm256_add_ps(acc0, acc1));
+}
+
+void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK0; ++i) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs));
+    const __m256i nib = _mm256_and_si256(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
+    const __m256i d = dot_s8_32(_mm256_sub_epi8(nib, eight), loadu(y[i].qs));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d), acc);
+  }
+  *out = hsum(acc);
+}
+
+// ---- Float weights x f32 activations ---------------------------------------------------
+template <typename Elem, typename Load8, typename Load1>
+inline float dot_float_row(int64_t n, const Elem* x, const float* y, Load8 load8, Load1 load1) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(load8(x + i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(load8(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(load8(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(load8(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8(x + i), _mm256_loadu_ps(y + i), acc0);
+  float tail = 0;
+  for (; i < n; ++i) tail += load1(x + i) * y[i];
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))) + tail;
+}
+
+void dot_f32(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const float*>(w), static_cast<const float*>(a),
+      [](const float* p) { return _mm256_loadu_ps(p); }, [](const float* p) { return *p; });
+}
+
+void dot_f16(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
+      [](const uint16_t* p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      },
+      [](const uint16_t* p) { return h2f(*p); });
+}
+
+void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
+      [](const uint16_t* p) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+      },
+      [](const uint16_t* p) {
+        const uint32_t bits = static_cast<uint32_t>(*p) << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return f;
+      });
+}
+
+}  // namespace
+
+VecDotFn avx2_vec_dot(gguf::TensorType type) {
+  using T = gguf::TensorType;
+  switch (type) {
+    case T::kQ4_K:
+      return dot_q4_k;
+    case T::kQ5_K:
+      return dot_q5_k;
+    case T::kQ6_K:
+      return dot_q6_k;
+    case T::kQ8_0:
+      return dot_q8_0;
+    case T::kQ4_0:
+      return dot_q4_0;
+    case T::kF32:
+      return dot_f32;
+    case T::kF16:
+      return dot_f16;
+    case T::kBF16:
+      return dot_bf16;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace hearth::quant

@@ -1,0 +1,357 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) dot kernels. Built with AVX-512 flags; called only when
+// isa_supported(kAvx512). Integer kernels compute the same per-block integer sums as the
+// scalar reference (ref::dot_*), so only the float accumulation order differs.
+//
+// Idiom for the K-quants: vpmaddubsw multiplies unsigned weight quants by signed Q8_K
+// activations into 16-bit pair sums (no saturation: |q| * 127 * 2 stays below 2^15), then
+// vpdpwssd multiplies those by the 16-bit sub-block scales and accumulates in 32 bits. This
+// applies the per-sub-block scale inside the integer pipeline at one extra op per 64 weights.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/isa_kernels.h"
+
+namespace hearth::quant {
+namespace {
+
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- Q4_K x Q8_K ------------------------------------------------------------------
+// Per 64-element chunk c: broadcast the 32 nibble bytes to both halves of a zmm and shift
+// the upper half right by 4, so after masking lanes 0..31 hold sub-block 2c and lanes
+// 32..63 sub-block 2c+1 — the same order as the 64 activation bytes 64c..64c+63.
+void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ4_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  // Word lane i of chunk c's scale vector takes scale 2c + i/16.
+  const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i two = _mm512_set1_epi16(2);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint64_t sc8, m8;
+    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
+    const float dy = y[i].d;
+    const float d = h2f(x[i].d) * dy;
+    const float dmin = h2f(x[i].dmin) * dy;
+    // Mins: sum_s m[s] * (bsums[2s] + bsums[2s+1]) via one 16-lane multiply-add.
+    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
+                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(m_pairs);  // (16) m[g/2]
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+    const __m256i prod_min = _mm256_madd_epi16(mins16, bsums);  // (8) i32
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
+
+    const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(
+        _mm_cvtsi64_si128(static_cast<int64_t>(sc8))));  // (32) words, first 8 are scales
+    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+    __m512i idx = sc_idx0;
+    for (int c = 0; c < 4; c += 2) {
+      const __m512i q0 = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c))),
+                            nib_shift),
+          m4);
+      const __m512i q1 = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c + 32))),
+                            nib_shift),
+          m4);
+      const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 64 * c));
+      const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 64 * c + 64));
+      const __m512i s0 = _mm512_permutexvar_epi16(idx, sc16);
+      idx = _mm512_add_epi16(idx, two);
+      const __m512i s1 = _mm512_permutexvar_epi16(idx, sc16);
+      idx = _mm512_add_epi16(idx, two);
+      sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
+      sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(sum0, sum1)), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc) - hsum256(acc_min);
+}
+
+// ---- Q5_K x Q8_K ------------------------------------------------------------------
+// As Q4_K; the fifth bit comes from qh (bit 2c for lanes 0..31, 2c+1 for 32..63), added as
+// +16 under a byte mask.
+void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ5_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i two = _mm512_set1_epi16(2);
+  // Bit selectors per chunk: bytes 0..31 select bit 2c, bytes 32..63 bit 2c+1.
+  const __m512i bit0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint64_t sc8, m8;
+    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
+    const float dy = y[i].d;
+    const float d = h2f(x[i].d) * dy;
+    const float dmin = h2f(x[i].dmin) * dy;
+    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
+                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i prod_min =
+        _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
+
+    const __m512i sc16 =
+        _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh)));
+    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+    __m512i idx = sc_idx0;
+    __m512i bits = bit0;
+    for (int c = 0; c < 4; ++c) {
+      __m512i q = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c))),
+                            nib_shift),
+          m4);
+      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, sixteen);
+      bits = _mm512_add_epi8(bits, bits);
+      bits = _mm512_add_epi8(bits, bits);
+      const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * c));
+      const __m512i s = _mm512_permutexvar_epi16(idx, sc16);
+      idx = _mm512_add_epi16(idx, two);
+      if (c & 1) {
+        sum1 = _mm512_dpwssd_epi32(sum1, p, s);
+      } else {
+        sum0 = _mm512_dpwssd_epi32(sum0, p, s);
+      }
+    }
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(sum0, sum1)), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc) - hsum256(acc_min);
+}
+
+// ---- Q6_K x Q8_K ------------------------------------------------------------------
+// Quants are used unsigned (0..63) and the -32 offset is applied once per super-block as
+// 32 * sum_g scale[g] * bsums[g]. Per half h: the 64 ql bytes give elements 0..63 (low
+// nibbles) and 64..127 (high); qh is broadcast and shifted per 256-bit half so bits 4-5
+// of each byte hold the right two high bits.
+void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // elements 0..31, 32..63
+  const __m512i shr_hi = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);  // 64..95, 96..127
+  // Vector k (64 elements) uses group scales 4k..4k+3, 8 word lanes each.
+  const __m512i sc_idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
+                                           1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i four = _mm512_set1_epi16(4);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = h2f(x[i].d) * y[i].d;
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
+    const __m256i offset = _mm256_slli_epi32(
+        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums))),
+        5);  // (8) i32: 32 * scale * group sum
+    const __m512i scz = _mm512_castsi256_si512(sc16);
+    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+    __m512i idx = sc_idx0;
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh + 32 * h)));
+      const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                         _mm512_and_si512(_mm512_sllv_epi64(qh, shl_lo), m30));
+      const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                         _mm512_and_si512(_mm512_srlv_epi64(qh, shr_hi), m30));
+      const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 128 * h));
+      const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
+      const __m512i s0 = _mm512_permutexvar_epi16(idx, scz);
+      idx = _mm512_add_epi16(idx, four);
+      const __m512i s1 = _mm512_permutexvar_epi16(idx, scz);
+      idx = _mm512_add_epi16(idx, four);
+      sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
+      sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
+    }
+    // zextsi256 zeroes lanes 8..15, so the offset only lands once per group sum.
+    const __m512i sum =
+        _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_zextsi256_si512(offset));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sum), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc);
+}
+
+// ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
+// Two 32-element blocks per zmm. vpdpbusd needs one unsigned operand: Q8_0 weights are
+// biased by +128 (xor 0x80) and 128 * sum(a) subtracted; Q4_0 nibbles are already 0..15 and
+// 8 * sum(a) is subtracted. The sums of a come from a second vpdpbusd with a constant.
+inline __m512i load_2x32(const int8_t* lo, const int8_t* hi) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+inline __m512 scales_2(float s0, float s1) {
+  return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
+}
+
+void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int64_t nb = n / kQK0;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    for (int k = 0; k < 4; k += 2) {
+      const __m512i wq = _mm512_xor_si512(load_2x32(x[i + k].qs, x[i + k + 1].qs), bias);
+      const __m512i aq = load_2x32(y[i + k].qs, y[i + k + 1].qs);
+      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, aq));
+      const __m512 s =
+          scales_2(h2f(x[i + k].d) * h2f(y[i + k].d), h2f(x[i + k + 1].d) * h2f(y[i + k + 1].d));
+      if (k == 0) {
+        acc0 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc0);
+      } else {
+        acc1 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc1);
+      }
+    }
+  }
+  float tail = 0;
+  for (; i < nb; ++i) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQK0; ++j) isum += x[i].qs[j] * y[i].qs[j];
+    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+  }
+  *out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
+}
+
+// Q4_0 block bytes b0 (16) and b1 (16) -> zmm [b0 lo | b0 hi | b1 lo | b1 hi] nibbles.
+inline __m512i unpack_q4_0_pair(const uint8_t* b0, const uint8_t* b1) {
+  const __m256i both = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1)), 1);
+  const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
+                                               _mm512_castsi256_si512(both));
+  return _mm512_and_si512(_mm512_srlv_epi64(dup, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
+                          _mm512_set1_epi8(0x0f));
+}
+
+void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int64_t nb = n / kQK0;
+  const __m512i eight = _mm512_set1_epi8(8);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m512i wq = unpack_q4_0_pair(x[i].qs, x[i + 1].qs);
+    const __m512i aq = load_2x32(y[i].qs, y[i + 1].qs);
+    const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq));
+    const __m512 s = scales_2(h2f(x[i].d) * h2f(y[i].d), h2f(x[i + 1].d) * h2f(y[i + 1].d));
+    acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc);
+  }
+  float tail = 0;
+  for (; i < nb; ++i) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQK0 / 2; ++j) {
+      isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
+    }
+    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+  }
+  *out = _mm512_reduce_add_ps(acc) + tail;
+}
+
+// ---- Float weights x f32 activations ---------------------------------------------------
+// load16(p) widens 16 weights at p to f32; load1(p) one weight (for the tail).
+template <typename Elem, typename Load16, typename Load1>
+inline float dot_float_row(int64_t n, const Elem* x, const float* y, Load16 load16, Load1 load1) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_fmadd_ps(load16(x + i), _mm512_loadu_ps(y + i), acc0);
+    acc1 = _mm512_fmadd_ps(load16(x + i + 16), _mm512_loadu_ps(y + i + 16), acc1);
+    acc2 = _mm512_fmadd_ps(load16(x + i + 32), _mm512_loadu_ps(y + i + 32), acc2);
+    acc3 = _mm512_fmadd_ps(load16(x + i + 48), _mm512_loadu_ps(y + i + 48), acc3);
+  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(load16(x + i), _mm512_loadu_ps(y + i), acc0);
+  float tail = 0;
+  for (; i < n; ++i) tail += load1(x + i) * y[i];
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3))) +
+         tail;
+}
+
+void dot_f32(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const float*>(w), static_cast<const float*>(a),
+      [](const float* p) { return _mm512_loadu_ps(p); }, [](const float* p) { return *p; });
+}
+
+void dot_f16(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
+      [](const uint16_t* p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      },
+      [](const uint16_t* p) { return h2f(*p); });
+}
+
+void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_float_row(
+      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
+      [](const uint16_t* p) {
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+      },
+      [](const uint16_t* p) {
+        const uint32_t bits = static_cast<uint32_t>(*p) << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return f;
+      });
+}
+
+}  // namespace
+
+VecDotFn avx512_vec_dot(gguf::TensorType type) {
+  using T = gguf::TensorType;
+  switch (type) {
+    case T::kQ4_K:
+      return dot_q4_k;
+    case T::kQ5_K:
+      return dot_q5_k;
+    case T::kQ6_K:
+      return dot_q6_k;
+    case T::kQ8_0:
+      return dot_q8_0;
+    case T::kQ4_0:
+      return dot_q4_0;
+    case T::kF32:
+      return dot_f32;
+    case T::kF16:
+      return dot_f16;
+    case T::kBF16:
+      return dot_bf16;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace hearth::quant

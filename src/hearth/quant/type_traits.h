@@ -1,0 +1,50 @@
+// One traits table per tensor type drives every dequantize / quantize / dot product in
+// hearth; the dot kernel is chosen once per process for the CPU (see Isa). Callers:
+//   const auto& tr = quant::traits(w.type);
+//   const auto& act = quant::traits(tr.vec_dot_type);
+//   act.quantize(x, act_row, n);            // once per activation row
+//   tr.vec_dot(n, w_row, act_row, &y_r);    // per weight row
+//
+// Activation formats (vec_dot_type):
+//   Q4_K, Q5_K, Q6_K -> Q8_K (per-256 f32 scale + group sums, so mins/offsets cost nothing)
+//   Q8_0, Q4_0       -> Q8_0 (same 32-element blocks as the weights)
+//   F32, F16, BF16   -> F32  (activations stay exact; the weights dominate the bytes)
+//   Q8_K             -> no dot (activation-only type); to_float/quantize work.
+#pragma once
+
+#include <cstdint>
+
+#include "hearth/gguf/tensor_type.h"
+
+namespace hearth::quant {
+
+using gguf::TensorType;
+
+struct TypeTraits {
+  TensorType type;
+  TensorType vec_dot_type;  // format the dot product expects for the activation row
+  // Dequantizes n elements (n a multiple of the block size). Bit-exact to the format.
+  void (*to_float)(const void* src, float* dst, int64_t n);
+  // Reference quantizer: writes n / block_elems valid blocks.
+  void (*quantize)(const float* src, void* dst, int64_t n);
+  // *out = dot(w_row, act_row) over n elements; act_row is in vec_dot_type. nullptr for
+  // activation-only types.
+  void (*vec_dot)(int64_t n, const void* w_row, const void* act_row, float* out);
+};
+
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
+
+// Chosen once from CPUID / HWCAP: AVX-512 needs F+BW+VL+DQ+VNNI, AVX2 needs AVX2+FMA+F16C.
+// HEARTH_ISA=scalar|avx2|avx512|neon|dotprod forces one (UsageError if this CPU lacks it).
+Isa active_isa();
+bool isa_supported(Isa isa);
+const char* isa_name(Isa isa);
+
+// Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
+const TypeTraits& traits(TensorType t);
+// Traits with the dot kernels of a given ISA (tests, benchmarks); UsageError if the type or
+// the ISA is unsupported here.
+const TypeTraits& traits_for_isa(TensorType t, Isa isa);
+bool is_supported(TensorType t);
+
+}  // namespace hearth::quant
