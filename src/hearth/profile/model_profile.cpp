@@ -5,6 +5,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/model/presets.h"
 
 namespace hearth::profile {
 
@@ -205,6 +206,20 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
   p.output_flops[TensorType::kF32] = 4.0 * hp.dim + 3.0 * hp.vocab;
   fill_common(p, hp);
   return p;
+}
+
+ModelProfile profile_model_file(const std::string& path) {
+  const auto file = gguf::GgufFile::open(path);
+  const auto hp = model::load_hparams(file);
+  return profile_model(hp, file.tensors(), path);
+}
+
+ModelProfile profile_preset(std::string_view preset, double scale, std::string_view scheme) {
+  const auto& pr = model::find_preset(preset);
+  const auto hp = model::scale_hparams(pr.hparams, scale);
+  std::string name = std::string(pr.name) + " " + std::string(scheme);
+  if (scale != 1.0) name += " x" + std::to_string(scale).substr(0, 5);
+  return profile_model(hp, weight_types_for_scheme(hp, scheme), name);
 }
 
 }  // namespace hearth::profile

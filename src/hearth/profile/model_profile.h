@@ -74,5 +74,9 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
 // tensor the architecture needs is missing.
 ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::TensorInfo>& tensors,
                            std::string name);
+// Opens a GGUF file and profiles it (hyperparameters via model::load_hparams).
+ModelProfile profile_model_file(const std::string& path);
+// A named preset (model/presets.h), optionally scaled, with a quantization scheme.
+ModelProfile profile_preset(std::string_view preset, double scale, std::string_view scheme);
 
 }  // namespace hearth::profile

@@ -1,0 +1,92 @@
+// `hearth plan`: which devices run how many layers (w), how many on the GPU (n), and the
+// predicted time per output token, from device profiles (DEVICES.json) and a model shape.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "hearth/base/error.h"
+#include "hearth/plan/baselines.h"
+#include "hearth/plan/halda.h"
+#include "hearth/profile/model_profile.h"
+
+namespace hearth::cli {
+namespace {
+
+void print_table(const plan::Plan& p) {
+  fmt::print("model {}  L={}  ctx={}  scheduler {}\n", p.model, p.L, p.ctx, p.scheduler);
+  if (p.W == 0) {
+    fmt::print("no feasible plan: {}\n", p.reason);
+    return;
+  }
+  fmt::print("{:<12} {:>4} {:>4} {:>7} {:>7} {:>11} {:>10} {:>9} {:>9} {:>10}  {}\n", "device", "w",
+             "n", "layers", "gpu", "compute_ms", "memory_ms", "disk_ms", "comm_ms", "total_ms", "");
+  for (const auto& d : p.devices) {
+    if (d.dropped) {
+      fmt::print("{:<12} {:>4} {:>4}  dropped\n", d.name, 0, 0);
+      continue;
+    }
+    const auto& c = d.cost;
+    fmt::print(
+        "{:<12} {:>4} {:>4} {:>7} {:>7} {:>11.2f} {:>10.2f} {:>9.2f} {:>9.2f} {:>10.2f}  {}\n",
+        d.name, d.w, d.n, c.layers, c.gpu_layers, c.compute_s * 1e3, c.memory_s * 1e3,
+        c.disk_s * 1e3, c.comm_s * 1e3, c.total_s() * 1e3,
+        d.relay ? "relay" : (c.overloaded ? "overloaded (reloads from disk)" : ""));
+  }
+  fmt::print("k={} rounds, W={}  predicted TPOT {:.1f} ms  (solved in {:.2f} ms)\n", p.k, p.W,
+             p.predicted_tpot_ms, p.solve_ms);
+  if (!p.feasible) fmt::print("NOT FEASIBLE: {}\n", p.reason);
+}
+
+int run_plan(const Args& args) {
+  CLI::App app{"Plan layer windows over a ring of devices and predict TPOT", "plan"};
+  std::string model_path, preset, devices_path, scheduler = "halda", scheme = "q4_k_m";
+  double scale = 1.0, slow_disk_gbps = 0.1;
+  uint32_t ctx = 4096;
+  bool json = false, no_refine = false, no_select = false;
+  auto* m = app.add_option("-m,--model", model_path, "GGUF model file");
+  auto* pr = app.add_option("--preset", preset, "named model shape (see `hearth synth --help`)");
+  m->excludes(pr);
+  app.add_option("--scale", scale, "shrink the preset's width by this factor (0, 1]");
+  app.add_option("--type", scheme,
+                 "quantization scheme of a preset (q4_k_m, q4_k, q6_k, q8_0, f16, ...)");
+  app.add_option("--devices", devices_path, "DEVICES.json with the device profiles")->required();
+  app.add_option("--scheduler", scheduler, "halda | memsched | perfsched | exhaustive")
+      ->check(CLI::IsMember({"halda", "memsched", "perfsched", "exhaustive"}));
+  app.add_option("-c,--ctx", ctx, "context length the KV cache is sized for");
+  app.add_option("--slow-disk-gbps", slow_disk_gbps,
+                 "disks slower than this may not be overloaded");
+  app.add_flag("--no-refine", no_refine,
+               "Halda: the paper's Algorithm 1 only, without set refinement");
+  app.add_flag("--no-select", no_select, "Halda: keep every device (no device selection)");
+  app.add_flag("--json", json, "print the plan as one JSON object on the last line");
+  if (auto code = parse(app, args)) return *code;
+  if (model_path.empty() == preset.empty())
+    throw UsageError("give exactly one of -m FILE or --preset NAME");
+  if (ctx == 0) throw UsageError("--ctx must be positive");
+
+  plan::Problem problem;
+  problem.model = model_path.empty() ? profile::profile_preset(preset, scale, scheme)
+                                     : profile::profile_model_file(model_path);
+  problem.devices = profile::load_devices_file(devices_path).devices;
+  problem.options.ctx = ctx;
+  problem.options.slow_disk_bps = slow_disk_gbps * 1e9;
+
+  plan::Plan result;
+  if (scheduler == "halda") {
+    plan::HaldaOptions opt;
+    opt.refine = !no_refine;
+    opt.select_devices = !no_select;
+    result = plan::halda(problem, opt);
+  } else {
+    result = plan::schedule(problem, scheduler);
+  }
+  print_table(result);
+  if (json) fmt::print("{}\n", plan::plan_to_json(result).dump());
+  return result.feasible ? 0 : 1;
+}
+
+HEARTH_COMMAND("plan", "plan layer windows over devices (Halda) and predict TPOT", run_plan);
+
+}  // namespace
+}  // namespace hearth::cli
