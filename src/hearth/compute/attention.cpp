@@ -1,0 +1,146 @@
+#include "hearth/compute/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "hearth/base/error.h"
+#include "hearth/base/half.h"
+
+namespace hearth::compute {
+
+namespace {
+
+float effective_scale(const AttentionShape& shape) {
+  return shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+}
+
+void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stride,
+              int64_t out_stride, int64_t pos0, int64_t n_tokens, int h_begin, int h_end) {
+  if (shape.n_heads <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
+      shape.n_heads % shape.n_kv_heads != 0) {
+    throw UsageError(fmt::format(
+        "attention: n_heads {} must be a positive multiple of n_kv_heads {} (head_dim {})",
+        shape.n_heads, shape.n_kv_heads, shape.head_dim));
+  }
+  if (kv.n_kv_heads != shape.n_kv_heads || kv.head_dim != shape.head_dim) {
+    throw UsageError(
+        fmt::format("attention: cache has {} kv heads of dim {}, the layer expects {} of dim {}",
+                    kv.n_kv_heads, kv.head_dim, shape.n_kv_heads, shape.head_dim));
+  }
+  const int64_t row = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
+  if (q_stride < row || out_stride < row) {
+    throw UsageError(fmt::format("attention: q_stride {} / out_stride {} < n_heads * head_dim {}",
+                                 q_stride, out_stride, row));
+  }
+  if (h_begin < 0 || h_end < h_begin || h_end > shape.n_heads) {
+    throw UsageError(fmt::format("attention: head range [{}, {}) outside [0, {})", h_begin, h_end,
+                                 shape.n_heads));
+  }
+  if (pos0 < 0 || n_tokens < 0 || pos0 + n_tokens > kv.n_pos) {
+    throw UsageError(
+        fmt::format("attention: tokens at positions [{}, {}) but the cache holds {} positions "
+                    "(store K/V of the block before attending)",
+                    pos0, pos0 + n_tokens, kv.n_pos));
+  }
+}
+
+}  // namespace
+
+HeadRange attention_split(const AttentionShape& shape, int n_parts, int part) {
+  if (n_parts <= 0 || part < 0 || part >= n_parts || shape.n_kv_heads <= 0 ||
+      shape.n_heads % shape.n_kv_heads != 0) {
+    throw UsageError(fmt::format("attention_split: part {} of {} for {} heads / {} kv heads", part,
+                                 n_parts, shape.n_heads, shape.n_kv_heads));
+  }
+  auto cut = [&](int n, int i) { return static_cast<int>(static_cast<int64_t>(n) * i / n_parts); };
+  if (n_parts <= shape.n_kv_heads) {
+    const int group = shape.n_heads / shape.n_kv_heads;
+    return {cut(shape.n_kv_heads, part) * group, cut(shape.n_kv_heads, part + 1) * group};
+  }
+  return {cut(shape.n_heads, part), cut(shape.n_heads, part + 1)};
+}
+
+void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const float* q,
+                    int64_t q_stride, float* out, int64_t out_stride, int64_t pos0,
+                    int64_t n_tokens, int h_begin, int h_end) {
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int hd = shape.head_dim;
+  const double scale = effective_scale(shape);
+  std::vector<double> w;    // (n_pos) f64 softmax weights
+  std::vector<double> acc;  // (head_dim) f64
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t n_pos = pos0 + t + 1;  // causal: positions [0, pos0 + t]
+    w.resize(n_pos);
+    acc.resize(hd);
+    for (int h = h_begin; h < h_end; ++h) {
+      const int kvh = h / group;
+      const float* qh = q + t * q_stride + static_cast<int64_t>(h) * hd;  // (head_dim)
+      double max = -INFINITY;
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const uint16_t* kp = kv.k_row(kvh, p);  // (head_dim) f16
+        double dot = 0.0;
+        for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * half_to_float(kp[d]);
+        w[p] = dot * scale;
+        max = std::max(max, w[p]);
+      }
+      double sum = 0.0;
+      for (int64_t p = 0; p < n_pos; ++p) {
+        w[p] = std::exp(w[p] - max);
+        sum += w[p];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const uint16_t* vp = kv.v_row(kvh, p);  // (head_dim) f16
+        for (int d = 0; d < hd; ++d) acc[d] += w[p] * half_to_float(vp[d]);
+      }
+      float* oh = out + t * out_stride + static_cast<int64_t>(h) * hd;  // (head_dim)
+      for (int d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] / sum);
+    }
+  }
+}
+
+void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, int64_t q_stride,
+               float* out, int64_t out_stride, int64_t pos0, int64_t n_tokens, int h_begin,
+               int h_end, Isa isa) {
+  const int64_t row = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
+  if (q_stride == 0) q_stride = row;
+  if (out_stride == 0) out_stride = row;
+  validate(shape, kv, q_stride, out_stride, pos0, n_tokens, h_begin, h_end);
+
+  using Kernel =
+      void (*)(const float*, float*, int, const uint16_t*, const uint16_t*, int64_t, int, float);
+  Kernel kernel = nullptr;
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512) kernel = &detail::attend_rows_avx512;
+  if (isa == Isa::kAvx2) kernel = &detail::attend_rows_avx2;
+#endif
+  if (kernel == nullptr || shape.head_dim > detail::kAttentionMaxHeadDim) {
+    return ref::attention(shape, kv, q, q_stride, out, out_stride, pos0, n_tokens, h_begin, h_end);
+  }
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int hd = shape.head_dim;
+  const float scale = effective_scale(shape);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t n_pos = pos0 + t + 1;
+    // Query heads of one kv head are adjacent in the row, so the part of a group inside
+    // [h_begin, h_end) is one contiguous block of rows.
+    for (int h = h_begin; h < h_end;) {
+      const int kvh = h / group;
+      const int rows = std::min(h_end, (kvh + 1) * group) - h;
+      const int64_t offset = static_cast<int64_t>(h) * hd;
+      kernel(q + t * q_stride + offset, out + t * out_stride + offset, rows, kv.k_row(kvh, 0),
+             kv.v_row(kvh, 0), n_pos, hd, scale);
+      h += rows;
+    }
+  }
+}
+
+void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, float* out,
+               int64_t pos0, int64_t n_tokens, Isa isa) {
+  attention(shape, kv, q, 0, out, 0, pos0, n_tokens, 0, shape.n_heads, isa);
+}
+
+}  // namespace hearth::compute

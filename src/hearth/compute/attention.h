@@ -1,0 +1,77 @@
+// Causal multi-head attention with grouped-query heads over an f16 KvCache layer.
+//
+// Query head h reads kv head h / (n_heads / n_kv_heads). Query token t of a block sits at
+// position pos0 + t and attends to cache positions [0, pos0 + t] with scores
+// scale * q.k, softmax over positions, then the weighted sum of V rows. Decode is
+// n_tokens = 1; prefill is a block (causal inside the block, full over earlier positions).
+// The K/V rows of the block itself must already be in the cache (KvCache::store first).
+//
+// Threading: attention() touches only out rows of heads [h_begin, h_end), so a thread pool
+// runs part i of n on attention_split(shape, n, i) with no synchronisation between parts:
+//
+//   pool.run(n, [&](int i) {                       // whatever the pool's API is
+//     HeadRange r = attention_split(shape, n, i);
+//     attention(shape, kv, q, q_stride, out, out_stride, pos0, n_tokens, r.begin, r.end);
+//   });
+//
+// The optimized kernels process one kv head's query heads together (K/V rows are loaded
+// once per group and position) with an online softmax over chunks of positions, so they
+// need no scratch beyond a few KiB of stack and never allocate.
+#pragma once
+
+#include <cstdint>
+
+#include "hearth/compute/kv_cache.h"
+#include "hearth/compute/ops.h"
+
+namespace hearth::compute {
+
+struct AttentionShape {
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // key/value heads; n_heads % n_kv_heads == 0
+  int head_dim = 0;
+  float scale = 0.0f;  // score scale; 0 means 1 / sqrt(head_dim)
+};
+
+struct HeadRange {
+  int begin = 0;
+  int end = 0;  // exclusive
+};
+
+// Part `part` of `n_parts` of the query heads. With n_parts <= n_kv_heads the ranges are
+// whole GQA groups (each kv head streamed by one part); beyond that, query heads are
+// split evenly. Ranges of different parts are disjoint, cover [0, n_heads), may be empty.
+HeadRange attention_split(const AttentionShape& shape, int n_parts, int part);
+
+// q: (n_tokens, n_heads, head_dim) f32, token t's row at q + t * q_stride (0 = packed);
+// out: same shape at out + t * out_stride (0 = packed); only heads [h_begin, h_end) are
+// written. Throws UsageError when shapes disagree with the cache view, when
+// pos0 + n_tokens > kv.n_pos (K/V of the block not stored yet), or the range is invalid.
+void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, int64_t q_stride,
+               float* out, int64_t out_stride, int64_t pos0, int64_t n_tokens, int h_begin,
+               int h_end, Isa isa = active_isa());
+
+// All heads on the calling thread, packed q and out.
+void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, float* out,
+               int64_t pos0, int64_t n_tokens, Isa isa = active_isa());
+
+namespace ref {
+// Two passes per (token, head): all scores, softmax, weighted V sum; accumulates in double.
+// Same contract as the optimized attention(); arguments already validated.
+void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, int64_t q_stride,
+               float* out, int64_t out_stride, int64_t pos0, int64_t n_tokens, int h_begin,
+               int h_end);
+}  // namespace ref
+
+namespace detail {
+// The kernels the dispatcher calls per (token, kv head): n_rows query rows that share one
+// kv head and one causal length. q, out: (n_rows, head_dim) f32 contiguous; k, v:
+// (n_pos, head_dim) f16 contiguous. head_dim <= kAttentionMaxHeadDim.
+inline constexpr int kAttentionMaxHeadDim = 512;
+void attend_rows_avx2(const float* q, float* out, int n_rows, const uint16_t* k, const uint16_t* v,
+                      int64_t n_pos, int head_dim, float scale);
+void attend_rows_avx512(const float* q, float* out, int n_rows, const uint16_t* k,
+                        const uint16_t* v, int64_t n_pos, int head_dim, float scale);
+}  // namespace detail
+
+}  // namespace hearth::compute

@@ -1,0 +1,12 @@
+// avx2 instantiation of attention_simd.h.
+#include "hearth/compute/attention.h"
+#include "hearth/compute/attention_simd.h"
+
+namespace hearth::compute::detail {
+
+void attend_rows_avx2(const float* q, float* out, int n_rows, const uint16_t* k, const uint16_t* v,
+                      int64_t n_pos, int head_dim, float scale) {
+  simd::attend_rows_impl(q, out, n_rows, k, v, n_pos, head_dim, scale);
+}
+
+}  // namespace hearth::compute::detail

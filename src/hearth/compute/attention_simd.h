@@ -1,0 +1,150 @@
+// The attention kernel written against simd::VecF; include only from attention_avx2.cpp /
+// attention_avx512.cpp.
+//
+// One call handles the query rows of one kv head that share a causal length. Positions are
+// taken in chunks: scores of a chunk for every row (each K row converted from f16 once and
+// used by all rows), an online-softmax update (rescale the running sum and accumulator
+// when the running max grows), then the weighted V rows, four positions per pass over the
+// accumulator. Everything stays in a few KiB of stack.
+#pragma once
+
+#include <cmath>
+
+#include "hearth/compute/activation_simd.h"
+#include "hearth/compute/attention.h"
+#include "hearth/compute/softmax_simd.h"
+
+namespace hearth::compute::simd {
+namespace {
+
+constexpr int kChunk = 128;  // positions per online-softmax step: scores fit in L1
+// Rows processed together: their accumulators plus one K vector fit the register file
+// (32 zmm with AVX-512, 16 ymm with AVX2).
+constexpr int kMaxRows = VecF::kLanes == 16 ? 8 : 4;
+constexpr int kMaxHeadDim = detail::kAttentionMaxHeadDim;
+
+inline VecF load_f16_partial(const uint16_t* p, int n) {
+  uint16_t tmp[VecF::kLanes] = {};  // (kLanes) f16, zero padded
+  for (int i = 0; i < n; ++i) tmp[i] = p[i];
+  return VecF::load_f16(tmp);
+}
+
+// q, out: (NB, hd) f32; k, v: (n_pos, hd) f16.
+template <int NB>
+void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t* v, int64_t n_pos,
+                  int hd, float scale) {
+  constexpr int kL = VecF::kLanes;
+  const int full = hd / kL * kL;  // dims covered by whole vectors
+  const int rest = hd - full;
+  alignas(64) float s[NB][kChunk];         // (NB, kChunk) scores, then weights
+  alignas(64) float acc[NB][kMaxHeadDim];  // (NB, hd) weighted V sum, unnormalised
+  float run_max[NB];                       // running max score per row
+  float run_sum[NB];                       // running sum of exp(score - run_max)
+  for (int j = 0; j < NB; ++j) {
+    run_max[j] = -INFINITY;
+    run_sum[j] = 0.0f;
+    for (int d = 0; d < hd; ++d) acc[j][d] = 0.0f;
+  }
+
+  for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
+    const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
+
+    for (int p = 0; p < n; ++p) {
+      const uint16_t* kp = k + (c0 + p) * hd;  // (hd) f16
+      VecF dot[NB];
+      for (int j = 0; j < NB; ++j) dot[j] = VecF::zero();
+      for (int d = 0; d < full; d += kL) {
+        const VecF kv = VecF::load_f16(kp + d);
+        for (int j = 0; j < NB; ++j) dot[j] = fma(VecF::load(q + j * hd + d), kv, dot[j]);
+      }
+      if (rest != 0) {
+        const VecF kv = load_f16_partial(kp + full, rest);
+        for (int j = 0; j < NB; ++j) {
+          dot[j] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j]);
+        }
+      }
+      for (int j = 0; j < NB; ++j) s[j][p] = reduce_sum(dot[j]) * scale;
+    }
+
+    for (int j = 0; j < NB; ++j) {
+      const float chunk_max = max_row(s[j], n);
+      const float new_max = chunk_max > run_max[j] ? chunk_max : run_max[j];
+      const float correction = __builtin_expf(run_max[j] - new_max);  // 0 on the first chunk
+      run_sum[j] = run_sum[j] * correction + exp_shift_sum(s[j], n, new_max);
+      run_max[j] = new_max;
+      if (correction != 1.0f) scale_row(acc[j], hd, correction);
+    }
+
+    int p = 0;
+    for (; p + 4 <= n; p += 4) {
+      const uint16_t* vp = v + (c0 + p) * hd;  // (4, hd) f16
+      for (int d = 0; d < full; d += kL) {
+        const VecF v0 = VecF::load_f16(vp + d), v1 = VecF::load_f16(vp + hd + d);
+        const VecF v2 = VecF::load_f16(vp + 2 * hd + d), v3 = VecF::load_f16(vp + 3 * hd + d);
+        for (int j = 0; j < NB; ++j) {
+          VecF a = VecF::load(acc[j] + d);
+          a = fma(VecF::set1(s[j][p]), v0, a);
+          a = fma(VecF::set1(s[j][p + 1]), v1, a);
+          a = fma(VecF::set1(s[j][p + 2]), v2, a);
+          a = fma(VecF::set1(s[j][p + 3]), v3, a);
+          a.store(acc[j] + d);
+        }
+      }
+      if (rest != 0) {
+        for (int i = 0; i < 4; ++i) {
+          const VecF vv = load_f16_partial(vp + i * hd + full, rest);
+          for (int j = 0; j < NB; ++j) {
+            fma(VecF::set1(s[j][p + i]), vv, VecF::load_partial(acc[j] + full, rest))
+                .store_partial(acc[j] + full, rest);
+          }
+        }
+      }
+    }
+    for (; p < n; ++p) {
+      const uint16_t* vp = v + (c0 + p) * hd;  // (hd) f16
+      for (int d = 0; d < full; d += kL) {
+        const VecF vv = VecF::load_f16(vp + d);
+        for (int j = 0; j < NB; ++j) {
+          fma(VecF::set1(s[j][p]), vv, VecF::load(acc[j] + d)).store(acc[j] + d);
+        }
+      }
+      if (rest != 0) {
+        const VecF vv = load_f16_partial(vp + full, rest);
+        for (int j = 0; j < NB; ++j) {
+          fma(VecF::set1(s[j][p]), vv, VecF::load_partial(acc[j] + full, rest))
+              .store_partial(acc[j] + full, rest);
+        }
+      }
+    }
+  }
+
+  for (int j = 0; j < NB; ++j) {
+    const VecF inv = VecF::set1(1.0f / run_sum[j]);
+    int d = 0;
+    for (; d < full; d += kL) (VecF::load(acc[j] + d) * inv).store(out + j * hd + d);
+    if (rest != 0)
+      (VecF::load_partial(acc[j] + d, rest) * inv).store_partial(out + j * hd + d, rest);
+  }
+}
+
+template <int NB>
+void attend_rows_upto(const float* q, float* out, int n_rows, const uint16_t* k, const uint16_t* v,
+                      int64_t n_pos, int hd, float scale) {
+  if constexpr (NB > 1) {
+    if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, k, v, n_pos, hd, scale);
+  }
+  attend_block<NB>(q, out, k, v, n_pos, hd, scale);
+}
+
+// q, out: (n_rows, hd) f32; k, v: (n_pos, hd) f16; n_pos >= 1, hd <= kMaxHeadDim.
+inline void attend_rows_impl(const float* q, float* out, int n_rows, const uint16_t* k,
+                             const uint16_t* v, int64_t n_pos, int hd, float scale) {
+  for (int r = 0; r < n_rows; r += kMaxRows) {
+    const int rows = n_rows - r < kMaxRows ? n_rows - r : kMaxRows;
+    attend_rows_upto<kMaxRows>(q + static_cast<int64_t>(r) * hd, out + static_cast<int64_t>(r) * hd,
+                               rows, k, v, n_pos, hd, scale);
+  }
+}
+
+}  // namespace
+}  // namespace hearth::compute::simd

@@ -1,0 +1,320 @@
+// KvCache and attention: every ISA against a naive float attention written here (cache
+// dequantized to float, explicit scores and softmax), for GQA ratios 1, 2, 4, 8, decode
+// and prefill.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hearth/base/error.h"
+#include "hearth/base/half.h"
+#include "hearth/compute/attention.h"
+#include "hearth/compute/kv_cache.h"
+
+namespace hearth::compute {
+namespace {
+
+class AttentionTest : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << isa_name(GetParam()) << " not on this CPU";
+  }
+};
+
+std::vector<float> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Naive attention for one layer. q: (n_tokens, n_heads, hd); returns the same shape.
+std::vector<float> naive_attention(const KvCache& cache, int layer, int n_heads,
+                                   const std::vector<float>& q, int64_t pos0, int64_t n_tokens) {
+  const KvLayerView kv = cache.view(layer);
+  const int hd = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  std::vector<float> out(n_tokens * n_heads * hd);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t n = pos0 + t + 1;
+    for (int h = 0; h < n_heads; ++h) {
+      const int kvh = h / group;
+      std::vector<float> k(n * hd), v(n * hd);  // (n, hd) dequantized
+      for (int64_t p = 0; p < n; ++p) {
+        for (int d = 0; d < hd; ++d) {
+          k[p * hd + d] = half_to_float(kv.k[(kvh * kv.n_ctx + p) * hd + d]);
+          v[p * hd + d] = half_to_float(kv.v[(kvh * kv.n_ctx + p) * hd + d]);
+        }
+      }
+      const float* qh = &q[(t * n_heads + h) * hd];
+      std::vector<float> score(n);
+      float max = -INFINITY;
+      for (int64_t p = 0; p < n; ++p) {
+        float dot = 0;
+        for (int d = 0; d < hd; ++d) dot += qh[d] * k[p * hd + d];
+        score[p] = dot / std::sqrt(static_cast<float>(hd));
+        max = std::max(max, score[p]);
+      }
+      float sum = 0;
+      for (auto& s : score) sum += (s = std::exp(s - max));
+      for (int d = 0; d < hd; ++d) {
+        float acc = 0;
+        for (int64_t p = 0; p < n; ++p) acc += score[p] / sum * v[p * hd + d];
+        out[(t * n_heads + h) * hd + d] = acc;
+      }
+    }
+  }
+  return out;
+}
+
+// Fills positions [0, n) of every layer with random K/V rows.
+void fill_cache(KvCache& cache, int64_t n, uint32_t seed) {
+  const int64_t row = int64_t{cache.n_kv_heads()} * cache.head_dim();
+  for (int l = 0; l < cache.n_layers(); ++l) {
+    const auto k = random_vector(n * row, seed + 2 * l);
+    const auto v = random_vector(n * row, seed + 2 * l + 1);
+    cache.store(l, 0, n, k.data(), v.data());
+  }
+}
+
+// Tolerance 2e-5 absolute (V entries and q in [-1, 1]): an output is a convex combination
+// of V rows, so it moves by at most the largest relative error of a weight. Scores are
+// float dot products of <= 128 terms with |q k| <= 1 (error < 128 * 2^-24 = 7.6e-6 before
+// the 1/sqrt(hd) scale), exp adds 2e-7, and the naive float sums over <= 400 positions add
+// a few e-6: together well under 2e-5, while a wrong position, head or scale is off by
+// ~1e-2 or more.
+constexpr float kTol = 2e-5f;
+
+TEST_P(AttentionTest, MatchesNaiveForGqaRatiosDecodeAndPrefill) {
+  for (int ratio : {1, 2, 4, 8}) {
+    for (int hd : {64, 128, 40}) {
+      const int n_kv = 2, n_heads = n_kv * ratio;
+      const AttentionShape shape{n_heads, n_kv, hd, 0.0f};
+      KvCache cache(2, n_kv, hd, 512);
+      fill_cache(cache, 300, 100 + ratio + hd);
+      const std::string where = "ratio " + std::to_string(ratio) + " hd " + std::to_string(hd);
+
+      // Decode: one token at several positions (chunk edges at 128, 256).
+      for (int64_t pos : {0, 1, 5, 127, 128, 129, 299}) {
+        const auto q = random_vector(n_heads * hd, pos + 7);
+        std::vector<float> out(n_heads * hd);
+        attention(shape, cache.view(1), q.data(), out.data(), pos, 1, GetParam());
+        const auto expect = naive_attention(cache, 1, n_heads, q, pos, 1);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], expect[i], kTol) << where << " decode pos " << pos << " i " << i;
+        }
+      }
+      // Prefill: blocks at the start and over earlier positions, crossing chunk edges.
+      for (auto [pos0, n_tokens] : {std::pair<int64_t, int64_t>{0, 9}, {100, 33}, {250, 50}}) {
+        const auto q = random_vector(n_tokens * n_heads * hd, pos0 + 3);
+        std::vector<float> out(n_tokens * n_heads * hd);
+        attention(shape, cache.view(0), q.data(), out.data(), pos0, n_tokens, GetParam());
+        const auto expect = naive_attention(cache, 0, n_heads, q, pos0, n_tokens);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], expect[i], kTol) << where << " prefill pos0 " << pos0 << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// Prefill must equal token-by-token decode exactly: each token's result depends only on
+// its own row and causal length, so greedy output cannot depend on the batching.
+TEST_P(AttentionTest, PrefillEqualsDecodeBitForBit) {
+  const AttentionShape shape{8, 2, 64, 0.0f};
+  KvCache cache(1, 2, 64, 256);
+  fill_cache(cache, 200, 9);
+  const int64_t pos0 = 150, n_tokens = 50, row = 8 * 64;
+  const auto q = random_vector(n_tokens * row, 10);
+  std::vector<float> block(n_tokens * row), single(row);
+  attention(shape, cache.view(0), q.data(), block.data(), pos0, n_tokens, GetParam());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    attention(shape, cache.view(0), q.data() + t * row, single.data(), pos0 + t, 1, GetParam());
+    ASSERT_EQ(std::memcmp(single.data(), block.data() + t * row, row * sizeof(float)), 0)
+        << "token " << t;
+  }
+}
+
+// Splitting heads across parts (threads) must give the very same bytes as one call, and a
+// part writes only its own heads. Rows are computed independently of how they are grouped.
+TEST_P(AttentionTest, HeadSplitsAreExactAndDisjoint) {
+  const AttentionShape shape{12, 4, 32, 0.0f};
+  KvCache cache(1, 4, 32, 64);
+  fill_cache(cache, 40, 21);
+  const int64_t n_tokens = 3, pos0 = 37, row = 12 * 32;
+  // q and out inside wider rows, as in a fused qkv buffer.
+  const int64_t q_stride = row + 16, out_stride = row + 8;
+  const auto q = random_vector(n_tokens * q_stride, 22);
+  std::vector<float> whole(n_tokens * out_stride, -7.0f);
+  attention(shape, cache.view(0), q.data(), q_stride, whole.data(), out_stride, pos0, n_tokens, 0,
+            12, GetParam());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = row; i < out_stride; ++i) ASSERT_EQ(whole[t * out_stride + i], -7.0f);
+  }
+  for (int n_parts : {1, 2, 3, 4, 5, 7, 12, 16}) {
+    std::vector<float> split(n_tokens * out_stride, -7.0f);
+    int covered = 0;
+    for (int part = 0; part < n_parts; ++part) {
+      const HeadRange r = attention_split(shape, n_parts, part);
+      ASSERT_EQ(r.begin, covered) << "parts " << n_parts;
+      covered = r.end;
+      if (n_parts <= 4) {
+        EXPECT_EQ(r.begin % 3, 0) << "ranges follow GQA groups";
+      }
+      attention(shape, cache.view(0), q.data(), q_stride, split.data(), out_stride, pos0, n_tokens,
+                r.begin, r.end, GetParam());
+    }
+    ASSERT_EQ(covered, 12);
+    ASSERT_EQ(std::memcmp(split.data(), whole.data(), split.size() * sizeof(float)), 0)
+        << "parts " << n_parts;
+  }
+  std::vector<float> partial(n_tokens * out_stride, -7.0f);
+  attention(shape, cache.view(0), q.data(), q_stride, partial.data(), out_stride, pos0, n_tokens, 4,
+            7, GetParam());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < out_stride; ++i) {
+      const bool mine = i >= 4 * 32 && i < 7 * 32;
+      if (!mine) {
+        ASSERT_EQ(partial[t * out_stride + i], -7.0f) << "head outside range written";
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, RejectsMismatchesAndUnstoredPositions) {
+  KvCache cache(1, 2, 64, 32);
+  fill_cache(cache, 10, 1);
+  const std::vector<float> q(4 * 64 * 2);
+  std::vector<float> out(q.size());
+  const AttentionShape shape{4, 2, 64, 0.0f};
+  EXPECT_THROW(attention(shape, cache.view(0), q.data(), out.data(), 10, 1, GetParam()),
+               UsageError);  // position 10 not stored
+  EXPECT_THROW(attention(shape, cache.view(0), q.data(), out.data(), 9, 2, GetParam()), UsageError);
+  EXPECT_NO_THROW(attention(shape, cache.view(0), q.data(), out.data(), 8, 2, GetParam()));
+  EXPECT_THROW(attention({3, 2, 64, 0.0f}, cache.view(0), q.data(), out.data(), 0, 1, GetParam()),
+               UsageError);  // 3 heads not a multiple of 2
+  EXPECT_THROW(attention({4, 2, 32, 0.0f}, cache.view(0), q.data(), out.data(), 0, 1, GetParam()),
+               UsageError);  // head_dim differs from the cache
+  EXPECT_THROW(attention(shape, cache.view(0), q.data(), 0, out.data(), 0, 0, 1, 2, 5, GetParam()),
+               UsageError);  // head range past n_heads
+}
+
+// f32 -> f16 in the cache is bit-exact with the scalar float_to_half on every ISA,
+// including halfway cases, subnormals, overflow to inf and signed zero.
+TEST_P(AttentionTest, KvStoreRoundsLikeScalarHalf) {
+  const int hd = 37;  // not a multiple of any vector width: tail path
+  KvCache cache(1, 3, hd, 8);
+  std::vector<float> k = random_vector(2 * 3 * hd, 5), v = random_vector(2 * 3 * hd, 6);
+  const float special[] = {0.0f,
+                           -0.0f,
+                           65504.0f,
+                           65520.0f,
+                           1e6f,
+                           -1e6f,
+                           6e-8f,
+                           3e-8f,
+                           1e-5f,
+                           -2.5e-6f,
+                           1.0009765625f + 0.00048828125f,
+                           INFINITY,
+                           1e-40f};
+  for (size_t i = 0; i < std::size(special); ++i) k[i * 5] = v[i * 3 + 1] = special[i];
+  cache.store(0, 0, 2, k.data(), v.data(), 0, GetParam());
+  const KvLayerView view = cache.view(0);
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int h = 0; h < 3; ++h) {
+      for (int d = 0; d < hd; ++d) {
+        const int64_t src = (t * 3 + h) * hd + d;
+        ASSERT_EQ(view.k_row(h, t)[d], float_to_half(k[src])) << "k " << k[src];
+        ASSERT_EQ(view.v_row(h, t)[d], float_to_half(v[src])) << "v " << v[src];
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, testing::ValuesIn(kAllIsas),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+TEST(KvCache, LengthsTruncationAndOverwrite) {
+  KvCache cache(2, 1, 4, 16);
+  EXPECT_EQ(cache.bytes(), 2u * 2 * 16 * 4 * sizeof(uint16_t));
+  const std::vector<float> ones(10 * 4, 1.0f), twos(10 * 4, 2.0f);
+  cache.store(0, 0, 10, ones.data(), ones.data());
+  EXPECT_EQ(cache.length(0), 10);
+  EXPECT_EQ(cache.length(1), 0);
+  EXPECT_EQ(cache.length(), 0);  // layer 1 not written yet
+  cache.store(1, 0, 10, ones.data(), ones.data());
+  EXPECT_EQ(cache.length(), 10);
+
+  cache.truncate(6);  // e.g. speculative draft rejected after position 5
+  EXPECT_EQ(cache.length(0), 6);
+  EXPECT_EQ(cache.length(1), 6);
+  EXPECT_EQ(cache.view(0).n_pos, 6);
+  EXPECT_THROW(cache.store(0, 7, 1, twos.data(), twos.data()), UsageError);  // gap at 6
+  cache.store(0, 6, 2, twos.data(), twos.data());
+  EXPECT_EQ(cache.length(0), 8);
+  EXPECT_EQ(half_to_float(cache.view(0).k_row(0, 5)[0]), 1.0f);
+  EXPECT_EQ(half_to_float(cache.view(0).k_row(0, 6)[0]), 2.0f);
+  // Writing at 3 overwrites from there and drops later positions of that layer.
+  cache.store(0, 3, 1, twos.data(), twos.data());
+  EXPECT_EQ(cache.length(0), 4);
+  EXPECT_EQ(half_to_float(cache.view(0).v_row(0, 3)[3]), 2.0f);
+  cache.truncate(100);  // beyond the length: no change
+  EXPECT_EQ(cache.length(0), 4);
+  cache.clear();
+  EXPECT_EQ(cache.length(0), 0);
+  EXPECT_EQ(cache.length(1), 0);
+  EXPECT_THROW(cache.truncate(-1), UsageError);
+}
+
+TEST(KvCache, ContextFullIsAClearError) {
+  KvCache cache(1, 2, 8, 16);
+  const std::vector<float> rows(17 * 16, 0.5f);
+  cache.store(0, 0, 15, rows.data(), rows.data());
+  try {
+    cache.store(0, 15, 2, rows.data(), rows.data());
+    FAIL() << "no error for position 16 >= n_ctx 16";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("context full"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length(0), 15);  // the failed store changed nothing
+  cache.store(0, 15, 1, rows.data(), rows.data());
+  EXPECT_EQ(cache.length(0), 16);
+  EXPECT_THROW(cache.store(0, 16, 1, rows.data(), rows.data()), UsageError);
+  EXPECT_THROW(cache.store(1, 0, 1, rows.data(), rows.data()), UsageError);  // no layer 1
+  EXPECT_THROW(KvCache(1, 2, 8, 0), UsageError);
+  EXPECT_THROW(KvCache(1, 1 << 30, 1 << 30, int64_t{1} << 40), UsageError);  // overflows
+}
+
+TEST(KvCache, SequencesAreIndependent) {
+  // Continuous batching keeps one cache per sequence; writes to one never show in another.
+  KvCache a(1, 1, 8, 8), b(1, 1, 8, 8);
+  const std::vector<float> x(8, 0.25f), y(8, -0.5f);
+  a.store(0, 0, 1, x.data(), x.data());
+  b.store(0, 0, 1, y.data(), y.data());
+  b.store(0, 1, 1, y.data(), y.data());
+  EXPECT_EQ(a.length(), 1);
+  EXPECT_EQ(b.length(), 2);
+  EXPECT_EQ(half_to_float(a.view(0).k_row(0, 0)[7]), 0.25f);
+  EXPECT_EQ(half_to_float(b.view(0).k_row(0, 0)[7]), -0.5f);
+}
+
+TEST(KvCache, RowStrideReadsFromFusedBuffer) {
+  KvCache cache(1, 2, 4, 4);
+  // Two tokens in rows of 12 floats: k at [0, 8), padding [8, 12).
+  std::vector<float> fused(2 * 12);
+  for (size_t i = 0; i < fused.size(); ++i) fused[i] = static_cast<float>(i);
+  cache.store(0, 0, 2, fused.data(), fused.data(), 12);
+  const KvLayerView view = cache.view(0);
+  EXPECT_EQ(half_to_float(view.k_row(1, 0)[2]), 6.0f);   // token 0, head 1, dim 2
+  EXPECT_EQ(half_to_float(view.k_row(0, 1)[1]), 13.0f);  // token 1, head 0, dim 1
+  EXPECT_THROW(cache.store(0, 0, 1, fused.data(), fused.data(), 7), UsageError);
+}
+
+}  // namespace
+}  // namespace hearth::compute
