@@ -1,0 +1,63 @@
+// Token sampling: a fixed chain configured by a plain struct.
+//
+// Chain (llama.cpp's default order): penalties over the last N accepted tokens -> top-k ->
+// top-p -> min-p -> temperature -> draw. With temperature <= 0 the draw is greedy: argmax
+// after penalties, lowest index on ties.
+//
+// Reproducibility: the generator is std::mt19937_64 seeded with `seed`; each draw takes one
+// 64-bit output r, forms u = (r >> 11) * 2^-53 in [0, 1), and picks the first candidate
+// (candidates sorted by logit descending, then index ascending) whose cumulative
+// probability exceeds u. The same seed, logits and history give the same ids anywhere.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace hearth::text {
+
+struct SamplerParams {
+  float temperature = 0.8f;        // <= 0: greedy
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // >= 1: off
+  float min_p = 0.05f;             // <= 0: off; keeps p >= min_p * p_max
+  float repeat_penalty = 1.0f;     // 1: off; logit > 0 divided by it, else multiplied
+  float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
+  float presence_penalty = 0.0f;   // subtracted once if present in the window
+  int32_t penalty_last_n = 64;     // window of accepted tokens; 0: off, -1: all
+  uint64_t seed = 0;
+};
+
+// Argmax with the lowest index winning ties. UsageError on empty logits.
+int32_t sample_greedy(std::span<const float> logits);
+
+class Sampler {
+ public:
+  // UsageError when a parameter is out of range (negative temperature is allowed: greedy).
+  explicit Sampler(const SamplerParams& params);
+
+  // logits: (n_vocab) f32, not modified. Returns the chosen token id.
+  int32_t sample(std::span<const float> logits);
+  // Adds a token (prompt or generated) to the penalty window.
+  void accept(int32_t id);
+  // Clears the window and re-seeds the generator.
+  void reset();
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+  void apply_penalties(std::vector<Candidate>& cands) const;
+
+  SamplerParams params_;
+  std::mt19937_64 rng_;
+  std::deque<int32_t> history_;   // last penalty_last_n accepted ids
+  std::vector<Candidate> cands_;  // (n_vocab) scratch
+};
+
+}  // namespace hearth::text
