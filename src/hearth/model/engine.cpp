@@ -1,0 +1,215 @@
+#include "hearth/model/engine.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "hearth/base/error.h"
+#include "hearth/compute/activation.h"
+#include "hearth/compute/attention.h"
+#include "hearth/compute/norm.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::model {
+
+namespace {
+
+int default_threads(int requested) {
+  if (requested > 0) return requested;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+compute::RopeConfig rope_config(const ModelWeights& w) {
+  const HParams& hp = w.hp;
+  compute::RopeConfig c;
+  c.head_dim = static_cast<int>(hp.head_dim);
+  c.n_rot = static_cast<int>(hp.head_dim);
+  c.base = hp.rope_base;
+  c.freq_scale = hp.rope_freq_scale;
+  // llama.cpp rotates adjacent pairs for llama (its converter permutes Q/K to match) and
+  // halves (neox order) for qwen2.
+  c.order = hp.arch == Arch::kQwen2 ? compute::RopeOrder::kNeox : compute::RopeOrder::kNormal;
+  if (w.rope_freqs != nullptr) c.freq_factors.assign(w.rope_freqs, w.rope_freqs + hp.head_dim / 2);
+  return c;
+}
+
+void grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+Engine::Engine(const gguf::GgufFile& file, EngineOptions options)
+    : file_(file),
+      weights_(bind_weights(file, load_hparams(file))),
+      n_ctx_(options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(weights_.hp.ctx_train, 4096)),
+      pool_(default_threads(options.threads)),
+      rope_(rope_config(weights_)) {
+  const int n_layers = static_cast<int>(weights_.hp.n_layers);
+  layers_ = options.layers;
+  if (layers_.empty()) {
+    for (int l = 0; l < n_layers; ++l) layers_.push_back(l);
+  }
+  std::sort(layers_.begin(), layers_.end());
+  layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
+  local_index_.assign(n_layers, -1);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i] < 0 || layers_[i] >= n_layers) {
+      throw UsageError(
+          fmt::format("layer {} does not exist (the model has {})", layers_[i], n_layers));
+    }
+    local_index_[layers_[i]] = static_cast<int>(i);
+  }
+  if (n_ctx_ <= 0) throw UsageError("context size must be positive");
+}
+
+bool Engine::owns_layer(int layer) const {
+  return layer >= 0 && layer < static_cast<int>(local_index_.size()) && local_index_[layer] >= 0;
+}
+
+void Engine::embed(std::span<const int32_t> tokens, float* hidden) const {
+  const auto& e = weights_.token_embd;
+  const auto& tr = quant::traits(e.type);
+  const uint64_t row_bytes = *gguf::row_bytes(e.type, static_cast<uint64_t>(e.cols));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t id = tokens[i];
+    if (id < 0 || id >= e.rows) {
+      throw UsageError(
+          fmt::format("token id {} is outside the vocabulary (0..{})", id, e.rows - 1));
+    }
+    const auto* row = static_cast<const uint8_t*>(e.data) + static_cast<uint64_t>(id) * row_bytes;
+    tr.to_float(row, hidden + i * e.cols, e.cols);
+  }
+}
+
+compute::KvCache& Engine::cache_for(int64_t seq) {
+  auto it = caches_.find(seq);
+  if (it == caches_.end()) {
+    const HParams& hp = weights_.hp;
+    auto cache = std::make_unique<compute::KvCache>(static_cast<int>(layers_.size()),
+                                                    static_cast<int>(hp.n_kv_heads),
+                                                    static_cast<int>(hp.head_dim), n_ctx_);
+    it = caches_.emplace(seq, std::move(cache)).first;
+  }
+  return *it->second;
+}
+
+int64_t Engine::seq_length(int64_t seq) const {
+  const auto it = caches_.find(seq);
+  return it == caches_.end() ? 0 : it->second->length();
+}
+
+void Engine::truncate(int64_t seq, int64_t n_pos) {
+  const auto it = caches_.find(seq);
+  if (it != caches_.end()) it->second->truncate(n_pos);
+}
+
+void Engine::drop(int64_t seq) {
+  caches_.erase(seq);
+}
+
+void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
+  if (n == 1) {
+    compute::matvec(pool_, w, x, y);
+  } else {
+    compute::matmul(pool_, w, x, n, y);
+  }
+}
+
+void Engine::forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden,
+                            int64_t pos0, int64_t n_tokens) {
+  if (n_tokens <= 0) return;
+  if (pos0 + n_tokens > n_ctx_) {
+    throw UsageError(
+        fmt::format("context full: {} positions do not fit in the context of {} (use -c)",
+                    pos0 + n_tokens, n_ctx_));
+  }
+  compute::KvCache& kv = cache_for(seq);
+  rope_.compute_range(pos0, n_tokens);
+  for (int l = layer_begin; l < layer_end; ++l) {
+    if (!owns_layer(l)) throw UsageError(fmt::format("layer {} is not assigned to this device", l));
+    const int local = local_index_[l];
+    if (kv.length(local) != pos0) {
+      throw UsageError(
+          fmt::format("sequence {} has {} cached positions in layer {}, batch starts at {}", seq,
+                      kv.length(local), l, pos0));
+    }
+    layer_forward(weights_.layers[l], kv, local, hidden, pos0, n_tokens);
+  }
+}
+
+void Engine::layer_forward(const LayerWeights& L, compute::KvCache& kv, int local, float* x,
+                           int64_t pos0, int64_t n) {
+  const HParams& hp = weights_.hp;
+  const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
+  grow(xn_, n * dim);
+  grow(q_, n * q_dim);
+  grow(k_, n * kv_dim);
+  grow(v_, n * kv_dim);
+  grow(attn_, n * q_dim);
+  grow(proj_, n * dim);
+  grow(gate_, n * ffn);
+  grow(up_, n * ffn);
+
+  // Attention block.
+  compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
+  project(L.wq, xn_.data(), n, q_.data());
+  project(L.wk, xn_.data(), n, k_.data());
+  project(L.wv, xn_.data(), n, v_.data());
+  if (L.bq != nullptr) {
+    for (int64_t t = 0; t < n; ++t) {
+      compute::add(q_.data() + t * q_dim, L.bq, q_.data() + t * q_dim, q_dim);
+      compute::add(k_.data() + t * kv_dim, L.bk, k_.data() + t * kv_dim, kv_dim);
+      compute::add(v_.data() + t * kv_dim, L.bv, v_.data() + t * kv_dim, kv_dim);
+    }
+  }
+  compute::rope(q_.data(), 0, n, static_cast<int>(hp.n_heads), q_dim, rope_);
+  compute::rope(k_.data(), 0, n, static_cast<int>(hp.n_kv_heads), kv_dim, rope_);
+  kv.store(local, pos0, n, k_.data(), v_.data());
+  const compute::AttentionShape shape{static_cast<int>(hp.n_heads), static_cast<int>(hp.n_kv_heads),
+                                      static_cast<int>(hp.head_dim), 0.0f};
+  const compute::KvLayerView view = kv.view(local);
+  pool_.run([&](int i, int parts) {
+    const auto r = compute::attention_split(shape, parts, i);
+    if (r.begin < r.end) {
+      compute::attention(shape, view, q_.data(), q_dim, attn_.data(), q_dim, pos0, n, r.begin,
+                         r.end);
+    }
+  });
+  project(L.wo, attn_.data(), n, proj_.data());
+  compute::add(x, proj_.data(), x, n * dim);
+
+  // Feed-forward block (SwiGLU).
+  compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
+  project(L.w_gate, xn_.data(), n, gate_.data());
+  project(L.w_up, xn_.data(), n, up_.data());
+  compute::silu_mul(gate_.data(), up_.data(), gate_.data(), n * ffn);
+  project(L.w_down, gate_.data(), n, proj_.data());
+  compute::add(x, proj_.data(), x, n * dim);
+}
+
+void Engine::logits(const float* hidden_row, float* logits_out) {
+  const HParams& hp = weights_.hp;
+  grow(xn_, hp.dim);
+  compute::rmsnorm(hidden_row, weights_.output_norm, xn_.data(), 1, hp.dim, hp.rms_eps);
+  compute::matvec(pool_, weights_.output, xn_.data(), logits_out);
+}
+
+void Engine::eval(int64_t seq, std::span<const int32_t> tokens, float* logits_out) {
+  if (tokens.empty()) return;
+  if (layers_.size() != weights_.hp.n_layers) {
+    throw UsageError(
+        "eval() needs an engine that owns every layer; use forward_layers() on a stage");
+  }
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t dim = weights_.hp.dim;
+  std::vector<float> hidden(n * dim);  // (n, dim)
+  embed(tokens, hidden.data());
+  const int64_t pos0 = seq_length(seq);
+  forward_layers(seq, layers_.front(), layers_.back() + 1, hidden.data(), pos0, n);
+  if (logits_out != nullptr) logits(hidden.data() + (n - 1) * dim, logits_out);
+}
+
+}  // namespace hearth::model

@@ -1,0 +1,85 @@
+// The engine every device runs: a transformer stage over any set of layers of a llama/qwen2
+// GGUF model, plus the head-only steps (embedding, output layer). The ring runs a device's
+// windows with forward_layers(); a single device runs all layers (eval()).
+//
+// Data flow for one batch of n tokens of one sequence at positions pos0 .. pos0+n-1:
+//   embed(tokens) -> hidden (n, dim) -> forward_layers(window 1) -> ... -> logits(last row)
+// Each layer: rmsnorm -> Q,K,V (+bias) -> rope -> KV cache -> GQA attention -> output
+// projection -> residual add; rmsnorm -> SwiGLU feed-forward -> residual add.
+// Decode (n = 1) uses matvec; prefill (n > 1) uses the tiled matmul.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "hearth/compute/kv_cache.h"
+#include "hearth/compute/rope.h"
+#include "hearth/compute/thread_pool.h"
+#include "hearth/model/weights.h"
+
+namespace hearth::model {
+
+struct EngineOptions {
+  int threads = 0;          // 0: all cores
+  int64_t n_ctx = 0;        // KV capacity per sequence; 0: min(ctx_train, 4096)
+  std::vector<int> layers;  // model layer indices this engine computes; empty: all
+};
+
+class Engine {
+ public:
+  // `file` must outlive the engine (weights are views into its mapping).
+  Engine(const gguf::GgufFile& file, EngineOptions options);
+
+  const HParams& hparams() const { return weights_.hp; }
+  const ModelWeights& weights() const { return weights_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  compute::ThreadPool& pool() { return pool_; }
+  bool owns_layer(int layer) const;
+  const std::vector<int>& layers() const { return layers_; }
+
+  // Head: token ids -> rows of the embedding, hidden (n, dim) f32. UsageError on an id
+  // outside the vocabulary.
+  void embed(std::span<const int32_t> tokens, float* hidden) const;
+
+  // Runs model layers [layer_begin, layer_end) (all owned) over hidden (n_tokens, dim) in
+  // place, for sequence `seq` whose tokens sit at positions pos0 .. pos0 + n_tokens - 1.
+  // The sequence's cache must hold exactly pos0 positions for those layers (UsageError
+  // otherwise, and "context full" past n_ctx).
+  void forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden, int64_t pos0,
+                      int64_t n_tokens);
+
+  // Head: final norm and output projection of one hidden row (dim) -> logits (vocab).
+  void logits(const float* hidden_row, float* logits);
+
+  // Single device: all layers over `tokens` appended to `seq` at its current length; writes
+  // the logits of the last token (vocab) when `logits_out` is not null.
+  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits_out);
+
+  // Positions cached for `seq` (0 for an unknown sequence).
+  int64_t seq_length(int64_t seq) const;
+  void truncate(int64_t seq, int64_t n_pos);  // forget positions >= n_pos
+  void drop(int64_t seq);                     // free the sequence's cache
+
+ private:
+  compute::KvCache& cache_for(int64_t seq);
+  void layer_forward(const LayerWeights& L, compute::KvCache& kv, int local, float* x, int64_t pos0,
+                     int64_t n);
+  void project(const WeightView& w, const float* x, int64_t n, float* y);
+
+  const gguf::GgufFile& file_;
+  ModelWeights weights_;
+  int64_t n_ctx_;
+  std::vector<int> layers_;       // owned model layers, ascending
+  std::vector<int> local_index_;  // (n_layers) model layer -> cache layer, -1 if not owned
+  compute::ThreadPool pool_;
+  compute::RopeTable rope_;
+  std::unordered_map<int64_t, std::unique_ptr<compute::KvCache>> caches_;
+
+  // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32.
+  std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+};
+
+}  // namespace hearth::model
