@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
+#include "hearth/base/error.h"
 #include "hearth/compute/norm.h"
 
 namespace hearth::compute {
@@ -64,6 +66,34 @@ TEST_P(NormTest, EpsDominatesZeroRow) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, NormTest, testing::ValuesIn(kAllIsas),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// The ISA choice shared by every op (ops.h): HEARTH_ISA forces one, and naming one the CPU
+// lacks or an unknown one is a UsageError, not a crash at the first AVX instruction.
+TEST(IsaChoice, EnvOverrideAndErrors) {
+  const char* saved = std::getenv("HEARTH_ISA");
+  const std::string saved_value = saved ? saved : "";
+  setenv("HEARTH_ISA", "scalar", 1);
+  EXPECT_EQ(detail::choose_isa(), Isa::kScalar);
+  for (Isa isa : kAllIsas) {
+    setenv("HEARTH_ISA", std::string(isa_name(isa)).c_str(), 1);
+    if (isa_supported(isa)) {
+      EXPECT_EQ(detail::choose_isa(), isa);
+    } else {
+      EXPECT_THROW(detail::choose_isa(), UsageError);
+    }
+  }
+  setenv("HEARTH_ISA", "sse9", 1);
+  EXPECT_THROW(detail::choose_isa(), UsageError);
+  unsetenv("HEARTH_ISA");
+  const Isa best = detail::choose_isa();
+  EXPECT_TRUE(isa_supported(best));
+  for (Isa isa : kAllIsas) {
+    if (isa_supported(isa)) {
+      EXPECT_GE(static_cast<int>(best), static_cast<int>(isa));
+    }
+  }
+  if (saved) setenv("HEARTH_ISA", saved_value.c_str(), 1);
+}
 
 }  // namespace
 }  // namespace hearth::compute

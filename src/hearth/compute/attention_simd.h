@@ -29,6 +29,44 @@ inline VecF load_f16_partial(const uint16_t* p, int n) {
   return VecF::load_f16(tmp);
 }
 
+// scores[j * score_stride + i] = scale * (q_j . k_i) for rows j < NB and positions i < P.
+// q: (NB, hd) f32; k: (P, hd) f16. A dot product's arithmetic does not depend on NB or P,
+// so results are identical however heads and tokens are grouped.
+template <int NB, int P>
+inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, float* scores,
+                       int score_stride) {
+  constexpr int kL = VecF::kLanes;
+  constexpr int kN = NB * P;                 // dot products in the tile
+  constexpr int kPadded = (kN + 3) / 4 * 4;  // reduce4 takes them four at a time
+  const int full = hd / kL * kL;
+  const int rest = hd - full;
+  VecF dot[kPadded];
+  for (int i = 0; i < kPadded; ++i) dot[i] = VecF::zero();
+  for (int d = 0; d < full; d += kL) {
+    for (int i = 0; i < P; ++i) {
+      const VecF kv = VecF::load_f16(k + i * hd + d);
+      for (int j = 0; j < NB; ++j) {
+        dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
+      }
+    }
+  }
+  if (rest != 0) {
+    for (int i = 0; i < P; ++i) {
+      const VecF kv = load_f16_partial(k + i * hd + full, rest);
+      for (int j = 0; j < NB; ++j) {
+        dot[j * P + i] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j * P + i]);
+      }
+    }
+  }
+  alignas(16) float sums[kPadded];
+  for (int g = 0; g < kPadded; g += 4) {
+    _mm_store_ps(sums + g, reduce4(dot[g], dot[g + 1], dot[g + 2], dot[g + 3]));
+  }
+  for (int j = 0; j < NB; ++j) {
+    for (int i = 0; i < P; ++i) scores[j * score_stride + i] = sums[j * P + i] * scale;
+  }
+}
+
 // q, out: (NB, hd) f32; k, v: (n_pos, hd) f16.
 template <int NB>
 void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t* v, int64_t n_pos,
@@ -49,22 +87,14 @@ void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t*
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
 
-    for (int p = 0; p < n; ++p) {
-      const uint16_t* kp = k + (c0 + p) * hd;  // (hd) f16
-      VecF dot[NB];
-      for (int j = 0; j < NB; ++j) dot[j] = VecF::zero();
-      for (int d = 0; d < full; d += kL) {
-        const VecF kv = VecF::load_f16(kp + d);
-        for (int j = 0; j < NB; ++j) dot[j] = fma(VecF::load(q + j * hd + d), kv, dot[j]);
-      }
-      if (rest != 0) {
-        const VecF kv = load_f16_partial(kp + full, rest);
-        for (int j = 0; j < NB; ++j) {
-          dot[j] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j]);
-        }
-      }
-      for (int j = 0; j < NB; ++j) s[j][p] = reduce_sum(dot[j]) * scale;
+    // Scores in tiles of NB rows x kTileP positions, so that a tile holds four dot
+    // products (when NB allows) for reduce4 to sum together.
+    constexpr int kTileP = NB >= 3 ? 1 : 4 / NB;
+    int p = 0;
+    for (; p + kTileP <= n; p += kTileP) {
+      score_tile<NB, kTileP>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
     }
+    for (; p < n; ++p) score_tile<NB, 1>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
 
     for (int j = 0; j < NB; ++j) {
       const float chunk_max = max_row(s[j], n);
@@ -75,8 +105,7 @@ void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t*
       if (correction != 1.0f) scale_row(acc[j], hd, correction);
     }
 
-    int p = 0;
-    for (; p + 4 <= n; p += 4) {
+    for (p = 0; p + 4 <= n; p += 4) {
       const uint16_t* vp = v + (c0 + p) * hd;  // (4, hd) f16
       for (int d = 0; d < full; d += kL) {
         const VecF v0 = VecF::load_f16(vp + d), v1 = VecF::load_f16(vp + hd + d);
