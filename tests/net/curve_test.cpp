@@ -1,0 +1,95 @@
+// CURVE: key files round-trip and are validated; encrypted links work with the shared
+// cluster key and refuse a device holding a different one.
+#include "hearth/net/curve.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/net/transport.h"
+
+namespace hearth::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "hearth_curve_" + name;
+}
+
+TEST(Curve, KeyFileRoundTripsAndIsValidated) {
+  const CurveKeypair k = generate_curve_keypair();
+  EXPECT_EQ(k.public_key.size(), 40u);
+  EXPECT_NE(k.public_key, k.secret_key);
+  const std::string path = temp_path("good.key");
+  write_key_file(path, k);
+  const CurveKeypair back = read_key_file(path);
+  EXPECT_EQ(back.public_key, k.public_key);
+  EXPECT_EQ(back.secret_key, k.secret_key);
+  std::remove(path.c_str());
+
+  const std::string bad = temp_path("bad.key");
+  std::ofstream(bad) << "public " << k.public_key << "\nsecret tooshort\n";
+  try {
+    read_key_file(bad);
+    FAIL() << "short key accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+  }
+  std::ofstream(bad) << "public " << k.public_key << "\n";
+  EXPECT_THROW(read_key_file(bad), FormatError);
+  std::remove(bad.c_str());
+  EXPECT_THROW(read_key_file(temp_path("missing.key")), IoError);
+}
+
+TransportOptions with_key(const CurveKeypair& k) {
+  TransportOptions o;
+  o.curve = cluster_curve_config(k);
+  o.send_timeout_ms = 500;
+  o.linger_ms = 0;
+  return o;
+}
+
+TEST(Curve, SharedClusterKeyConnectsAndAForeignKeyDoesNot) {
+  const CurveKeypair cluster = generate_curve_keypair();
+  auto server = listen("tcp://127.0.0.1:0", with_key(cluster));
+  auto member = connect(server->endpoint(), with_key(cluster));
+  member->send(Ping{1, 0});
+  const Incoming in = server->recv(3s, "Ping over CURVE");
+  server->send(in.from, Pong{1, 0});
+  EXPECT_EQ(std::get<Pong>(member->recv(3s, "Pong").body).nonce, 1u);
+
+  // A device with another key file never gets a message through, and learns so quickly.
+  auto stranger = connect(server->endpoint(), with_key(generate_curve_keypair()));
+  const double t0 = now_ms();
+  bool refused = false;
+  try {
+    stranger->send(Ping{2, 0});
+    stranger->recv(3s, "Pong");
+  } catch (const NetError&) {
+    refused = true;
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_LT(now_ms() - t0, 4000.0);
+  EXPECT_FALSE(server->recv_for(200ms).has_value());
+
+  // A plain-text client cannot talk to an encrypted listener either.
+  TransportOptions plain;
+  plain.send_timeout_ms = 300;
+  plain.linger_ms = 0;
+  auto clear = connect(server->endpoint(), plain);
+  EXPECT_THROW(
+      {
+        clear->send(Ping{3, 0});
+        clear->recv(1s, "Pong");
+      },
+      NetError);
+  EXPECT_FALSE(server->recv_for(100ms).has_value());
+}
+
+}  // namespace
+}  // namespace hearth::net
