@@ -236,6 +236,23 @@ TEST_P(AttentionTest, KvStoreRoundsLikeScalarHalf) {
   }
 }
 
+// The double-precision reference against the naive float one (the ISA kernels are checked
+// against the naive one above; this keeps ref::attention honest too).
+TEST(AttentionReference, MatchesNaive) {
+  for (int ratio : {1, 4}) {
+    const int n_kv = 2, n_heads = n_kv * ratio, hd = 64;
+    KvCache cache(1, n_kv, hd, 200);
+    fill_cache(cache, 150, 40 + ratio);
+    const int64_t pos0 = 130, n_tokens = 20;
+    const auto q = random_vector(n_tokens * n_heads * hd, 41);
+    std::vector<float> out(q.size());
+    ref::attention({n_heads, n_kv, hd, 0.0f}, cache.view(0), q.data(), n_heads * hd, out.data(),
+                   n_heads * hd, pos0, n_tokens, 0, n_heads);
+    const auto expect = naive_attention(cache, 0, n_heads, q, pos0, n_tokens);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expect[i], kTol) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, testing::ValuesIn(kAllIsas),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 

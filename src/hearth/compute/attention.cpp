@@ -47,6 +47,80 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
   }
 }
 
+// f16 -> f32 without branches per element, so the loop vectorizes on any baseline CPU:
+// placing the 15 exponent+mantissa bits at the top of a float's and multiplying by 2^112
+// rebiases the exponent (15 -> 127) exactly, subnormal halves included; exponent 31
+// (inf, NaN) is patched separately. Bit-identical to hearth::half_to_float.
+void half_row_to_float(const uint16_t* src, float* dst, int n) {
+  for (int i = 0; i < n; ++i) {
+    const uint32_t h = src[i];
+    const uint32_t magnitude = h & 0x7fffu;
+    float f = bits_float(magnitude << 13) * 0x1p112f;
+    if (magnitude >= 0x7c00u) f = bits_float(0x7f800000u | (magnitude & 0x3ffu) << 13);
+    dst[i] = bits_float(float_bits(f) | (h & 0x8000u) << 16);
+  }
+}
+
+// The Isa::kScalar kernel (CPUs without the x86 variants, e.g. ARM until NEON variants
+// exist): the chunked online softmax of attention_simd.h in plain loops, each K and V row
+// converted to float once for the whole group of query rows. Same contract as
+// detail::attend_rows_avx2; hd <= kAttentionMaxHeadDim.
+void attend_rows_portable(const float* q, float* out, int n_rows, const uint16_t* k,
+                          const uint16_t* v, int64_t n_pos, int hd, float scale) {
+  constexpr int kRows = 8;
+  constexpr int kChunk = 128;
+  constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
+  for (int r0 = 0; r0 < n_rows; r0 += kRows) {
+    const int nb = std::min(kRows, n_rows - r0);
+    const float* qb = q + static_cast<int64_t>(r0) * hd;  // (nb, hd)
+    float* ob = out + static_cast<int64_t>(r0) * hd;      // (nb, hd)
+    float row[kMaxHd];                                    // (hd) one K or V row as f32
+    float s[kRows][kChunk];                               // (nb, chunk) scores, then weights
+    float acc[kRows][kMaxHd];                             // (nb, hd) unnormalised weighted V sum
+    float run_max[kRows];
+    float run_sum[kRows];
+    for (int j = 0; j < nb; ++j) {
+      run_max[j] = -INFINITY;
+      run_sum[j] = 0.0f;
+      std::fill(acc[j], acc[j] + hd, 0.0f);
+    }
+    for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, n_pos - c0));
+      for (int p = 0; p < n; ++p) {
+        half_row_to_float(k + (c0 + p) * hd, row, hd);
+        for (int j = 0; j < nb; ++j) {
+          const float* qj = qb + j * hd;
+          float dot = 0.0f;
+          for (int d = 0; d < hd; ++d) dot += qj[d] * row[d];
+          s[j][p] = dot * scale;
+        }
+      }
+      for (int j = 0; j < nb; ++j) {
+        const float new_max = std::max(run_max[j], *std::max_element(s[j], s[j] + n));
+        const float correction = std::exp(run_max[j] - new_max);  // 0 on the first chunk
+        float sum = 0.0f;
+        for (int p = 0; p < n; ++p) sum += (s[j][p] = std::exp(s[j][p] - new_max));
+        run_sum[j] = run_sum[j] * correction + sum;
+        run_max[j] = new_max;
+        if (correction != 1.0f) {
+          for (int d = 0; d < hd; ++d) acc[j][d] *= correction;
+        }
+      }
+      for (int p = 0; p < n; ++p) {
+        half_row_to_float(v + (c0 + p) * hd, row, hd);
+        for (int j = 0; j < nb; ++j) {
+          const float w = s[j][p];
+          for (int d = 0; d < hd; ++d) acc[j][d] += w * row[d];
+        }
+      }
+    }
+    for (int j = 0; j < nb; ++j) {
+      const float inv = 1.0f / run_sum[j];
+      for (int d = 0; d < hd; ++d) ob[j * hd + d] = acc[j][d] * inv;
+    }
+  }
+}
+
 }  // namespace
 
 HeadRange attention_split(const AttentionShape& shape, int n_parts, int part) {
@@ -112,12 +186,13 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 
   using Kernel =
       void (*)(const float*, float*, int, const uint16_t*, const uint16_t*, int64_t, int, float);
-  Kernel kernel = nullptr;
+  Kernel kernel = &attend_rows_portable;
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512) kernel = &detail::attend_rows_avx512;
   if (isa == Isa::kAvx2) kernel = &detail::attend_rows_avx2;
 #endif
-  if (kernel == nullptr || shape.head_dim > detail::kAttentionMaxHeadDim) {
+  (void)isa;
+  if (shape.head_dim > detail::kAttentionMaxHeadDim) {
     return ref::attention(shape, kv, q, q_stride, out, out_stride, pos0, n_tokens, h_begin, h_end);
   }
   const int group = shape.n_heads / shape.n_kv_heads;

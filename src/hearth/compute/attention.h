@@ -7,16 +7,22 @@
 // The K/V rows of the block itself must already be in the cache (KvCache::store first).
 //
 // Threading: attention() touches only out rows of heads [h_begin, h_end), so a thread pool
-// runs part i of n on attention_split(shape, n, i) with no synchronisation between parts:
+// runs part i of n on attention_split(shape, n, i) with no synchronisation between parts;
+// with compute::ThreadPool:
 //
-//   pool.run(n, [&](int i) {                       // whatever the pool's API is
-//     HeadRange r = attention_split(shape, n, i);
+//   pool.run([&](int i, int n) {
+//     const HeadRange r = attention_split(shape, n, i);
 //     attention(shape, kv, q, q_stride, out, out_stride, pos0, n_tokens, r.begin, r.end);
 //   });
 //
-// The optimized kernels process one kv head's query heads together (K/V rows are loaded
-// once per group and position) with an online softmax over chunks of positions, so they
-// need no scratch beyond a few KiB of stack and never allocate.
+// The all-heads overload below is the same call as one plain loop on the calling thread.
+//
+// Kernels: every ISA (the kScalar one too) processes one kv head's query heads together,
+// so each K/V row is converted from f16 once per group and position, with an online
+// softmax over chunks of 128 positions; they need a few KiB of stack, never allocate, and
+// give bit-identical results however heads are split or tokens are batched (prefill equals
+// token-by-token decode). ref::attention is the double-precision reference the tests use;
+// it also serves head_dim > 512.
 #pragma once
 
 #include <cstdint>

@@ -11,13 +11,14 @@
 //                q, out: (n_tokens, n_heads, head_dim); causal over cache positions
 //
 // Every op has a plain scalar reference in namespace hearth::compute::ref (also the path
-// taken when the ISA is kScalar) and AVX2 / AVX-512 variants in *_avx2.cpp / *_avx512.cpp,
-// written once as templates over a vector type in *_simd.h and instantiated per ISA file.
-// Each public op takes a trailing `Isa` that defaults to active_isa(); tests pass each
-// ISA the machine supports explicitly.
+// taken when the ISA is kScalar, except attention, whose kScalar path is a portable float
+// kernel, the reference being double and slow) and AVX2 / AVX-512 variants in *_avx2.cpp /
+// *_avx512.cpp, written once as templates over a vector type in *_simd.h and instantiated per ISA
+// file. Each public op takes a trailing `Isa` that defaults to active_isa(); tests pass each ISA
+// the machine supports explicitly.
 //
-// Threading contract: no op starts threads, allocates per call (attention keeps a
-// per-thread scratch that grows once) or holds global mutable state. Ops are safe to call
+// Threading contract: no op starts threads, allocates on the hot path (RopeTable::compute
+// sizes its table once per batch shape) or holds global mutable state. Ops are safe to call
 // concurrently on disjoint outputs. The caller's thread pool splits:
 //   - row ops (rmsnorm, softmax) by rows, elementwise ops by ranges of elements,
 //   - rope by tokens (or heads: call it on a sub-block of heads),
