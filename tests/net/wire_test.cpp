@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "hearth/base/error.h"
 #include "hearth/net/crc32c.h"
@@ -39,6 +40,19 @@ TEST(Crc32c, MatchesKnownCheckValues) {
   const uint32_t whole = crc32c(data);
   const uint32_t split = crc32c(std::span(data).subspan(333), crc32c(std::span(data).first(333)));
   EXPECT_EQ(whole, split);
+}
+
+TEST(Crc32c, DispatchedPathMatchesPortableReference) {
+  std::mt19937 rng(3);
+  std::vector<uint8_t> data(5000);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  for (size_t len : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 1000, 4999}) {
+    for (size_t off : {0, 1, 3}) {
+      const auto s = std::span(data).subspan(off, len);
+      EXPECT_EQ(crc32c(s), crc32c_portable(s)) << len << " at " << off;
+      EXPECT_EQ(crc32c(s, 0x12345678u), crc32c_portable(s, 0x12345678u));
+    }
+  }
 }
 
 TEST(Wire, SampleIndexMatchesType) {

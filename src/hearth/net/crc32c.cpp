@@ -30,7 +30,7 @@ constexpr Tables kTables = make_tables();
 
 }  // namespace
 
-uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t crc) {
+uint32_t crc32c_portable(std::span<const uint8_t> bytes, uint32_t crc) {
   uint32_t c = ~crc;
   const uint8_t* p = bytes.data();
   size_t n = bytes.size();
@@ -47,6 +47,27 @@ uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t crc) {
   }
   while (n-- > 0) c = (c >> 8) ^ kTables[0][(c ^ *p++) & 0xFFu];
   return ~c;
+}
+
+namespace {
+
+bool use_hardware() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+uint32_t crc32c(std::span<const uint8_t> bytes, uint32_t crc) {
+#if defined(__x86_64__)
+  if (use_hardware()) return ~detail::crc32c_update_sse42(~crc, bytes.data(), bytes.size());
+#endif
+  (void)use_hardware;
+  return crc32c_portable(bytes, crc);
 }
 
 }  // namespace hearth::net
