@@ -100,7 +100,80 @@ class Solver {
     return best;
   }
 
+  // The refinement: one MILP per k in which each device's set is itself decided. For devices
+  // that reload incrementally (M1, M3) the reload term max(0, need - cap) / s is convex, so a
+  // continuous y >= 0, y >= (need - cap) / s models it exactly; a Metal device (M2) reloads
+  // everything once over its working set, a step that takes one binary. Slow disks keep
+  // need <= cap. The optimum of these ILPs is the optimum of the cost model.
+  std::optional<Candidate> solve_exact() {
+    std::optional<Candidate> best;
+    for (uint32_t k : ks_) {
+      auto c = solve_exact_k(k);
+      if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
+    }
+    return best;
+  }
+
  private:
+  std::optional<Candidate> solve_exact_k(uint32_t k) {
+    const uint32_t W = p_.model.n_layers / k;
+    const bool ring = idx_.size() > 1;
+    Ilp ilp;
+    IlpRow sum_w{{}, double(W), double(W)};
+    std::vector<std::pair<int, int>> vars;
+    for (size_t m : idx_) {
+      const auto dm = linearize(p_, m, k, ring);
+      const int wv = ilp.add_var(dm.fits.w, 1, W, true);
+      const int nv = ilp.add_var(dm.fits.n, 0, std::min<double>(W, dm.n_cap), true);
+      vars.emplace_back(wv, nv);
+      sum_w.coefs.emplace_back(wv, 1.0);
+      ilp.rows.push_back({{{nv, 1.0}, {wv, -1.0}}, -kInf, 0.0});
+      ilp.rows.push_back({{{wv, dm.pinned.w / kGiB}, {nv, dm.pinned.n / kGiB}},
+                          -kInf,
+                          (dm.pinned_cap - dm.pinned.c) / kGiB});
+      const double room = (dm.ram_cap - dm.ram.c) / kGiB;
+      IlpRow ram{{{wv, dm.ram.w / kGiB}, {nv, dm.ram.n / kGiB}}, -kInf, kInf};
+      if (dm.slow) {
+        ram.hi = room - kMargin;
+        ilp.rows.push_back(ram);
+        continue;
+      }
+      // Extra seconds when overloaded: over - fits, linear in (w, n).
+      const Lin d{dm.over.w - dm.fits.w, dm.over.n - dm.fits.n, dm.over.c - dm.fits.c};
+      const int yv = ilp.add_var(1.0, 0, kInf, false);
+      IlpRow y{{{yv, 1.0}, {wv, -d.w}, {nv, -d.n}}, d.c, kInf};  // y >= d(w, n)
+      if (p_.devices[m].gpu.kind == profile::GpuKind::kMetal) {
+        // z = 1: overloaded, pays d; z = 0: must fit.
+        const double big_t = std::max(0.0, d.w * W + std::max(0.0, d.n) * W + d.c);
+        const double big_r =
+            std::max(0.0, (dm.ram.w * W + std::max(0.0, dm.ram.n) * W) / kGiB - room) + 1;
+        const int zv = ilp.add_var(0, 0, 1, true);
+        y.coefs.emplace_back(zv, -big_t);
+        y.lo = d.c - big_t;  // y >= d - big_t * (1 - z)
+        ram.coefs.emplace_back(zv, -big_r);
+        ram.hi = room - kMargin;  // need <= cap + big_r * z
+        ilp.rows.push_back(ram);
+      }
+      ilp.rows.push_back(y);
+    }
+    ilp.rows.push_back(sum_w);
+    if (stats_) ++stats_->ilps;
+    const auto sol = solve_ilp(ilp);
+    if (!sol.optimal) return std::nullopt;
+    Candidate c;
+    c.a.w.assign(p_.devices.size(), 0);
+    c.a.n.assign(p_.devices.size(), 0);
+    c.a.relay.assign(p_.devices.size(), false);
+    for (size_t i = 0; i < idx_.size(); ++i) {
+      c.a.w[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].first]));
+      c.a.n[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].second]));
+    }
+    const auto pred = predict(p_, c.a.w, c.a.n);
+    if (!pred.feasible) return std::nullopt;
+    c.tpot = pred.tpot_s;
+    return c;
+  }
+
   std::optional<Candidate> solve_k(const std::vector<bool>& sets, uint32_t k) {
     const uint32_t W = p_.model.n_layers / k;
     const bool ring = idx_.size() > 1;
@@ -194,7 +267,6 @@ std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>
   std::vector<bool> forced(N, false);
   std::optional<std::vector<bool>> prev_sets;
   std::optional<Candidate> best;
-  std::vector<bool> best_sets;
   for (uint32_t iter = 0; iter < options.max_iterations; ++iter) {
     const auto sets = solver.classify(cur, forced);
     if (prev_sets && *prev_sets == sets) break;
@@ -202,10 +274,7 @@ std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>
     if (stats) ++stats->iterations;
     auto c = solver.solve(sets);
     if (!c) break;
-    if (!best || c->tpot < best->tpot) {
-      best = c;
-      best_sets = sets;
-    }
+    if (!best || c->tpot < best->tpot) best = c;
     if (needs_calibration(p, solver, c->a)) {
       // Line 14: the overloaded device with the slowest disk goes to M4-force.
       std::optional<size_t> pick;
@@ -220,24 +289,9 @@ std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>
     }
     cur = c->a;
   }
-  if (best && options.refine) {
-    // Local search over set assignments: one device at a time to the other set.
-    auto sets = solver.classify(best->a, std::vector<bool>(N, false));
-    for (uint32_t round = 0; round < options.max_iterations; ++round) {
-      bool improved = false;
-      for (size_t m : solver.idx()) {
-        auto trial = sets;
-        trial[m] = !trial[m];
-        if (stats) ++stats->iterations;
-        auto c = solver.solve(trial);
-        if (c && c->tpot < best->tpot * (1 - 1e-9)) {
-          best = c;
-          sets = solver.classify(best->a, std::vector<bool>(N, false));
-          improved = true;
-        }
-      }
-      if (!improved) break;
-    }
+  if (options.refine) {
+    if (auto exact = solver.solve_exact(); exact && (!best || exact->tpot < best->tpot))
+      best = exact;
   }
   if (!best) return std::nullopt;
   return best->a;
@@ -305,6 +359,25 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   std::vector<bool> active(p.devices.size(), true);
   auto best = halda_assign(p, active, options, &stats);
   if (!best) {
+    // Every device must take a window, so one that cannot hold even a single layer (its KV
+    // cache does not fit, or it would overload a slow disk) makes the whole ring infeasible.
+    bool dropped = false;
+    for (size_t m = 1; m < p.devices.size(); ++m) {
+      bool can = false;
+      const uint32_t n_max = gpu_window_cap(p, m, 1) > 0 ? 1 : 0;
+      for (uint32_t n = 0; n <= n_max && !can; ++n) {
+        const auto t = device_terms(p, m, 1, n, 1, 1, MemCase::kAuto);
+        can = t.pinned_need <= t.pinned_cap && t.vram_need <= t.vram_cap &&
+              !(t.overloaded && t.slow_disk);
+      }
+      if (!can) {
+        active[m] = false;
+        dropped = true;
+      }
+    }
+    if (dropped) best = halda_assign(p, active, options, &stats);
+  }
+  if (!best) {
     Plan plan = no_plan(p, "halda", infeasible_reason(p));
     plan.solve_ms = now_ms() - t0;
     plan.iterations = stats.iterations;
@@ -314,23 +387,40 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   add_relays(p, *best);
   double cur = predict(p, best->w, best->n, best->relay).tpot_s;
   while (options.select_devices) {
-    auto next = active;
-    bool drop = false;
+    // Candidates: devices given one window or less (never the head). The paper drops them
+    // all at once; a device can also end at w = 1 only because it ties with a better one, so
+    // dropping each alone is tried too, and the fastest resulting ring is kept if it beats
+    // the current one.
+    std::vector<size_t> weak;
     for (size_t m = 1; m < p.devices.size(); ++m) {
-      if (active[m] && best->w[m] <= 1) {
-        next[m] = false;
-        drop = true;
+      if (active[m] && best->w[m] <= 1) weak.push_back(m);
+    }
+    if (weak.empty()) break;
+    std::vector<std::vector<bool>> trials;
+    auto all = active;
+    for (size_t m : weak) all[m] = false;
+    trials.push_back(all);
+    if (weak.size() > 1) {
+      for (size_t m : weak) {
+        auto one = active;
+        one[m] = false;
+        trials.push_back(one);
       }
     }
-    if (!drop) break;
-    auto cand = halda_assign(p, next, options, &stats);
-    if (!cand) break;
-    add_relays(p, *cand);
-    const double t = predict(p, cand->w, cand->n, cand->relay).tpot_s;
-    if (t >= cur) break;
-    best = std::move(cand);
-    active = next;
-    cur = t;
+    bool improved = false;
+    for (const auto& next : trials) {
+      auto cand = halda_assign(p, next, options, &stats);
+      if (!cand) continue;
+      add_relays(p, *cand);
+      const double t = predict(p, cand->w, cand->n, cand->relay).tpot_s;
+      if (t < cur * (1 - 1e-12)) {
+        best = std::move(cand);
+        active = next;
+        cur = t;
+        improved = true;
+      }
+    }
+    if (!improved) break;
   }
   Plan plan = make_plan(p, *best, "halda");
   plan.solve_ms = now_ms() - t0;

@@ -10,10 +10,13 @@
 // 3. Reassign sets from the new (w, n); repeat until the sets stop changing. Calibration: if
 //    a GPU has free VRAM while another device is overloaded, force the overloaded device with
 //    the slowest disk into M4 and solve again.
-// 4. Refinement (ours, on by default, `refine = false` gives the paper's loop alone): from the
-//    fixed point, try moving each device to the other set and keep a move that lowers the
-//    predicted TPOT. Algorithm 1 can only leave sets it starts in, so a device that starts in
-//    M4 can never become overloaded even when overloading a fast-disk device is optimal.
+// 4. Refinement (ours, on by default; `refine = false` leaves the paper's loop alone): one
+//    more ILP per k in which the sets are variables too — the incremental reload of M1/M3 is
+//    convex (max(0, need - cap) / s, one continuous variable), the all-or-nothing reload of
+//    M2 takes one binary per Metal device. Algorithm 1 can stay in the sets it starts from
+//    (a device that starts in M4 never becomes overloaded, and two devices cannot trade
+//    sets in one step); on random rings it misses the optimum of the cost model in a few
+//    percent of cases, which this step removes. Halda keeps the better of the two.
 // 5. Device selection: drop devices given w <= 1 (never the head) and solve again, keeping the
 //    smaller ring if its TPOT is lower; a dropped device stays as a zero-load relay when the
 //    ring needs it to connect two devices that cannot reach each other.

@@ -43,6 +43,7 @@ IlpSolution solve_ilp(const Ilp& ilp) {
   model.setLogLevel(0);
   model.messageHandler()->setLogLevel(0);
   model.solver()->messageHandler()->setLogLevel(0);
+  model.initialSolve();
   model.branchAndBound();
 
   IlpSolution out;
