@@ -40,6 +40,9 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i two = _mm512_set1_epi16(2);
+  const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, two),
+                             _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two)),
+                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6))};
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -59,7 +62,6 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
     const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(
         _mm_cvtsi64_si128(static_cast<int64_t>(sc8))));  // (32) words, first 8 are scales
     __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
-    __m512i idx = sc_idx0;
     for (int c = 0; c < 4; c += 2) {
       const __m512i q0 = _mm512_and_si512(
           _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
@@ -73,10 +75,8 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
           m4);
       const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 64 * c));
       const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 64 * c + 64));
-      const __m512i s0 = _mm512_permutexvar_epi16(idx, sc16);
-      idx = _mm512_add_epi16(idx, two);
-      const __m512i s1 = _mm512_permutexvar_epi16(idx, sc16);
-      idx = _mm512_add_epi16(idx, two);
+      const __m512i s0 = _mm512_permutexvar_epi16(sc_idx[c], sc16);
+      const __m512i s1 = _mm512_permutexvar_epi16(sc_idx[c + 1], sc16);
       sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
       sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
     }
@@ -97,6 +97,9 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i two = _mm512_set1_epi16(2);
+  const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, two),
+                             _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two)),
+                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6))};
   // Bit selectors per chunk: bytes 0..31 select bit 2c, bytes 32..63 bit 2c+1.
   const __m512i bit0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
   __m512 acc = _mm512_setzero_ps();
@@ -119,7 +122,6 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
     const __m512i qh =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh)));
     __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
-    __m512i idx = sc_idx0;
     __m512i bits = bit0;
     for (int c = 0; c < 4; ++c) {
       __m512i q = _mm512_and_si512(
@@ -131,8 +133,7 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
       bits = _mm512_add_epi8(bits, bits);
       bits = _mm512_add_epi8(bits, bits);
       const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * c));
-      const __m512i s = _mm512_permutexvar_epi16(idx, sc16);
-      idx = _mm512_add_epi16(idx, two);
+      const __m512i s = _mm512_permutexvar_epi16(sc_idx[c], sc16);
       if (c & 1) {
         sum1 = _mm512_dpwssd_epi32(sum1, p, s);
       } else {
@@ -160,6 +161,9 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const __m512i sc_idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
                                            1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i four = _mm512_set1_epi16(4);
+  const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, four),
+                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(8)),
+                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = h2f(x[i].d) * y[i].d;
@@ -170,7 +174,6 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
         5);  // (8) i32: 32 * scale * group sum
     const __m512i scz = _mm512_castsi256_si512(sc16);
     __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
-    __m512i idx = sc_idx0;
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(
@@ -181,10 +184,8 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
                                          _mm512_and_si512(_mm512_srlv_epi64(qh, shr_hi), m30));
       const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 128 * h));
       const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
-      const __m512i s0 = _mm512_permutexvar_epi16(idx, scz);
-      idx = _mm512_add_epi16(idx, four);
-      const __m512i s1 = _mm512_permutexvar_epi16(idx, scz);
-      idx = _mm512_add_epi16(idx, four);
+      const __m512i s0 = _mm512_permutexvar_epi16(sc_idx[2 * h], scz);
+      const __m512i s1 = _mm512_permutexvar_epi16(sc_idx[2 * h + 1], scz);
       sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
       sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
     }
@@ -197,39 +198,47 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
 }
 
 // ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
-// Two 32-element blocks per zmm. vpdpbusd needs one unsigned operand: Q8_0 weights are
-// biased by +128 (xor 0x80) and 128 * sum(a) subtracted; Q4_0 nibbles are already 0..15 and
-// 8 * sum(a) is subtracted. The sums of a come from a second vpdpbusd with a constant.
-inline __m512i load_2x32(const int8_t* lo, const int8_t* hi) {
-  return _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+// One 32-element block per 256-bit vector (blocks are 34 / 18 bytes, so wider loads would
+// need lane inserts), with the per-block float scales of eight blocks computed together.
+// Eight fp16 scales at stride `stride` bytes -> (8) f32. Composed in general registers so
+// the vector shuffle port (busy with the kernel's own shuffles) is not used per block.
+inline __m256 load_scales8(const uint8_t* p, size_t stride) {
+  uint64_t lo = 0, hi = 0;
+  for (int k = 0; k < 4; ++k) {
+    uint16_t a, b;
+    std::memcpy(&a, p + stride * k, 2);
+    std::memcpy(&b, p + stride * (k + 4), 2);
+    lo |= static_cast<uint64_t>(a) << (16 * k);
+    hi |= static_cast<uint64_t>(b) << (16 * k);
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
-inline __m512 scales_2(float s0, float s1) {
-  return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
-}
-
+// Q8_0 x Q8_0 with 256-bit VNNI, one block per vector: |w| (unsigned) times a with w's sign
+// (a is never -128, so the sign flip cannot overflow). Eight blocks share one scale vector.
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t nb = n / kQK0;
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    for (int k = 0; k < 4; k += 2) {
-      const __m512i wq = _mm512_xor_si512(load_2x32(x[i + k].qs, x[i + k + 1].qs), bias);
-      const __m512i aq = load_2x32(y[i + k].qs, y[i + k + 1].qs);
-      const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
-                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, aq));
-      const __m512 s =
-          scales_2(h2f(x[i + k].d) * h2f(y[i + k].d), h2f(x[i + k + 1].d) * h2f(y[i + k + 1].d));
-      if (k == 0) {
-        acc0 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc0);
-      } else {
-        acc1 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc1);
-      }
+  for (; i + 8 <= nb; i += 8) {
+    const __m256 scales =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ8_0)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    for (int k = 0; k < 8; k += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + k].qs));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + k + 1].qs));
+      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k].qs));
+      const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k + 1].qs));
+      const __m256i d0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w0),
+                                             _mm256_sign_epi8(a0, w0));
+      const __m256i d1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w1),
+                                             _mm256_sign_epi8(a1, w1));
+      acc0 = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(k), scales),
+                             _mm256_cvtepi32_ps(d0), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(k + 1), scales),
+                             _mm256_cvtepi32_ps(d1), acc1);
     }
   }
   float tail = 0;
@@ -238,34 +247,41 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
     for (int j = 0; j < kQK0; ++j) isum += x[i].qs[j] * y[i].qs[j];
     tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
   }
-  *out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
+  *out = hsum256(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
-// Q4_0 block bytes b0 (16) and b1 (16) -> zmm [b0 lo | b0 hi | b1 lo | b1 hi] nibbles.
-inline __m512i unpack_q4_0_pair(const uint8_t* b0, const uint8_t* b1) {
-  const __m256i both = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1)), 1);
-  const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-                                               _mm512_castsi256_si512(both));
-  return _mm512_and_si512(_mm512_srlv_epi64(dup, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)),
-                          _mm512_set1_epi8(0x0f));
-}
-
+// Q4_0 x Q8_0, one block per 256-bit vector: the 16 bytes are broadcast to both lanes and
+// the upper lane shifted by 4, giving quants 0..15 in element order; the -8 offset is
+// 8 * sum(a), from a second vpdpbusd with a constant 8.
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t nb = n / kQK0;
-  const __m512i eight = _mm512_set1_epi8(8);
-  __m512 acc = _mm512_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i eight = _mm256_set1_epi8(8);
+  const __m256i nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m512i wq = unpack_q4_0_pair(x[i].qs, x[i + 1].qs);
-    const __m512i aq = load_2x32(y[i].qs, y[i + 1].qs);
-    const __m512i dot = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, aq),
-                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq));
-    const __m512 s = scales_2(h2f(x[i].d) * h2f(y[i].d), h2f(x[i + 1].d) * h2f(y[i + 1].d));
-    acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(dot), acc);
+  for (; i + 8 <= nb; i += 8) {
+    const __m256 scales =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ4_0)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    for (int k = 0; k < 8; ++k) {
+      const __m256i q = _mm256_and_si256(
+          _mm256_srlv_epi64(_mm256_broadcastsi128_si256(
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i + k].qs))),
+                            nib_shift),
+          m4);
+      const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k].qs));
+      const __m256i d = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, aq),
+                                         _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, aq));
+      const __m256 s = _mm256_permutexvar_ps(_mm256_set1_epi32(k), scales);
+      if (k & 1) {
+        acc1 = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(d), acc1);
+      } else {
+        acc0 = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(d), acc0);
+      }
+    }
   }
   float tail = 0;
   for (; i < nb; ++i) {
@@ -275,7 +291,7 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
     }
     tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
   }
-  *out = _mm512_reduce_add_ps(acc) + tail;
+  *out = hsum256(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
 // ---- Float weights x f32 activations ---------------------------------------------------

@@ -1,0 +1,248 @@
+// `hearth bench kernels`: decode matvec GB/s against the measured memory read bandwidth,
+// and prefill matmul GFLOP/s, per weight type and thread count. Prints figures only.
+//
+// Matvec weights: one quantized matrix copied until the copies exceed the last-level cache
+// (2x LLC, >= 512 MiB), and each timed call reads the next copy, so every byte comes from
+// DRAM as in decode. The reported time is the median of the reps.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "bench_registry.h"
+#include "hearth/compute/bandwidth.h"
+#include "hearth/compute/matmul.h"
+#include "hearth/compute/thread_pool.h"
+#include "hearth/gguf/tensor_type.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::cli {
+namespace {
+
+using gguf::TensorType;
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Cheap deterministic pseudo-random values in [-1, 1): speed does not depend on the
+// distribution, and a normal generator would dominate the set-up time.
+std::vector<float> random_matrix(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));  // (n) f32
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+  }
+  return v;
+}
+
+size_t llc_bytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return static_cast<size_t>(std::max({l3, l2, 0L}));
+}
+
+int run_bench_kernels(const Args& args) {
+  CLI::App app{"Quantized matvec/matmul kernels vs memory bandwidth", "bench kernels"};
+  bool json = false, quick = false;
+  std::vector<int> thread_counts{1, 2};
+  std::vector<std::string> type_names{"q4_k", "q6_k", "q8_0", "q4_0", "q5_k", "f16", "bf16", "f32"};
+  int reps = 25;
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
+  app.add_flag("--quick", quick, "fewer reps, one matvec shape, matmul at 64 tokens only");
+  app.add_option("--threads", thread_counts, "thread counts, e.g. 1,2")->delimiter(',');
+  app.add_option("--types", type_names, "weight types, e.g. q4_k,q6_k")->delimiter(',');
+  app.add_option("--reps", reps, "timed matvec calls per case (median reported)");
+  if (auto code = parse(app, args)) return *code;
+
+  std::vector<TensorType> types;
+  for (const auto& name : type_names) {
+    const auto t = gguf::tensor_type_from_name(name);
+    if (!t || !quant::is_supported(*t) || quant::traits(*t).vec_dot == nullptr) {
+      fmt::print(stderr, "hearth bench kernels: unsupported weight type '{}'\n", name);
+      return 2;
+    }
+    types.push_back(*t);
+  }
+  for (int t : thread_counts) {
+    if (t < 1 || t > 1024) {
+      fmt::print(stderr, "hearth bench kernels: bad thread count {}\n", t);
+      return 2;
+    }
+  }
+  if (quick) reps = std::min(reps, 9);
+  reps = std::max(reps, 1);
+
+  const std::vector<Shape> shapes =
+      quick ? std::vector<Shape>{{14336, 4096}}
+            : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  const std::vector<int64_t> matmul_tokens =
+      quick ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 512};
+  const Shape matmul_shape{4096, 4096};
+  const size_t footprint = std::max<size_t>(2 * llc_bytes(), size_t{512} << 20);
+
+  fmt::print(
+      "hearth bench kernels: isa {}, hardware threads {}, LLC {} MiB, matvec footprint {} MiB\n",
+      quant::isa_name(quant::active_isa()), std::thread::hardware_concurrency(), llc_bytes() >> 20,
+      footprint >> 20);
+
+  std::vector<compute::ThreadPool*> pools;
+  std::vector<std::unique_ptr<compute::ThreadPool>> owned;
+  std::vector<double> mem_gbps;
+  for (int t : thread_counts) {
+    owned.push_back(std::make_unique<compute::ThreadPool>(t));
+    pools.push_back(owned.back().get());
+    mem_gbps.push_back(
+        compute::measure_memory_read_gbps(*pools.back(), size_t{1} << 30, quick ? 3 : 5));
+    fmt::print(
+        "memory read bandwidth, {} thread(s): {:.1f} GB/s (best of stream-style reads of 1 GiB)\n",
+        t, mem_gbps.back());
+  }
+  compute::ThreadPool& prep_pool = *pools[static_cast<size_t>(
+      std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin())];
+
+  nlohmann::json rows = nlohmann::json::array();
+  fmt::print("\n{:<6} {:<6} {:>12} {:>7} {:>9} {:>8} {:>7} {:>9}\n", "op", "type", "shape",
+             "threads", "ms", "GB/s", "ratio", "GFLOP/s");
+
+  for (const Shape& shape : shapes) {
+    const auto src =
+        random_matrix(shape.rows * shape.cols, static_cast<uint64_t>(shape.rows + shape.cols));
+    const auto x = random_matrix(shape.cols, 3);
+    std::vector<float> y(static_cast<size_t>(shape.rows));  // (rows) f32
+    for (TensorType type : types) {
+      const auto& tr = quant::traits(type);
+      const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(shape.cols));
+      const size_t bytes = rb * static_cast<size_t>(shape.rows);
+      const size_t copies = std::max<size_t>(2, (footprint + bytes - 1) / bytes);
+      std::vector<uint8_t> weights(bytes * copies);  // (copies, rows, cols) in type
+      prep_pool.run([&](int ti, int nt) {
+        for (int64_t r = ti; r < shape.rows; r += nt) {
+          tr.quantize(src.data() + r * shape.cols, weights.data() + static_cast<size_t>(r) * rb,
+                      shape.cols);
+        }
+      });
+      for (size_t c = 1; c < copies; ++c)
+        std::memcpy(weights.data() + c * bytes, weights.data(), bytes);
+      for (size_t ti = 0; ti < pools.size(); ++ti) {
+        compute::ThreadPool& pool = *pools[ti];
+        std::vector<double> times;
+        size_t copy = 0;
+        for (int r = -2; r < reps; ++r) {  // two warm-up calls
+          const compute::WeightView w{type, shape.rows, shape.cols, weights.data() + copy * bytes};
+          copy = (copy + 1) % copies;
+          const auto t0 = std::chrono::steady_clock::now();
+          compute::matvec(pool, w, x.data(), y.data());
+          const double s = seconds_since(t0);
+          if (r >= 0) times.push_back(s);
+        }
+        const double s = median(times);
+        const double gbps = static_cast<double>(bytes) / s / 1e9;
+        const double gflops = 2.0 * static_cast<double>(shape.rows * shape.cols) / s / 1e9;
+        fmt::print("{:<6} {:<6} {:>12} {:>7} {:>9.3f} {:>8.1f} {:>7.2f} {:>9.1f}\n", "matvec",
+                   gguf::tensor_type_name(type), fmt::format("{}x{}", shape.rows, shape.cols),
+                   pool.size(), s * 1e3, gbps, gbps / mem_gbps[ti], gflops);
+        rows.push_back({{"op", "matvec"},
+                        {"type", gguf::tensor_type_name(type)},
+                        {"shape", {shape.rows, shape.cols}},
+                        {"threads", pool.size()},
+                        {"ms", s * 1e3},
+                        {"gbps", gbps},
+                        {"mem_read_gbps", mem_gbps[ti]},
+                        {"ratio", gbps / mem_gbps[ti]},
+                        {"gflops", gflops}});
+      }
+    }
+  }
+
+  // Prefill: weights of one 4096x4096 matrix, activations for n tokens.
+  {
+    const Shape shape = matmul_shape;
+    const auto src = random_matrix(shape.rows * shape.cols, 11);
+    const int64_t max_tokens = *std::max_element(matmul_tokens.begin(), matmul_tokens.end());
+    const auto x = random_matrix(max_tokens * shape.cols, 12);
+    std::vector<float> y(static_cast<size_t>(max_tokens * shape.rows));  // (tokens, rows) f32
+    for (TensorType type : types) {
+      const auto& tr = quant::traits(type);
+      const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(shape.cols));
+      std::vector<uint8_t> weights(rb * static_cast<size_t>(shape.rows));  // (rows, cols) in type
+      prep_pool.run([&](int ti, int nt) {
+        for (int64_t r = ti; r < shape.rows; r += nt) {
+          tr.quantize(src.data() + r * shape.cols, weights.data() + static_cast<size_t>(r) * rb,
+                      shape.cols);
+        }
+      });
+      const compute::WeightView w{type, shape.rows, shape.cols, weights.data()};
+      for (size_t ti = 0; ti < pools.size(); ++ti) {
+        compute::ThreadPool& pool = *pools[ti];
+        for (int64_t n_tokens : matmul_tokens) {
+          std::vector<double> times;
+          const int mm_reps = n_tokens >= 256 ? 1 : 3;
+          for (int r = -1; r < mm_reps; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            compute::matmul(pool, w, x.data(), n_tokens, y.data());
+            if (r >= 0) times.push_back(seconds_since(t0));
+          }
+          const double s = median(times);
+          const double gflops =
+              2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e9;
+          fmt::print("{:<6} {:<6} {:>12} {:>7} {:>9.3f} {:>8} {:>7} {:>9.1f}\n", "matmul",
+                     gguf::tensor_type_name(type),
+                     fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens), pool.size(),
+                     s * 1e3, "-", "-", gflops);
+          rows.push_back({{"op", "matmul"},
+                          {"type", gguf::tensor_type_name(type)},
+                          {"shape", {shape.rows, shape.cols}},
+                          {"tokens", n_tokens},
+                          {"threads", pool.size()},
+                          {"ms", s * 1e3},
+                          {"gbps", static_cast<double>(weights.size()) / s / 1e9},
+                          {"gflops", gflops}});
+        }
+      }
+    }
+  }
+
+  if (json) {
+    // mem_read_gbps: the bandwidth at the largest thread count (the decode roofline).
+    nlohmann::json by_threads = nlohmann::json::object();
+    for (size_t i = 0; i < thread_counts.size(); ++i)
+      by_threads[std::to_string(thread_counts[i])] = mem_gbps[i];
+    const size_t imax = static_cast<size_t>(
+        std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin());
+    nlohmann::json out = {{"mem_read_gbps", mem_gbps[imax]},
+                          {"mem_read_gbps_by_threads", by_threads},
+                          {"isa", quant::isa_name(quant::active_isa())},
+                          {"rows", rows}};
+    fmt::print("{}\n", out.dump());
+  }
+  return 0;
+}
+
+HEARTH_BENCH(
+    "kernels",
+    "quantized matvec/matmul vs memory bandwidth ([--json] [--threads 1,2] [--types ..] [--quick])",
+    run_bench_kernels);
+
+}  // namespace
+}  // namespace hearth::cli

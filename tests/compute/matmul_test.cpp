@@ -1,0 +1,125 @@
+// matvec / matmul against a plain double-precision product of the dequantized weights and
+// the (dequantized) quantized activation. The only differences are float summation order
+// inside the dot kernels, bounded as in tests/quant/dot_kernel_test.cpp; we use a uniform
+// 1e-4 * sum_i |w_i x_i| bound per output, which is looser than that formula for rows
+// of <= 4096 elements and far tighter than any indexing mistake (wrong row/token => O(1)).
+#include "hearth/compute/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "hearth/base/error.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::compute {
+namespace {
+
+using T = gguf::TensorType;
+
+struct Matrix {
+  std::vector<uint8_t> bytes;  // (rows, cols) in type
+  std::vector<float> dequant;  // (rows, cols) f32
+};
+
+Matrix make_matrix(T type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (auto& v : x) v = dist(rng);
+  const auto& tr = quant::traits(type);
+  const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(cols));
+  Matrix m;
+  m.bytes.resize(rb * static_cast<size_t>(rows));
+  m.dequant.resize(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    tr.quantize(x.data() + r * cols, m.bytes.data() + r * rb, cols);
+    tr.to_float(m.bytes.data() + r * rb, m.dequant.data() + r * cols, cols);
+  }
+  return m;
+}
+
+// The activation as the kernels see it: quantized to vec_dot_type and back.
+std::vector<float> as_seen(T type, const float* x, int64_t cols) {
+  const auto& at = quant::traits(quant::traits(type).vec_dot_type);
+  std::vector<uint8_t> q(*gguf::row_bytes(at.type, static_cast<uint64_t>(cols)));
+  at.quantize(x, q.data(), cols);
+  std::vector<float> out(static_cast<size_t>(cols));
+  at.to_float(q.data(), out.data(), cols);
+  return out;
+}
+
+void expect_product(const Matrix& m, T type, int64_t rows, int64_t cols, const float* x,
+                    int64_t n_tokens, const float* y) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto xs = as_seen(type, x + t * cols, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(m.dequant[r * cols + c]) * xs[c];
+        want += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[t * rows + r], want, 1e-4 * mag + 1e-6)
+          << gguf::tensor_type_name(type) << " token " << t << " row " << r;
+    }
+  }
+}
+
+class MatTest : public ::testing::TestWithParam<T> {};
+
+TEST_P(MatTest, MatvecMatchesReference) {
+  const T type = GetParam();
+  const int64_t rows = 77, cols = 1024;  // odd row count: uneven chunks
+  const auto m = make_matrix(type, rows, cols, 5);
+  std::vector<float> x(cols);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(rows, NAN);
+    matvec(pool, {type, rows, cols, m.bytes.data()}, x.data(), y.data());
+    expect_product(m, type, rows, cols, x.data(), 1, y.data());
+  }
+}
+
+TEST_P(MatTest, MatmulMatchesReference) {
+  const T type = GetParam();
+  const int64_t rows = 70, cols = 512;
+  const auto m = make_matrix(type, rows, cols, 6);
+  for (int64_t n_tokens : {2, 7, 65}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+    std::mt19937 rng(static_cast<uint32_t>(n_tokens));
+    std::normal_distribution<float> dist;
+    for (auto& v : x) v = dist(rng);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);
+      matmul(pool, {type, rows, cols, m.bytes.data()}, x.data(), n_tokens, y.data());
+      expect_product(m, type, rows, cols, x.data(), n_tokens, y.data());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatTest,
+                         ::testing::Values(T::kF32, T::kF16, T::kBF16, T::kQ8_0, T::kQ4_0, T::kQ4_K,
+                                           T::kQ5_K, T::kQ6_K),
+                         [](const auto& info) {
+                           return std::string(gguf::tensor_type_name(info.param));
+                         });
+
+TEST(Matvec, RejectsBadShapesAndTypes) {
+  ThreadPool pool(2);
+  std::vector<uint8_t> data(1 << 16);
+  std::vector<float> x(1024), y(16);
+  EXPECT_THROW(matvec(pool, {T::kQ4_K, 4, 100, data.data()}, x.data(), y.data()), UsageError);
+  EXPECT_THROW(matvec(pool, {T::kQ2_K, 4, 256, data.data()}, x.data(), y.data()), UsageError);
+  EXPECT_THROW(matvec(pool, {T::kQ8_K, 4, 256, data.data()}, x.data(), y.data()), UsageError);
+  EXPECT_THROW(matvec(pool, {T::kQ4_K, 4, 256, nullptr}, x.data(), y.data()), UsageError);
+}
+
+}  // namespace
+}  // namespace hearth::compute
