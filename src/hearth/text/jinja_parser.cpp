@@ -1,0 +1,472 @@
+// Jinja parser: recursive descent with Jinja's precedence, lowest first:
+//   a if c else b  <  or  <  and  <  not  <  comparisons / in / not in
+//   <  + -  <  ~  <  * / // %  <  **  <  unary - +  <  postfix (. [] () | is).
+#include <fmt/core.h>
+
+#include "hearth/base/error.h"
+#include "hearth/text/jinja_ast.h"
+
+namespace hearth::text::jinja {
+namespace {
+
+using NodePtr = std::unique_ptr<Node>;
+
+NodePtr make(NodeKind kind, int line, std::string str = {}) {
+  auto n = std::make_unique<Node>();
+  n->kind = kind;
+  n->line = line;
+  n->str = std::move(str);
+  return n;
+}
+
+class Parser {
+ public:
+  explicit Parser(const std::vector<Token>& t) : t_(t) {}
+
+  NodePtr parse_template() {
+    auto body = parse_body({});
+    if (peek().kind != Tok::kEnd) fail("unexpected '{% " + block_keyword() + " %}'");
+    return body;
+  }
+
+ private:
+  const Token& peek(size_t ahead = 0) const {
+    const size_t i = std::min(i_ + ahead, t_.size() - 1);
+    return t_[i];
+  }
+  const Token& next() {
+    const Token& tok = t_[i_];
+    if (i_ + 1 < t_.size()) ++i_;
+    return tok;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FormatError(fmt::format("chat template line {}: {}", peek().line, what));
+  }
+  bool is_op(const char* op, size_t ahead = 0) const {
+    return peek(ahead).kind == Tok::kOp && peek(ahead).text == op;
+  }
+  bool is_name(const char* name, size_t ahead = 0) const {
+    return peek(ahead).kind == Tok::kName && peek(ahead).text == name;
+  }
+  void expect_op(const char* op) {
+    if (!is_op(op)) fail(fmt::format("expected '{}'", op));
+    next();
+  }
+  std::string expect_name() {
+    if (peek().kind != Tok::kName) fail("expected a name");
+    return next().text;
+  }
+  void expect_block_end() {
+    if (peek().kind != Tok::kBlockEnd) fail("expected '%}'");
+    next();
+  }
+  // The keyword of the block tag at the cursor ({% keyword ... %}), or "".
+  std::string block_keyword() const {
+    if (peek().kind != Tok::kBlockBegin || peek(1).kind != Tok::kName) return "";
+    return peek(1).text;
+  }
+
+  // Statements until a block tag whose keyword is in `stops` (left unconsumed).
+  NodePtr parse_body(std::initializer_list<const char*> stops) {
+    auto body = make(NodeKind::kBody, peek().line);
+    while (peek().kind != Tok::kEnd) {
+      const Token& tok = peek();
+      if (tok.kind == Tok::kText) {
+        body->children.push_back(make(NodeKind::kText, tok.line, tok.text));
+        next();
+      } else if (tok.kind == Tok::kVarBegin) {
+        next();
+        auto out = make(NodeKind::kOutput, tok.line);
+        out->children.push_back(parse_expr());
+        if (peek().kind != Tok::kVarEnd) fail("expected '}}'");
+        next();
+        body->children.push_back(std::move(out));
+      } else if (tok.kind == Tok::kBlockBegin) {
+        const std::string kw = block_keyword();
+        for (const char* stop : stops)
+          if (kw == stop) return body;
+        body->children.push_back(parse_block());
+      } else {
+        fail("unexpected token");
+      }
+    }
+    return body;
+  }
+
+  NodePtr parse_block() {
+    const int line = next().line;  // {%
+    const std::string kw = expect_name();
+    if (kw == "if") return parse_if(line);
+    if (kw == "for") return parse_for(line);
+    if (kw == "set") return parse_set(line);
+    if (kw == "generation") {  // transformers' marker for assistant spans: renders its body
+      expect_block_end();
+      auto body = parse_body({"endgeneration"});
+      end_block("endgeneration");
+      return body;
+    }
+    fail(fmt::format("'{{% {} %}}' is not supported", kw));
+  }
+
+  void end_block(const char* kw) {
+    if (block_keyword() != kw) fail(fmt::format("expected '{{% {} %}}'", kw));
+    next();
+    next();
+    expect_block_end();
+  }
+
+  NodePtr parse_if(int line) {
+    auto n = make(NodeKind::kIf, line);
+    n->children.push_back(parse_expr());
+    expect_block_end();
+    n->children.push_back(parse_body({"elif", "else", "endif"}));
+    while (block_keyword() == "elif") {
+      next();
+      next();
+      n->children.push_back(parse_expr());
+      expect_block_end();
+      n->children.push_back(parse_body({"elif", "else", "endif"}));
+    }
+    if (block_keyword() == "else") {
+      next();
+      next();
+      expect_block_end();
+      n->flag = true;
+      n->children.push_back(parse_body({"endif"}));
+    }
+    end_block("endif");
+    return n;
+  }
+
+  NodePtr parse_for(int line) {
+    auto n = make(NodeKind::kFor, line);
+    n->names.push_back(expect_name());
+    while (is_op(",")) {
+      next();
+      n->names.push_back(expect_name());
+    }
+    if (!is_name("in")) fail("expected 'in'");
+    next();
+    n->children.push_back(parse_or());  // no inline if here: "if" filters the loop
+    NodePtr cond;
+    if (is_name("if")) {
+      next();
+      cond = parse_expr();
+    }
+    expect_block_end();
+    n->children.push_back(parse_body({"else", "endfor"}));
+    n->children.push_back(std::move(cond));
+    if (block_keyword() == "else") {
+      next();
+      next();
+      expect_block_end();
+      n->children.push_back(parse_body({"endfor"}));
+    }
+    end_block("endfor");
+    return n;
+  }
+
+  NodePtr parse_set(int line) {
+    auto n = make(NodeKind::kSet, line);
+    n->names.push_back(expect_name());
+    if (is_op(".")) {
+      next();
+      n->attr = expect_name();
+    }
+    if (!is_op("=")) fail("'{% set %}' blocks are not supported; use '{% set x = ... %}'");
+    next();
+    n->children.push_back(parse_expr());
+    expect_block_end();
+    return n;
+  }
+
+  NodePtr parse_expr() {
+    auto a = parse_or();
+    if (is_name("if")) {
+      const int line = next().line;
+      auto c = make(NodeKind::kCond, line);
+      auto cond = parse_or();
+      NodePtr other;
+      if (is_name("else")) {
+        next();
+        other = parse_expr();
+      }
+      c->children.push_back(std::move(a));
+      c->children.push_back(std::move(cond));
+      c->children.push_back(std::move(other));
+      return c;
+    }
+    return a;
+  }
+
+  NodePtr binary(std::string op, NodePtr a, NodePtr b) {
+    auto n = make(NodeKind::kBinary, a->line, std::move(op));
+    n->children.push_back(std::move(a));
+    n->children.push_back(std::move(b));
+    return n;
+  }
+
+  NodePtr parse_or() {
+    auto a = parse_and();
+    while (is_name("or")) {
+      next();
+      a = binary("or", std::move(a), parse_and());
+    }
+    return a;
+  }
+  NodePtr parse_and() {
+    auto a = parse_not();
+    while (is_name("and")) {
+      next();
+      a = binary("and", std::move(a), parse_not());
+    }
+    return a;
+  }
+  NodePtr parse_not() {
+    if (is_name("not")) {
+      const int line = next().line;
+      auto n = make(NodeKind::kUnary, line, "not");
+      n->children.push_back(parse_not());
+      return n;
+    }
+    return parse_compare();
+  }
+  NodePtr parse_compare() {
+    auto a = parse_math1();
+    while (true) {
+      if (peek().kind == Tok::kOp &&
+          (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">="))) {
+        const std::string op = next().text;
+        a = binary(op, std::move(a), parse_math1());
+      } else if (is_name("in")) {
+        next();
+        a = binary("in", std::move(a), parse_math1());
+      } else if (is_name("not") && is_name("in", 1)) {
+        next();
+        next();
+        a = binary("not in", std::move(a), parse_math1());
+      } else {
+        return a;
+      }
+    }
+  }
+  NodePtr parse_math1() {
+    auto a = parse_concat();
+    while (is_op("+") || is_op("-")) {
+      const std::string op = next().text;
+      a = binary(op, std::move(a), parse_concat());
+    }
+    return a;
+  }
+  NodePtr parse_concat() {
+    auto a = parse_math2();
+    while (is_op("~")) {
+      next();
+      a = binary("~", std::move(a), parse_math2());
+    }
+    return a;
+  }
+  NodePtr parse_math2() {
+    auto a = parse_pow();
+    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      const std::string op = next().text;
+      a = binary(op, std::move(a), parse_pow());
+    }
+    return a;
+  }
+  NodePtr parse_pow() {
+    auto a = parse_unary();
+    while (is_op("**")) {
+      next();
+      a = binary("**", std::move(a), parse_unary());
+    }
+    return a;
+  }
+  NodePtr parse_unary() {
+    if (is_op("-") || is_op("+")) {
+      const Token& t = next();
+      auto n = make(NodeKind::kUnary, t.line, t.text);
+      n->children.push_back(parse_unary());
+      return n;
+    }
+    return parse_postfix(parse_primary());
+  }
+
+  // Call arguments after '(' up to ')': positional first, then name=value.
+  void parse_args(Node& call) {
+    while (!is_op(")")) {
+      if (peek().kind == Tok::kName && is_op("=", 1)) {
+        call.names.push_back(next().text);
+        next();
+        call.children.push_back(parse_expr());
+      } else {
+        if (!call.names.empty()) fail("positional argument after a keyword argument");
+        call.children.push_back(parse_expr());
+        ++call.n_positional;
+      }
+      if (!is_op(",")) break;
+      next();
+    }
+    expect_op(")");
+  }
+
+  NodePtr parse_postfix(NodePtr n) {
+    while (true) {
+      if (is_op(".")) {
+        next();
+        auto a = make(NodeKind::kAttr, n->line, expect_name());
+        a->children.push_back(std::move(n));
+        n = std::move(a);
+      } else if (is_op("[")) {
+        next();
+        NodePtr parts[3];
+        int colons = 0;
+        while (true) {
+          if (is_op(":")) {
+            if (++colons > 2) fail("too many ':' in a slice");
+            next();
+            continue;
+          }
+          if (is_op("]")) break;
+          if (parts[colons]) fail("expected ':' or ']'");
+          parts[colons] = parse_expr();
+        }
+        next();
+        if (colons == 0) {
+          if (!parts[0]) fail("empty subscript");
+          auto idx = make(NodeKind::kIndex, n->line);
+          idx->children.push_back(std::move(n));
+          idx->children.push_back(std::move(parts[0]));
+          n = std::move(idx);
+        } else {
+          auto sl = make(NodeKind::kSlice, n->line);
+          sl->children.push_back(std::move(n));
+          for (auto& p : parts) sl->children.push_back(std::move(p));
+          n = std::move(sl);
+        }
+      } else if (is_op("(")) {
+        next();
+        auto call = make(NodeKind::kCall, n->line);
+        call->children.push_back(std::move(n));
+        parse_args(*call);
+        n = std::move(call);
+      } else if (is_op("|")) {
+        next();
+        auto f = make(NodeKind::kFilter, n->line, expect_name());
+        f->children.push_back(std::move(n));
+        if (is_op("(")) {
+          next();
+          parse_args(*f);
+        }
+        n = std::move(f);
+      } else if (is_name("is")) {
+        next();
+        auto t = make(NodeKind::kTest, n->line);
+        if (is_name("not")) {
+          next();
+          t->flag = true;
+        }
+        t->str = expect_name();
+        t->children.push_back(std::move(n));
+        if (is_op("(")) {
+          next();
+          parse_args(*t);
+        } else if (peek().kind == Tok::kString || peek().kind == Tok::kNumber) {
+          t->children.push_back(parse_primary());  // "is equalto 3" style
+        }
+        n = std::move(t);
+      } else {
+        return n;
+      }
+    }
+  }
+
+  NodePtr parse_primary() {
+    const Token& tok = peek();
+    switch (tok.kind) {
+      case Tok::kString: {
+        std::string s = next().text;
+        while (peek().kind == Tok::kString) s += next().text;  // adjacent literals join
+        auto n = make(NodeKind::kLiteral, tok.line);
+        n->value = std::move(s);
+        return n;
+      }
+      case Tok::kNumber: {
+        auto n = make(NodeKind::kLiteral, tok.line);
+        n->value = next().num;
+        return n;
+      }
+      case Tok::kName: {
+        const std::string name = next().text;
+        auto n = make(NodeKind::kLiteral, tok.line);
+        if (name == "true" || name == "True") {
+          n->value = true;
+        } else if (name == "false" || name == "False") {
+          n->value = false;
+        } else if (name == "none" || name == "None") {
+          n->value = nullptr;
+        } else {
+          return make(NodeKind::kName, tok.line, name);
+        }
+        return n;
+      }
+      case Tok::kOp:
+        if (tok.text == "(") {
+          next();
+          auto e = parse_expr();
+          if (is_op(",")) {  // a tuple: treated as a list
+            auto list = make(NodeKind::kList, tok.line);
+            list->children.push_back(std::move(e));
+            while (is_op(",")) {
+              next();
+              if (is_op(")")) break;
+              list->children.push_back(parse_expr());
+            }
+            e = std::move(list);
+          }
+          expect_op(")");
+          return e;
+        }
+        if (tok.text == "[") {
+          next();
+          auto list = make(NodeKind::kList, tok.line);
+          while (!is_op("]")) {
+            list->children.push_back(parse_expr());
+            if (!is_op(",")) break;
+            next();
+          }
+          expect_op("]");
+          return list;
+        }
+        if (tok.text == "{") {
+          next();
+          auto dict = make(NodeKind::kDict, tok.line);
+          while (!is_op("}")) {
+            dict->children.push_back(parse_expr());
+            expect_op(":");
+            dict->children.push_back(parse_expr());
+            if (!is_op(",")) break;
+            next();
+          }
+          expect_op("}");
+          return dict;
+        }
+        break;
+      default:
+        break;
+    }
+    fail(tok.kind == Tok::kOp ? fmt::format("unexpected '{}'", tok.text)
+                              : std::string("expected an expression"));
+  }
+
+  const std::vector<Token>& t_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Node> parse(const std::vector<Token>& tokens) {
+  return Parser(tokens).parse_template();
+}
+
+}  // namespace hearth::text::jinja
