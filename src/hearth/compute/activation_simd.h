@@ -50,6 +50,10 @@ struct VecF {
   }
   // (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)
   VecF swap_pairs() const { return {_mm512_permute_ps(v, 0xB1)}; }
+  // Lanes [n, kLanes) set to 0.
+  VecF keep_first(int n) const {
+    return {_mm512_maskz_mov_ps(static_cast<__mmask16>((1u << n) - 1), v)};
+  }
 };
 
 inline VecF operator+(VecF a, VecF b) {
@@ -135,6 +139,8 @@ struct VecF {
   }
   // (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)
   VecF swap_pairs() const { return {_mm256_permute_ps(v, 0xB1)}; }
+  // Lanes [n, kLanes) set to 0.
+  VecF keep_first(int n) const { return {_mm256_and_ps(v, _mm256_castsi256_ps(tail_mask(n)))}; }
 
   // All-ones in lanes [0, n).
   static __m256i tail_mask(int n) {

@@ -65,18 +65,20 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
 // exist): the chunked online softmax of attention_simd.h in plain loops, each K and V row
 // converted to float once for the whole group of query rows. Same contract as
 // detail::attend_rows_avx2; hd <= kAttentionMaxHeadDim.
-void attend_rows_portable(const float* q, float* out, int n_rows, const uint16_t* k,
-                          const uint16_t* v, int64_t n_pos, int hd, float scale) {
+void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t* row_len,
+                          const uint16_t* k, const uint16_t* v, int hd, float scale) {
   constexpr int kRows = 8;
   constexpr int kChunk = 128;
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
   for (int r0 = 0; r0 < n_rows; r0 += kRows) {
     const int nb = std::min(kRows, n_rows - r0);
-    const float* qb = q + static_cast<int64_t>(r0) * hd;  // (nb, hd)
-    float* ob = out + static_cast<int64_t>(r0) * hd;      // (nb, hd)
-    float row[kMaxHd];                                    // (hd) one K or V row as f32
-    float s[kRows][kChunk];                               // (nb, chunk) scores, then weights
-    float acc[kRows][kMaxHd];                             // (nb, hd) unnormalised weighted V sum
+    const int64_t* len = row_len + r0;                       // (nb)
+    const int64_t n_pos = *std::max_element(len, len + nb);  // longest row of the block
+    const float* qb = q + static_cast<int64_t>(r0) * hd;     // (nb, hd)
+    float* ob = out + static_cast<int64_t>(r0) * hd;         // (nb, hd)
+    float row[kMaxHd];                                       // (hd) one K or V row as f32
+    float s[kRows][kChunk];                                  // (nb, chunk) scores, then weights
+    float acc[kRows][kMaxHd];                                // (nb, hd) unnormalised weighted V sum
     float run_max[kRows];
     float run_sum[kRows];
     for (int j = 0; j < nb; ++j) {
@@ -92,7 +94,8 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const uint16_t
           const float* qj = qb + j * hd;
           float dot = 0.0f;
           for (int d = 0; d < hd; ++d) dot += qj[d] * row[d];
-          s[j][p] = dot * scale;
+          // Past the row's causal length: weight exactly 0 (see attention_simd.h).
+          s[j][p] = c0 + p < len[j] ? dot * scale : -INFINITY;
         }
       }
       for (int j = 0; j < nb; ++j) {
@@ -184,8 +187,8 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
   if (out_stride == 0) out_stride = row;
   validate(shape, kv, q_stride, out_stride, pos0, n_tokens, h_begin, h_end);
 
-  using Kernel =
-      void (*)(const float*, float*, int, const uint16_t*, const uint16_t*, int64_t, int, float);
+  using Kernel = void (*)(const float*, float*, int, const int64_t*, const uint16_t*,
+                          const uint16_t*, int, float);
   Kernel kernel = &attend_rows_portable;
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512) kernel = &detail::attend_rows_avx512;
@@ -198,18 +201,41 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
   const int group = shape.n_heads / shape.n_kv_heads;
   const int hd = shape.head_dim;
   const float scale = effective_scale(shape);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const int64_t n_pos = pos0 + t + 1;
-    // Query heads of one kv head are adjacent in the row, so the part of a group inside
-    // [h_begin, h_end) is one contiguous block of rows.
-    for (int h = h_begin; h < h_end;) {
-      const int kvh = h / group;
-      const int rows = std::min(h_end, (kvh + 1) * group) - h;
-      const int64_t offset = static_cast<int64_t>(h) * hd;
-      kernel(q + t * q_stride + offset, out + t * out_stride + offset, rows, kv.k_row(kvh, 0),
-             kv.v_row(kvh, 0), n_pos, hd, scale);
-      h += rows;
+  // Rows handed to one kernel call: the query heads of one kv head for a tile of
+  // consecutive tokens, so every K/V row the kernel loads serves up to kTileRows queries
+  // (in prefill several tokens share it, not only the GQA group).
+  constexpr int kTileRows = 16;
+  alignas(64) float q_tile[kTileRows * detail::kAttentionMaxHeadDim];    // (rows, hd) f32
+  alignas(64) float out_tile[kTileRows * detail::kAttentionMaxHeadDim];  // (rows, hd) f32
+  int64_t row_len[kTileRows];                                            // (rows)
+  // The part of a group inside [h_begin, h_end) is one run of adjacent heads.
+  for (int h = h_begin; h < h_end;) {
+    const int kvh = h / group;
+    const int heads = std::min(h_end, (kvh + 1) * group) - h;
+    const int64_t tile_tokens = std::max(1, kTileRows / heads);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
+      const int64_t tokens = std::min(tile_tokens, n_tokens - t0);
+      for (int start = 0; start < heads; start += kTileRows) {  // groups wider than a tile
+        const int tile_heads = std::min(kTileRows, heads - start);
+        int rows = 0;
+        for (int64_t t = t0; t < t0 + tokens; ++t) {
+          for (int i = 0; i < tile_heads; ++i, ++rows) {
+            const float* src = q + t * q_stride + static_cast<int64_t>(h + start + i) * hd;
+            std::copy(src, src + hd, q_tile + rows * hd);
+            row_len[rows] = pos0 + t + 1;  // causal: positions [0, pos0 + t]
+          }
+        }
+        kernel(q_tile, out_tile, rows, row_len, kv.k_row(kvh, 0), kv.v_row(kvh, 0), hd, scale);
+        rows = 0;
+        for (int64_t t = t0; t < t0 + tokens; ++t) {
+          for (int i = 0; i < tile_heads; ++i, ++rows) {
+            float* dst = out + t * out_stride + static_cast<int64_t>(h + start + i) * hd;
+            std::copy(out_tile + rows * hd, out_tile + (rows + 1) * hd, dst);
+          }
+        }
+      }
     }
+    h += heads;
   }
 }
 

@@ -70,14 +70,15 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 }  // namespace ref
 
 namespace detail {
-// The kernels the dispatcher calls per (token, kv head): n_rows query rows that share one
-// kv head and one causal length. q, out: (n_rows, head_dim) f32 contiguous; k, v:
-// (n_pos, head_dim) f16 contiguous. head_dim <= kAttentionMaxHeadDim.
+// The kernels the dispatcher calls per kv head: n_rows query rows sharing that kv head,
+// row r attending to positions [0, row_len[r]) (>= 1; prefill tiles mix tokens, so
+// lengths differ). q, out: (n_rows, head_dim) f32 contiguous; k, v: (*, head_dim) f16
+// contiguous. head_dim <= kAttentionMaxHeadDim.
 inline constexpr int kAttentionMaxHeadDim = 512;
-void attend_rows_avx2(const float* q, float* out, int n_rows, const uint16_t* k, const uint16_t* v,
-                      int64_t n_pos, int head_dim, float scale);
-void attend_rows_avx512(const float* q, float* out, int n_rows, const uint16_t* k,
-                        const uint16_t* v, int64_t n_pos, int head_dim, float scale);
+void attend_rows_avx2(const float* q, float* out, int n_rows, const int64_t* row_len,
+                      const uint16_t* k, const uint16_t* v, int head_dim, float scale);
+void attend_rows_avx512(const float* q, float* out, int n_rows, const int64_t* row_len,
+                        const uint16_t* k, const uint16_t* v, int head_dim, float scale);
 }  // namespace detail
 
 }  // namespace hearth::compute

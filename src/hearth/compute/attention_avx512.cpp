@@ -4,9 +4,9 @@
 
 namespace hearth::compute::detail {
 
-void attend_rows_avx512(const float* q, float* out, int n_rows, const uint16_t* k,
-                        const uint16_t* v, int64_t n_pos, int head_dim, float scale) {
-  simd::attend_rows_impl(q, out, n_rows, k, v, n_pos, head_dim, scale);
+void attend_rows_avx512(const float* q, float* out, int n_rows, const int64_t* row_len,
+                        const uint16_t* k, const uint16_t* v, int head_dim, float scale) {
+  simd::attend_rows_impl(q, out, n_rows, row_len, k, v, head_dim, scale);
 }
 
 }  // namespace hearth::compute::detail

@@ -67,11 +67,15 @@ inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, f
   }
 }
 
-// q, out: (NB, hd) f32; k, v: (n_pos, hd) f16.
+// q, out: (NB, hd) f32; row j attends to positions [0, row_len[j]) of k, v: (*, hd) f16.
+// Positions past a row's length but inside the block's longest get score -inf, hence
+// weight exactly 0, and leave that row's sums bit-identical to a call without them.
 template <int NB>
-void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t* v, int64_t n_pos,
-                  int hd, float scale) {
+void attend_block(const float* q, float* out, const int64_t* row_len, const uint16_t* k,
+                  const uint16_t* v, int hd, float scale) {
   constexpr int kL = VecF::kLanes;
+  int64_t n_pos = 0;
+  for (int j = 0; j < NB; ++j) n_pos = row_len[j] > n_pos ? row_len[j] : n_pos;
   const int full = hd / kL * kL;  // dims covered by whole vectors
   const int rest = hd - full;
   alignas(64) float s[NB][kChunk];         // (NB, kChunk) scores, then weights
@@ -95,6 +99,9 @@ void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t*
       score_tile<NB, kTileP>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
     }
     for (; p < n; ++p) score_tile<NB, 1>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
+    for (int j = 0; j < NB; ++j) {
+      for (int64_t i = row_len[j] - c0 < 0 ? 0 : row_len[j] - c0; i < n; ++i) s[j][i] = -INFINITY;
+    }
 
     for (int j = 0; j < NB; ++j) {
       const float chunk_max = max_row(s[j], n);
@@ -157,21 +164,22 @@ void attend_block(const float* q, float* out, const uint16_t* k, const uint16_t*
 }
 
 template <int NB>
-void attend_rows_upto(const float* q, float* out, int n_rows, const uint16_t* k, const uint16_t* v,
-                      int64_t n_pos, int hd, float scale) {
+void attend_rows_upto(const float* q, float* out, int n_rows, const int64_t* row_len,
+                      const uint16_t* k, const uint16_t* v, int hd, float scale) {
   if constexpr (NB > 1) {
-    if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, k, v, n_pos, hd, scale);
+    if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, row_len, k, v, hd, scale);
   }
-  attend_block<NB>(q, out, k, v, n_pos, hd, scale);
+  attend_block<NB>(q, out, row_len, k, v, hd, scale);
 }
 
-// q, out: (n_rows, hd) f32; k, v: (n_pos, hd) f16; n_pos >= 1, hd <= kMaxHeadDim.
-inline void attend_rows_impl(const float* q, float* out, int n_rows, const uint16_t* k,
-                             const uint16_t* v, int64_t n_pos, int hd, float scale) {
+// q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k, v:
+// (*, hd) f16; hd <= kMaxHeadDim.
+inline void attend_rows_impl(const float* q, float* out, int n_rows, const int64_t* row_len,
+                             const uint16_t* k, const uint16_t* v, int hd, float scale) {
   for (int r = 0; r < n_rows; r += kMaxRows) {
     const int rows = n_rows - r < kMaxRows ? n_rows - r : kMaxRows;
     attend_rows_upto<kMaxRows>(q + static_cast<int64_t>(r) * hd, out + static_cast<int64_t>(r) * hd,
-                               rows, k, v, n_pos, hd, scale);
+                               rows, row_len + r, k, v, hd, scale);
   }
 }
 

@@ -31,16 +31,13 @@ inline float exp_shift_sum(float* x, int64_t n, float shift) {
     sum = sum + e;
   }
   if (i < n) {
+    // The tail enters the same vector sum with its padding lanes zeroed, so position i
+    // always lands in lane i % kLanes: the total does not depend on how many (zero-weight)
+    // positions follow, which keeps masked prefill rows bit-identical to decode.
     const int rest = static_cast<int>(n - i);
-    // Padding lanes would be exp(0 - shift); only the `rest` real lanes enter the sum.
-    float tail[VecF::kLanes];
-    vexp(VecF::load_partial(x + i, rest) - vs).store(tail);
-    float tail_sum = 0.0f;
-    for (int j = 0; j < rest; ++j) {
-      x[i + j] = tail[j];
-      tail_sum += tail[j];
-    }
-    return reduce_sum(sum) + tail_sum;
+    const VecF e = vexp(VecF::load_partial(x + i, rest) - vs).keep_first(rest);
+    e.store_partial(x + i, rest);
+    sum = sum + e;
   }
   return reduce_sum(sum);
 }
