@@ -1,0 +1,87 @@
+// `hearth run`: generate a completion of a prompt on this device and stream it to stdout.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/model/engine.h"
+#include "hearth/model/generate.h"
+#include "hearth/text/vocab.h"
+#include "model_options.h"
+
+namespace hearth::cli {
+namespace {
+
+int run_run(const Args& args) {
+  CLI::App app{"Generate a completion of a prompt and stream it to stdout", "run"};
+  ModelOptions mo;
+  SamplingOptions so;
+  std::string prompt;
+  int32_t n_predict = 128;
+  bool json = false, ignore_eos = false;
+  add_model_options(app, mo);
+  app.add_option("-p,--prompt", prompt, "prompt text (\"\" = the BOS token alone)")->required();
+  app.add_option("-n,--n-predict", n_predict,
+                 "tokens to generate (-1: until end of text or context)")
+      ->check(CLI::Range(-1, 1 << 24));
+  add_sampling_options(app, so);
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
+  app.add_flag("--json", json, "print a JSON summary as the last line of stdout");
+  if (auto code = parse(app, args)) return *code;
+
+  const double t_load = now_ms();
+  const auto file = gguf::GgufFile::open(mo.model);
+  const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
+  model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+  const double load_ms = now_ms() - t_load;
+
+  std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
+  if (prompt.empty() || ids.empty()) ids = {tokenizer.bos()};
+  model::GenerateParams gp;
+  gp.n_predict = n_predict;
+  gp.sampling = resolve_sampling(so);
+  gp.stop_at_eog = !ignore_eos;
+  model::LocalSource source(engine);
+  const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  fmt::print(stderr,
+             "hearth run: {} prompt tokens at {:.1f} tok/s, {} generated, TTFT {:.1f} ms, TPOT "
+             "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
+             r.prompt_tokens, r.prefill_tok_s, r.ids.size(), r.ttft_ms, r.tpot_ms,
+             r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.stop_reason);
+  if (json) {
+    nlohmann::json j;
+    j["ids"] = r.ids;
+    j["text"] = r.text;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["prompt_ids"] = ids;
+    j["ttft_ms"] = r.ttft_ms;
+    j["tpot_ms"] = r.tpot_ms;
+    j["prefill_tok_s"] = r.prefill_tok_s;
+    j["load_ms"] = load_ms;
+    j["stop_reason"] = r.stop_reason;
+    j["seed"] = gp.sampling.seed;
+    j["threads"] = engine.pool().size();
+    j["n_ctx"] = engine.n_ctx();
+    j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
+                 {"k", 1}};
+    // Invalid UTF-8 can only come from a model emitting partial characters at the very end;
+    // replace rather than fail the summary.
+    std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), stdout);
+    std::fputc('\n', stdout);
+  }
+  return 0;
+}
+
+HEARTH_COMMAND("run", "generate a completion of a prompt on this device", run_run);
+
+}  // namespace
+}  // namespace hearth::cli

@@ -1,0 +1,55 @@
+// CLI options shared by the commands that load a model and generate (run, chat, serve, demo).
+// Flag names follow llama.cpp's where the meaning is the same.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <random>
+#include <string>
+
+#include "hearth/text/sampler.h"
+
+namespace hearth::cli {
+
+struct ModelOptions {
+  std::string model;
+  int threads = 0;
+  int64_t ctx = 0;
+};
+
+inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_required = true) {
+  auto* m = app.add_option("-m,--model", o.model, "GGUF model file");
+  if (model_required) m->required();
+  app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: min(trained, 4096))")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+}
+
+struct SamplingOptions {
+  text::SamplerParams params;
+  int64_t seed = -1;  // -1: random, printed so the run can be repeated
+};
+
+inline void add_sampling_options(CLI::App& app, SamplingOptions& o) {
+  app.add_option("--temp", o.params.temperature, "temperature; 0 = greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", o.params.top_k, "top-k (<= 0: off)");
+  app.add_option("--top-p", o.params.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", o.params.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--repeat-penalty", o.params.repeat_penalty, "repeat penalty (1: off)")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--repeat-last-n", o.params.penalty_last_n, "penalty window (0: off, -1: all)");
+  app.add_option("--frequency-penalty", o.params.frequency_penalty, "frequency penalty");
+  app.add_option("--presence-penalty", o.params.presence_penalty, "presence penalty");
+  app.add_option("-s,--seed", o.seed, "random seed (-1: random)");
+}
+
+// Resolves a random seed once, so it can be reported.
+inline text::SamplerParams resolve_sampling(const SamplingOptions& o) {
+  text::SamplerParams p = o.params;
+  p.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : std::random_device{}();
+  return p;
+}
+
+}  // namespace hearth::cli
