@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "hearth/base/error.h"
 #include "hearth/text/jinja.h"
@@ -172,6 +173,50 @@ TEST(Jinja, ErrorsNameTheLine) {
   EXPECT_NE(message("{{ 'unterminated }}").find("not closed"), std::string::npos);
   EXPECT_NE(message("{{ u.attr }}").find("undefined"), std::string::npos);
   EXPECT_THROW(render("{{ raise_exception('stop') }}"), UsageError);
+}
+
+}  // namespace
+}  // namespace hearth::text
+
+namespace hearth::text {
+namespace {
+
+TEST(Jinja, HostileTemplatesFailCleanly) {
+  // Deep nesting, runaway loops and random mutations of real templates: errors, never
+  // crashes or hangs.
+  EXPECT_THROW(render("{{ " + std::string(100000, '(')), FormatError);
+  EXPECT_THROW(render("{{ " + std::string(5000, '-') + "1 }}"), FormatError);
+  EXPECT_THROW(
+      render("{% for a in range(2000) %}{% for b in range(2000) %}{% endfor %}{% endfor %}"),
+      FormatError);
+  const json fx = fixture();
+  std::mt19937 rng(11);
+  int errors = 0;
+  for (const auto& [name, tmpl] : fx.at("templates").items()) {
+    for (int k = 0; k < 300; ++k) {
+      std::string s = tmpl;
+      for (int m = 0; m < 3; ++m) {
+        const size_t at = rng() % s.size();
+        switch (rng() % 3) {
+          case 0:
+            s.erase(at, 1 + rng() % 4);
+            break;
+          case 1:
+            s.insert(at, 1, "{}%#-()[]'\"|.~"[rng() % 14]);
+            break;
+          default:
+            s[at] = static_cast<char>(rng());
+        }
+        if (s.empty()) s = "x";
+      }
+      try {
+        render_chat(s, conversation(fx, "system_multi_turn"), true, "<s>", "</s>");
+      } catch (const Error&) {
+        ++errors;  // FormatError or UsageError: both fine
+      }
+    }
+  }
+  EXPECT_GT(errors, 100);
 }
 
 }  // namespace

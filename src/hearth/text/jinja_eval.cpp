@@ -345,6 +345,9 @@ class Renderer {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      // Budgets keep a hostile template from running or growing without end.
+      if (++iterations_ > kMaxIterations) fail(n, "too many loop iterations");
+      if (out.size() > kMaxOutput) fail(n, "rendered text is too large");
       scopes_.emplace_back();
       auto& s = scopes_.back();
       bind_loop_vars(n, items[i], s);
@@ -957,6 +960,9 @@ class Renderer {
     fail(n, fmt::format("unknown operator '{}'", op));
   }
 
+  static constexpr uint64_t kMaxIterations = 1'000'000;
+  static constexpr size_t kMaxOutput = 64u << 20;  // bytes
+  uint64_t iterations_ = 0;
   std::vector<std::unordered_map<std::string, Value>> scopes_;
 };
 

@@ -94,6 +94,7 @@ class Parser {
   }
 
   NodePtr parse_block() {
+    DepthGuard guard(*this);
     const int line = next().line;  // {%
     const std::string kw = expect_name();
     if (kw == "if") return parse_if(line);
@@ -180,7 +181,18 @@ class Parser {
     return n;
   }
 
+  // Bounds recursion so a hostile template cannot overflow the stack.
+  struct DepthGuard {
+    explicit DepthGuard(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxDepth) p_.fail("template is nested too deeply");
+    }
+    ~DepthGuard() { --p_.depth_; }
+    Parser& p_;
+  };
+  static constexpr int kMaxDepth = 200;
+
   NodePtr parse_expr() {
+    DepthGuard guard(*this);
     auto a = parse_or();
     if (is_name("if")) {
       const int line = next().line;
@@ -223,6 +235,7 @@ class Parser {
     return a;
   }
   NodePtr parse_not() {
+    DepthGuard guard(*this);
     if (is_name("not")) {
       const int line = next().line;
       auto n = make(NodeKind::kUnary, line, "not");
@@ -283,6 +296,7 @@ class Parser {
     return a;
   }
   NodePtr parse_unary() {
+    DepthGuard guard(*this);
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
       auto n = make(NodeKind::kUnary, t.line, t.text);
@@ -461,6 +475,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
