@@ -118,6 +118,7 @@ TEST(DelayRelay, AddsAtLeastTheConfiguredDelayEachWay) {
   EXPECT_LT(best, 2 * o.delay_ms + 500) << "relay adds far more than the configured delay";
   std::printf("relay delay 25 ms each way: best RTT %.2f ms over 5 pings\n", best);
   ::close(fd);
+  relay.stop();  // joins the forwarding threads, so the counters are final
   EXPECT_EQ(relay.stats().connections, 1u);
   EXPECT_EQ(relay.stats().bytes_forwarded, 10u);
 }

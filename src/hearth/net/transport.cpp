@@ -10,6 +10,8 @@ namespace hearth::net {
 
 namespace {
 
+constexpr uint64_t kDropsLoggedInFull = 20;
+
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -62,7 +64,12 @@ std::optional<Envelope> decode_or_drop(std::span<const uint8_t> bytes, std::stri
     return decode(bytes, peer);
   } catch (const FormatError& e) {
     ++dropped;
-    log::warn("dropped a {}-byte message: {}", bytes.size(), e.what());
+    // A peer flooding garbage must not flood the log too: the first drops are all logged,
+    // later ones every 1000th, with the running count.
+    if (dropped <= kDropsLoggedInFull || dropped % 1000 == 0) {
+      log::warn("dropped a {}-byte message ({} dropped so far): {}", bytes.size(), dropped,
+                e.what());
+    }
     return std::nullopt;
   }
 }
