@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hearth/base/error.h"
@@ -122,21 +123,54 @@ TEST_P(AttentionTest, MatchesNaiveForGqaRatiosDecodeAndPrefill) {
   }
 }
 
-// Prefill must equal token-by-token decode exactly: each token's result depends only on
-// its own row and causal length, so greedy output cannot depend on the batching.
+// Prefill must equal token-by-token decode exactly: the kernels tile several tokens per
+// call, and positions past a row's causal length must contribute exact zeros, so greedy
+// output cannot depend on the batching. Cases cross the 128-position chunk edges inside a
+// tile and use a head_dim with a vector tail.
 TEST_P(AttentionTest, PrefillEqualsDecodeBitForBit) {
-  const AttentionShape shape{8, 2, 64, 0.0f};
-  KvCache cache(1, 2, 64, 256);
-  fill_cache(cache, 200, 9);
-  const int64_t pos0 = 150, n_tokens = 50, row = 8 * 64;
-  const auto q = random_vector(n_tokens * row, 10);
-  std::vector<float> block(n_tokens * row), single(row);
-  attention(shape, cache.view(0), q.data(), block.data(), pos0, n_tokens, GetParam());
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    attention(shape, cache.view(0), q.data() + t * row, single.data(), pos0 + t, 1, GetParam());
-    ASSERT_EQ(std::memcmp(single.data(), block.data() + t * row, row * sizeof(float)), 0)
-        << "token " << t;
+  struct Case {
+    int n_heads, n_kv, hd;
+    int64_t pos0, n_tokens;
+  };
+  const Case cases[] = {{4, 4, 64, 0, 40},    {8, 2, 64, 120, 20}, {16, 2, 40, 250, 12},
+                        {8, 1, 128, 100, 60}, {6, 3, 32, 3, 30},   {4, 4, 72, 124, 9}};
+  for (const Case& c : cases) {
+    const AttentionShape shape{c.n_heads, c.n_kv, c.hd, 0.0f};
+    KvCache cache(1, c.n_kv, c.hd, 320);
+    fill_cache(cache, c.pos0 + c.n_tokens, 9 + c.hd);
+    const int64_t row = int64_t{c.n_heads} * c.hd;
+    const auto q = random_vector(c.n_tokens * row, 10);
+    std::vector<float> block(c.n_tokens * row), single(row);
+    attention(shape, cache.view(0), q.data(), block.data(), c.pos0, c.n_tokens, GetParam());
+    for (int64_t t = 0; t < c.n_tokens; ++t) {
+      attention(shape, cache.view(0), q.data() + t * row, single.data(), c.pos0 + t, 1, GetParam());
+      ASSERT_EQ(std::memcmp(single.data(), block.data() + t * row, row * sizeof(float)), 0)
+          << "heads " << c.n_heads << "/" << c.n_kv << " hd " << c.hd << " token " << t;
+    }
   }
+}
+
+// Threads calling attention on disjoint head ranges at the same time (no shared state)
+// produce the single-threaded bytes.
+TEST_P(AttentionTest, ConcurrentPartsMatchSingleThread) {
+  const AttentionShape shape{16, 4, 64, 0.0f};
+  KvCache cache(1, 4, 64, 300);
+  fill_cache(cache, 300, 77);
+  const int64_t pos0 = 260, n_tokens = 40, row = 16 * 64;
+  const auto q = random_vector(n_tokens * row, 78);
+  std::vector<float> whole(n_tokens * row), parts(n_tokens * row);
+  attention(shape, cache.view(0), q.data(), whole.data(), pos0, n_tokens, GetParam());
+  std::vector<std::thread> threads;
+  const Isa isa = GetParam();
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      const HeadRange r = attention_split(shape, 3, i);
+      attention(shape, cache.view(0), q.data(), 0, parts.data(), 0, pos0, n_tokens, r.begin, r.end,
+                isa);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)), 0);
 }
 
 // Splitting heads across parts (threads) must give the very same bytes as one call, and a

@@ -19,7 +19,7 @@
 //
 // Kernels: every ISA (the kScalar one too) processes one kv head's query heads together,
 // so each K/V row is converted from f16 once per group and position, with an online
-// softmax over chunks of 128 positions; they need a few KiB of stack, never allocate, and
+// softmax over chunks of 128 positions; they need under 128 KiB of stack, never allocate, and
 // give bit-identical results however heads are split or tokens are batched (prefill equals
 // token-by-token decode). ref::attention is the double-precision reference the tests use;
 // it also serves head_dim > 512.

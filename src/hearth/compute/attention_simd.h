@@ -5,7 +5,7 @@
 // taken in chunks: scores of a chunk for every row (each K row converted from f16 once and
 // used by all rows), an online-softmax update (rescale the running sum and accumulator
 // when the running max grows), then the weighted V rows, four positions per pass over the
-// accumulator. Everything stays in a few KiB of stack.
+// accumulator. Everything stays on the stack (under 20 KiB).
 #pragma once
 
 #include <cmath>
