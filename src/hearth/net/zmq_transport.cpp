@@ -125,6 +125,26 @@ size_t recv_message(void* sock, std::vector<std::unique_ptr<Frame>>& frames, siz
   }
 }
 
+// Sends `bytes` as one frame without copying them: libzmq takes ownership and frees the
+// buffer once written (a prefill chunk can be tens of MB). Returns zmq_msg_send's result.
+int send_owned(void* sock, std::vector<uint8_t> bytes, int flags) {
+  if (bytes.empty()) return zmq_send(sock, nullptr, 0, flags);
+  auto* owned = new std::vector<uint8_t>(std::move(bytes));
+  zmq_msg_t msg;
+  const auto release = [](void*, void* hint) { delete static_cast<std::vector<uint8_t>*>(hint); };
+  if (zmq_msg_init_data(&msg, owned->data(), owned->size(), release, owned) != 0) {
+    delete owned;
+    return -1;
+  }
+  const int rc = zmq_msg_send(&msg, sock, flags);
+  if (rc < 0) {
+    const int err = zmq_errno();
+    zmq_msg_close(&msg);  // still ours after a failed send; frees the buffer
+    errno = err;
+  }
+  return rc;
+}
+
 std::string hex(std::span<const uint8_t> bytes) {
   std::string s;
   for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
@@ -198,9 +218,8 @@ class ZmqListener final : public Listener {
   }
 
   void send(const PeerId& to, const Message& m, uint64_t request_id) override {
-    const std::vector<uint8_t> bytes = encode(m, request_id);
     if (zmq_send(sock_.get(), to.data(), to.size(), ZMQ_SNDMORE) < 0 ||
-        zmq_send(sock_.get(), bytes.data(), bytes.size(), 0) < 0) {
+        send_owned(sock_.get(), encode(m, request_id), 0) < 0) {
       const int err = zmq_errno();
       throw NetError(fmt::format("listener {}: cannot send {} to peer #{}: {}", endpoint_,
                                  msg_type_name(type_of(m)),
@@ -261,11 +280,12 @@ class ZmqConnection final : public Connection {
   void* zmq_monitor_handle() const override { return monitor_.get(); }
 
   void send(const Message& m, uint64_t request_id) override {
-    const std::vector<uint8_t> bytes = encode(m, request_id);
-    send_bytes(bytes, msg_type_name(type_of(m)));
+    send_bytes(encode(m, request_id), msg_type_name(type_of(m)));
   }
 
-  void send_raw(std::span<const uint8_t> bytes) override { send_bytes(bytes, "raw bytes"); }
+  void send_raw(std::span<const uint8_t> bytes) override {
+    send_bytes(std::vector<uint8_t>(bytes.begin(), bytes.end()), "raw bytes");
+  }
 
   bool peer_lost() override {
     pump_monitor();
@@ -297,9 +317,9 @@ class ZmqConnection final : public Connection {
   }
 
  private:
-  void send_bytes(std::span<const uint8_t> bytes, std::string_view what) {
+  void send_bytes(std::vector<uint8_t> bytes, std::string_view what) {
     if (peer_lost()) throw NetError(lost_message());
-    if (zmq_send(sock_.get(), bytes.data(), bytes.size(), 0) < 0) {
+    if (send_owned(sock_.get(), std::move(bytes), 0) < 0) {
       const int err = zmq_errno();
       if (err == EAGAIN) {
         throw NetError(fmt::format(
