@@ -113,7 +113,7 @@ const std::string& Tokenizer::piece(TokenId id) const {
 }
 
 std::optional<TokenId> Tokenizer::find(std::string_view piece) const {
-  auto it = token_to_id_.find(std::string(piece));
+  auto it = token_to_id_.find(piece);
   if (it == token_to_id_.end()) return std::nullopt;
   return it->second;
 }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -65,9 +66,16 @@ class Tokenizer {
   bool spm_ = true;
   PreTokenizer pre_ = PreTokenizer::kGpt2;
   bool ignore_merges_ = false;  // llama-bpe: a word that is a token is taken whole
-  std::unordered_map<std::string, TokenId> token_to_id_;
-  std::unordered_map<std::string, int> merge_rank_;  // "left right" -> rank
-  std::vector<TokenId> special_;                     // matched in text, longest first
+  // Transparent hashing: lookups by string_view without building a std::string.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  template <typename V>
+  using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+  StringMap<TokenId> token_to_id_;
+  StringMap<int> merge_rank_;     // "left right" -> rank
+  std::vector<TokenId> special_;  // matched in text, longest first
   std::vector<TokenId> eog_;
   std::vector<TokenId> byte_token_;  // (256) i32 "llama": id of <0xXX> (or the byte), -1
 };
