@@ -342,6 +342,15 @@ TEST(KvCache, ContextFullIsAClearError) {
   EXPECT_THROW(KvCache(1, 1 << 30, 1 << 30, int64_t{1} << 40), UsageError);  // overflows
 }
 
+TEST(KvCache, BytesForPlanning) {
+  // Llama 3 8B at -c 8192: 32 layers x 8 kv heads x 128 dims, K and V in f16 = 1 GiB.
+  EXPECT_EQ(KvCache::bytes_for(32, 8, 128, 8192), uint64_t{1} << 30);
+  const KvCache small(3, 2, 16, 50);
+  EXPECT_EQ(small.bytes(), KvCache::bytes_for(3, 2, 16, 50));
+  EXPECT_THROW(KvCache::bytes_for(32, 8, 128, 0), UsageError);
+  EXPECT_THROW(KvCache::bytes_for(1 << 30, 1 << 30, 1 << 30, int64_t{1} << 40), UsageError);
+}
+
 TEST(KvCache, SequencesAreIndependent) {
   // Continuous batching keeps one cache per sequence; writes to one never show in another.
   KvCache a(1, 1, 8, 8), b(1, 1, 8, 8);

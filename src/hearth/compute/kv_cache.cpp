@@ -26,14 +26,8 @@ uint16_t* allocate_halves(size_t n_elems) {
   return static_cast<uint16_t*>(p);
 }
 
-}  // namespace
-
-KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx)
-    : n_layers_(n_layers),
-      n_kv_heads_(n_kv_heads),
-      head_dim_(head_dim),
-      n_ctx_(n_ctx),
-      data_(nullptr, &std::free) {
+// Elements of K (or V) in one layer; throws UsageError on bad or overflowing shapes.
+uint64_t layer_elems(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx) {
   if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0 || n_ctx <= 0) {
     throw UsageError(fmt::format(
         "KV cache: n_layers {}, n_kv_heads {}, head_dim {} and n_ctx {} must all be > 0", n_layers,
@@ -44,8 +38,23 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx)
   if (!total || *total > (1ull << 62) / sizeof(uint16_t)) {
     throw UsageError(fmt::format("KV cache: n_ctx {} makes the cache size overflow", n_ctx));
   }
-  n_elems_layer_ = *per_layer;
-  n_elems_total_ = *total;
+  return *per_layer;
+}
+
+}  // namespace
+
+uint64_t KvCache::bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx) {
+  return layer_elems(n_layers, n_kv_heads, head_dim, n_ctx) * 2 * n_layers * sizeof(uint16_t);
+}
+
+KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx)
+    : n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      n_ctx_(n_ctx),
+      data_(nullptr, &std::free) {
+  n_elems_layer_ = layer_elems(n_layers, n_kv_heads, head_dim, n_ctx);
+  n_elems_total_ = n_elems_layer_ * 2 * n_layers;
   data_.reset(allocate_halves(n_elems_total_));
   length_.assign(n_layers, 0);
 }

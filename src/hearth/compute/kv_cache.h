@@ -46,6 +46,11 @@ class KvCache {
   // size that overflows.
   KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx);
 
+  // Bytes a cache of this shape reserves, for memory planning without allocating:
+  // 2 (K and V) * n_layers * n_kv_heads * n_ctx * head_dim * sizeof(f16).
+  // Same validation and errors as the constructor.
+  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx);
+
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
