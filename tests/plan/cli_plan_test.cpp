@@ -1,0 +1,102 @@
+// `hearth plan` end to end: the real binary on the paper testbeds and on bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out;
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " plan " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+nlohmann::json last_line_json(const std::string& out) {
+  auto end = out.find_last_not_of('\n');
+  auto start = out.rfind('\n', end);
+  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+
+const std::string kTestbeds = std::string(HEARTH_SOURCE_DIR) + "/bench/testbeds/";
+
+TEST(CliPlan, JsonPlanOnTable3) {
+  for (const char* sched : {"halda", "memsched", "perfsched"}) {
+    const auto r = run("--preset llama3-70b --devices " + kTestbeds +
+                       "paper-table3.json --json --scheduler " + sched);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("predicted TPOT"), std::string::npos) << r.out;
+    const auto j = last_line_json(r.out);
+    EXPECT_EQ(j["schema"], 1);
+    EXPECT_EQ(j["scheduler"], sched);
+    ASSERT_TRUE(j["devices"].is_array());
+    EXPECT_EQ(j["devices"].size(), 6u);
+    uint32_t W = 0;
+    for (const auto& d : j["devices"]) {
+      EXPECT_TRUE(d.contains("name") && d.contains("w") && d.contains("n"));
+      EXPECT_LE(d["n"].get<uint32_t>(), d["w"].get<uint32_t>());
+      W += d["w"].get<uint32_t>();
+    }
+    EXPECT_EQ(W * j["k"].get<uint32_t>(), 80u) << sched;
+    EXPECT_GT(j["predicted_tpot_ms"].get<double>(), 0);
+    EXPECT_GE(j["solve_ms"].get<double>(), 0);
+  }
+}
+
+TEST(CliPlan, BadInputFailsWithAClearMessage) {
+  const auto dir = std::filesystem::temp_directory_path() / "hearth_cli_plan_test";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto r =
+      run("--preset llama3-8b --devices " + write("zero.json", R"({"schema": 1, "devices": []})"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("at least one device"), std::string::npos) << r.out;
+
+  r = run(
+      "--preset llama3-8b --devices " +
+      write(
+          "neg.json",
+          R"({"schema": 1, "devices": [{"name": "a", "os": "linux", "ram_available_gib": -2}]})"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("ram_available_gib"), std::string::npos) << r.out;
+
+  r = run("--preset llama3-8b --devices " + (dir / "absent.json").string());
+  EXPECT_EQ(r.code, 1);
+
+  r = run("--preset no-such-model --devices " + kTestbeds + "paper-a4.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown preset"), std::string::npos) << r.out;
+
+  r = run("--preset llama3-8b --scheduler random --devices " + kTestbeds + "paper-a4.json");
+  EXPECT_EQ(r.code, 2);
+
+  // One CPU-only device with a slow disk and 1 GiB: a 70B model has no feasible plan.
+  r = run("--preset llama3-70b --json --devices " +
+          write("tiny.json",
+                R"({"schema": 1, "devices": [{"name": "pi", "os": "linux", "ram_available_gib": 1,
+            "disk_seq_read_gbps": 0.02, "cpu": {"gflops": {"q4_k": 10, "q6_k": 10, "f16": 10, "f32": 10},
+            "mem_read_gbps": 4}, "link": {"rtt_ms": 5, "bandwidth_mbps": 100}}]})"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("no feasible plan"), std::string::npos) << r.out;
+  EXPECT_EQ(last_line_json(r.out)["feasible"], false);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
