@@ -123,6 +123,32 @@ TEST_P(SimdDot, MatchesScalarReference) {
   }
 }
 
+// The four-token kernels (prefill) against the reference, token by token.
+TEST_P(SimdDot, FourTokenKernelMatchesReference) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const auto& simd = traits_for_isa(type, isa);
+  if (simd.vec_dot_x4 == nullptr) GTEST_SKIP() << "no four-token kernel";
+  const auto& ref = traits_for_isa(type, Isa::kScalar);
+  for (int64_t n : lengths(type)) {
+    DotData d[4];
+    for (uint32_t t = 0; t < 4; ++t) d[t] = make_data(type, n, 77 + t, t % 2 == 1);
+    // Weights of token 0's data, four different activation rows laid out at a stride.
+    const size_t stride = d[0].act.size() + 64;
+    std::vector<uint8_t> acts(4 * stride);
+    for (int t = 0; t < 4; ++t)
+      std::memcpy(acts.data() + t * stride, d[t].act.data(), d[t].act.size());
+    float got[4];
+    simd.vec_dot_x4(n, d[0].w.data(), acts.data(), stride, got);
+    for (int t = 0; t < 4; ++t) {
+      float want = 0;
+      ref.vec_dot(n, d[0].w.data(), d[t].act.data(), &want);
+      EXPECT_NEAR(got[t], want, 4 * std::max(d[0].tol, d[t].tol))
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << " token " << t;
+    }
+  }
+}
+
 // Extreme values: every quant at its largest magnitude and activations at +-127 exercise
 // the 16-bit intermediate sums of the SIMD kernels (saturation would show here).
 TEST_P(SimdDot, ExtremeQuantsDoNotSaturate) {

@@ -98,6 +98,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const auto vec_dot = p.w_traits->vec_dot;
+  const auto vec_dot_x4 = p.w_traits->vec_dot_x4;  // four tokens per weight decode, if any
   // Tiles: a block of weight rows (<= ~32 KiB, stays in L1/L2) x a tile of tokens (their
   // activations, <= ~256 KiB, stay in L2). Work items walk all token tiles of one row block
   // before the next, so each weight byte comes from DRAM once.
@@ -119,7 +120,16 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
       const int64_t t1 = std::min(n_tokens, t0 + token_tile);
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* wrow = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
-        for (int64_t t = t0; t < t1; ++t) {
+        int64_t t = t0;
+        if (vec_dot_x4 != nullptr) {
+          for (; t + 4 <= t1; t += 4) {
+            float o[4];
+            vec_dot_x4(w.cols, wrow, act + static_cast<size_t>(t) * p.act_row_bytes,
+                       p.act_row_bytes, o);
+            for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = o[k];
+          }
+        }
+        for (; t < t1; ++t) {
           vec_dot(w.cols, wrow, act + static_cast<size_t>(t) * p.act_row_bytes, y + t * w.rows + r);
         }
       }

@@ -3,6 +3,7 @@
 // the current architecture exist; callers guard with the same #if.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hearth/gguf/tensor_type.h"
@@ -11,9 +12,14 @@ namespace hearth::quant {
 
 using VecDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
 
+// out[t] = dot(w_row, act_rows + t * act_stride bytes) for t < 4 (see TypeTraits::vec_dot_x4).
+using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
+                            float* out);
+
 #if defined(__x86_64__)
-VecDotFn avx2_vec_dot(gguf::TensorType type);    // kernels_avx2.cpp
-VecDotFn avx512_vec_dot(gguf::TensorType type);  // kernels_avx512.cpp
+VecDotFn avx2_vec_dot(gguf::TensorType type);         // kernels_avx2.cpp
+VecDotFn avx512_vec_dot(gguf::TensorType type);       // kernels_avx512.cpp
+VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);  // kernels_avx512.cpp
 #endif
 #if defined(__aarch64__)
 VecDotFn neon_vec_dot(gguf::TensorType type);     // kernels_neon.cpp

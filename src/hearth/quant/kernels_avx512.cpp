@@ -31,9 +31,15 @@ inline float hsum256(__m256 v) {
 // Per 64-element chunk c: broadcast the 32 nibble bytes to both halves of a zmm and shift
 // the upper half right by 4, so after masking lanes 0..31 hold sub-block 2c and lanes
 // 32..63 sub-block 2c+1 — the same order as the 64 activation bytes 64c..64c+63.
-void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
+// NT activation rows at once (matmul): the weight decode is shared, each token costs one
+// vpmaddubsw and one vpdpwssd per 64 weights.
+template <int NT>
+void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const BlockQ8_K* ys[NT];
+  for (int t = 0; t < NT; ++t) {
+    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
+  }
   const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // Word lane i of chunk c's scale vector takes scale 2c + i/16.
@@ -43,46 +49,51 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, two),
                              _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two)),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6))};
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  __m512 acc[NT];
+  __m256 acc_min[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm512_setzero_ps();
+    acc_min[t] = _mm256_setzero_ps();
+  }
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dy = y[i].d;
-    const float d = h2f(x[i].d) * dy;
-    const float dmin = h2f(x[i].dmin) * dy;
+    const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
     // Mins: sum_s m[s] * (bsums[2s] + bsums[2s+1]) via one 16-lane multiply-add.
     const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
                                               _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
     const __m256i mins16 = _mm256_cvtepu8_epi16(m_pairs);  // (16) m[g/2]
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
-    const __m256i prod_min = _mm256_madd_epi16(mins16, bsums);  // (8) i32
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
-
     const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(
         _mm_cvtsi64_si128(static_cast<int64_t>(sc8))));  // (32) words, first 8 are scales
-    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
-    for (int c = 0; c < 4; c += 2) {
-      const __m512i q0 = _mm512_and_si512(
+    __m512i sum[NT];
+    for (int t = 0; t < NT; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums));
+      const __m256i prod_min = _mm256_madd_epi16(mins16, bsums);  // (8) i32
+      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
+                                   acc_min[t]);
+      sum[t] = _mm512_setzero_si512();
+    }
+    for (int c = 0; c < 4; ++c) {
+      const __m512i q = _mm512_and_si512(
           _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
                                 reinterpret_cast<const __m256i*>(x[i].qs + 32 * c))),
                             nib_shift),
           m4);
-      const __m512i q1 = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c + 32))),
-                            nib_shift),
-          m4);
-      const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 64 * c));
-      const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 64 * c + 64));
-      const __m512i s0 = _mm512_permutexvar_epi16(sc_idx[c], sc16);
-      const __m512i s1 = _mm512_permutexvar_epi16(sc_idx[c + 1], sc16);
-      sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
-      sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
+      const __m512i sc = _mm512_permutexvar_epi16(sc_idx[c], sc16);
+      for (int t = 0; t < NT; ++t) {
+        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(ys[t][i].qs + 64 * c));
+        sum[t] = _mm512_dpwssd_epi32(sum[t], p, sc);
+      }
     }
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(sum0, sum1)), acc);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ys[t][i].d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+    }
   }
-  *out = _mm512_reduce_add_ps(acc) - hsum256(acc_min);
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(acc_min[t]);
+}
+
+void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
+  dot_q4_k_multi<1>(n, w, a, 0, out);
 }
 
 // ---- Q5_K x Q8_K ------------------------------------------------------------------
@@ -150,9 +161,13 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
 // 32 * sum_g scale[g] * bsums[g]. Per half h: the 64 ql bytes give elements 0..63 (low
 // nibbles) and 64..127 (high); qh is broadcast and shifted per 256-bit half so bits 4-5
 // of each byte hold the right two high bits.
-void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+template <int NT>
+void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const BlockQ8_K* ys[NT];
+  for (int t = 0; t < NT; ++t) {
+    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
+  }
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // elements 0..31, 32..63
@@ -164,16 +179,22 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, four),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(8)),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float d = h2f(x[i].d) * y[i].d;
+    const float dx = h2f(x[i].d);
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    const __m256i offset = _mm256_slli_epi32(
-        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums))),
-        5);  // (8) i32: 32 * scale * group sum
     const __m512i scz = _mm512_castsi256_si512(sc16);
-    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+    __m512i sum[NT];
+    for (int t = 0; t < NT; ++t) {
+      // zextsi256 zeroes lanes 8..15: the offset 32 * scale * group sum lands once per group.
+      const __m256i offset = _mm256_slli_epi32(
+          _mm256_madd_epi16(sc16,
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums))),
+          5);
+      sum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(offset));
+    }
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(
@@ -182,19 +203,24 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
                                          _mm512_and_si512(_mm512_sllv_epi64(qh, shl_lo), m30));
       const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                          _mm512_and_si512(_mm512_srlv_epi64(qh, shr_hi), m30));
-      const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(y[i].qs + 128 * h));
-      const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(y[i].qs + 128 * h + 64));
       const __m512i s0 = _mm512_permutexvar_epi16(sc_idx[2 * h], scz);
       const __m512i s1 = _mm512_permutexvar_epi16(sc_idx[2 * h + 1], scz);
-      sum0 = _mm512_dpwssd_epi32(sum0, p0, s0);
-      sum1 = _mm512_dpwssd_epi32(sum1, p1, s1);
+      for (int t = 0; t < NT; ++t) {
+        const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(ys[t][i].qs + 128 * h));
+        const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(ys[t][i].qs + 128 * h + 64));
+        sum[t] = _mm512_dpwssd_epi32(sum[t], p0, s0);
+        sum[t] = _mm512_dpwssd_epi32(sum[t], p1, s1);
+      }
     }
-    // zextsi256 zeroes lanes 8..15, so the offset only lands once per group sum.
-    const __m512i sum =
-        _mm512_sub_epi32(_mm512_add_epi32(sum0, sum1), _mm512_zextsi256_si512(offset));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sum), acc);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ys[t][i].d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+    }
   }
-  *out = _mm512_reduce_add_ps(acc);
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+  dot_q6_k_multi<1>(n, w, a, 0, out);
 }
 
 // ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
@@ -345,6 +371,17 @@ void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
 }
 
 }  // namespace
+
+VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type) {
+  switch (type) {
+    case gguf::TensorType::kQ4_K:
+      return dot_q4_k_multi<4>;
+    case gguf::TensorType::kQ6_K:
+      return dot_q6_k_multi<4>;
+    default:
+      return nullptr;
+  }
+}
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {
   using T = gguf::TensorType;

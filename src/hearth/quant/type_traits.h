@@ -12,6 +12,7 @@
 //   Q8_K             -> no dot (activation-only type); to_float/quantize work.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "hearth/gguf/tensor_type.h"
@@ -30,6 +31,10 @@ struct TypeTraits {
   // *out = dot(w_row, act_row) over n elements; act_row is in vec_dot_type. nullptr for
   // activation-only types.
   void (*vec_dot)(int64_t n, const void* w_row, const void* act_row, float* out);
+  // Optional (nullptr when this ISA has none): out[t] = dot(w_row, act_rows + t * act_stride
+  // bytes) for t = 0..3, decoding the weights once for four activation rows. Prefill uses it.
+  void (*vec_dot_x4)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
+                     float* out) = nullptr;
 };
 
 enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
