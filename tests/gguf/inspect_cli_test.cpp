@@ -41,7 +41,8 @@ TEST(InspectCli, EveryCommittedCorruptFileExitsOneWithAReason) {
 }
 
 TEST(InspectCli, ValidFileListsTensorsAndBadFlagsAreUsageErrors) {
-  const std::string seed = std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/gguf_seeds/valid_tiny.gguf";
+  const std::string seed =
+      std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/gguf_seeds/valid_tiny.gguf";
   auto r = run(std::string(HEARTH_BIN_PATH) + " inspect '" + seed + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("blk.0.attn_q.weight"), std::string::npos);

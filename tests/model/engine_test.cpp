@@ -2,6 +2,7 @@
 // llama and qwen2 models, and batched prefill against token-by-token evaluation.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -49,7 +50,8 @@ std::string make_model(const Case& c) {
   opt.hp = hp;
   opt.types = parse_type_recipe(c.type);
   opt.seed = 42;
-  const auto dir = std::filesystem::temp_directory_path() / "hearth_engine_test";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (std::string("hearth_engine_test") + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / (c.name + ".gguf")).string();
   write_synthetic_model(opt, path);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +22,8 @@ struct Result {
 
 Result run(const std::string& args) {
   Result r;
-  const std::string err_path = std::filesystem::temp_directory_path() / "hearth_run_cli.err";
+  const std::string err_path = std::filesystem::temp_directory_path() /
+                               ("hearth_run_cli_" + std::to_string(getpid()) + ".err");
   FILE* p = popen((std::string(HEARTH_BIN_PATH) + " " + args + " 2>" + err_path).c_str(), "r");
   std::array<char, 4096> buf{};
   size_t n;
@@ -43,7 +45,9 @@ nlohmann::json last_json(const std::string& out) {
 
 const std::string& model_path() {
   static const std::string path = [] {
-    const auto p = (std::filesystem::temp_directory_path() / "hearth_run_cli.gguf").string();
+    const auto p = (std::filesystem::temp_directory_path() /
+                    ("hearth_run_cli_" + std::to_string(getpid()) + ".gguf"))
+                       .string();
     SynthOptions opt;
     opt.hp.arch = Arch::kLlama;
     opt.hp.n_layers = 3;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -18,7 +19,8 @@ namespace hearth::model {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "hearth_synth_test";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (std::string("hearth_synth_test") + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

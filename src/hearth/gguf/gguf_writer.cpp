@@ -204,7 +204,8 @@ void GgufWriter::emit(Sink& sink) const {
 }
 
 void GgufWriter::write_file(const std::string& path) const {
-  const std::string tmp = path + ".partial";
+  // Unique per process, so two writers of the same path never share a temporary file.
+  const std::string tmp = path + ".partial." + std::to_string(getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) throw IoError(errno_message("cannot create '" + tmp + "'"));
   FileSink sink{f, tmp};
