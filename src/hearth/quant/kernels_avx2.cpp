@@ -180,40 +180,71 @@ inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
+// Eight fp16 scales at stride `stride` bytes -> (8) f32, composed in general registers.
+inline __m256 load_scales8(const uint8_t* p, size_t stride) {
+  uint64_t lo = 0, hi = 0;
+  for (int k = 0; k < 4; ++k) {
+    uint16_t a, b;
+    std::memcpy(&a, p + stride * k, 2);
+    std::memcpy(&b, p + stride * (k + 4), 2);
+    lo |= static_cast<uint64_t>(a) << (16 * k);
+    hi |= static_cast<uint64_t>(b) << (16 * k);
+  }
+  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
+}
+
+// Blocks are processed eight at a time so their scales are converted together; `block_dot`
+// returns the (8) i32 partial sums of block k, `scalar_block` the exact tail blocks.
+template <typename WBlock, typename BlockDot, typename ScalarBlock>
+inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y,
+                                 BlockDot block_dot, ScalarBlock scalar_block) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const int64_t nb = n / kQK0;
   int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m256i d0 = dot_s8_32(loadu(x[i].qs), loadu(y[i].qs));
-    const __m256i d1 = dot_s8_32(loadu(x[i + 1].qs), loadu(y[i + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
-                           _mm256_cvtepi32_ps(d1), acc1);
+  for (; i + 8 <= nb; i += 8) {
+    const __m256 scales =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(WBlock)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    for (int k = 0; k < 8; k += 2) {
+      const __m256i d0 = block_dot(x[i + k], y[i + k]);
+      const __m256i d1 = block_dot(x[i + k + 1], y[i + k + 1]);
+      acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k)),
+                             _mm256_cvtepi32_ps(d0), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k + 1)),
+                             _mm256_cvtepi32_ps(d1), acc1);
+    }
   }
-  for (; i < nb; ++i) {
-    const __m256i d0 = dot_s8_32(loadu(x[i].qs), loadu(y[i].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d0), acc0);
-  }
-  *out = hsum(_mm256_add_ps(acc0, acc1));
+  float tail = 0;
+  for (; i < nb; ++i) tail += scalar_block(x[i], y[i]);
+  return hsum(_mm256_add_ps(acc0, acc1)) + tail;
+}
+
+void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
+  *out = dot_blocks_q8_0_act(
+      n / kQK0, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(a),
+      [](const BlockQ8_0& xb, const BlockQ8_0& yb) {
+        return dot_s8_32(loadu(xb.qs), loadu(yb.qs));
+      },
+      [](const BlockQ8_0& xb, const BlockQ8_0& yb) {
+        const __m256i d = dot_s8_32(loadu(xb.qs), loadu(yb.qs));
+        return h2f(xb.d) * h2f(yb.d) * hsum(_mm256_cvtepi32_ps(d));
+      });
+}
+
+// Q4_0 nibbles -> signed quants -8..7 in element order, then the signed dot.
+inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.qs));
+  const __m256i nib =
+      _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1),
+                       _mm256_set1_epi8(0x0f));
+  return dot_s8_32(_mm256_sub_epi8(nib, _mm256_set1_epi8(8)), loadu(yb.qs));
 }
 
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK0; ++i) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].qs));
-    const __m256i nib = _mm256_and_si256(
-        _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
-    const __m256i d = dot_s8_32(_mm256_sub_epi8(nib, eight), loadu(y[i].qs));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(d), acc);
-  }
-  *out = hsum(acc);
+  *out = dot_blocks_q8_0_act(
+      n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
+      [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
+        return h2f(xb.d) * h2f(yb.d) * hsum(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
+      });
 }
 
 // ---- Float weights x f32 activations ---------------------------------------------------
