@@ -83,6 +83,10 @@ class Listener : public Receiver {
   virtual std::optional<Incoming> recv_for(Millis timeout) = 0;
   // Like recv_for, but a timeout throws NetError("... waiting for <what> ...").
   Incoming recv(Millis timeout, std::string_view what);
+  // Peer links that ended or were refused below the message layer (tcp: peer left, sent a
+  // frame over max_message_bytes, failed the ZMTP or CURVE handshake; each is logged).
+  // The loopback has no such links and reports 0.
+  virtual uint64_t links_closed() { return 0; }
   // Answers a peer that has sent to this listener. Throws NetError if it is gone.
   virtual void send(const PeerId& to, const Message& m, uint64_t request_id = 0) = 0;
 };

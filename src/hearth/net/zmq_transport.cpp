@@ -151,6 +151,48 @@ std::string hex(std::span<const uint8_t> bytes) {
   return s;
 }
 
+std::atomic<uint64_t> g_monitor_seq{0};
+
+// Socket monitor: libzmq reports link events of `sock` on an inproc PAIR socket.
+class Monitor {
+ public:
+  Monitor(void* sock, int events) : pair_(ZMQ_PAIR), sock_(sock) {
+    const std::string addr = fmt::format("inproc://hearth-monitor-{}", g_monitor_seq++);
+    if (zmq_socket_monitor(sock, addr.c_str(), events) != 0) {
+      throw IoError(fmt::format("zmq_socket_monitor: {}", zerr()));
+    }
+    pair_.set_int(ZMQ_LINGER, 0, "ZMQ_LINGER");
+    if (::zmq_connect(pair_.get(), addr.c_str()) != 0) {
+      throw IoError(fmt::format("connect monitor: {}", zerr()));
+    }
+  }
+  ~Monitor() { zmq_socket_monitor(sock_, nullptr, 0); }
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+  void* handle() const { return pair_.get(); }
+
+  // Calls on_event(event, value) for every pending event, without blocking. An event is two
+  // frames: [u16 event, u32 value] (native byte order, same process) and the endpoint.
+  template <typename F>
+  void pump(F&& on_event) {
+    for (;;) {
+      std::vector<std::unique_ptr<Frame>> frames;
+      if (recv_message(pair_.get(), frames, 2) == 0) return;
+      if (frames.empty() || zmq_msg_size(&frames[0]->m) < 6) continue;
+      uint16_t event = 0;
+      uint32_t value = 0;
+      std::memcpy(&event, zmq_msg_data(&frames[0]->m), sizeof event);
+      std::memcpy(&value, static_cast<const uint8_t*>(zmq_msg_data(&frames[0]->m)) + 2,
+                  sizeof value);
+      on_event(event, value);
+    }
+  }
+
+ private:
+  Socket pair_;
+  void* sock_;
+};
+
 // "tcp://host:0" binds an ephemeral port; libzmq spells that "tcp://host:*".
 std::string bind_address(const std::string& endpoint) {
   if (endpoint.size() > 2 && endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
@@ -174,7 +216,8 @@ void apply_curve_client(Socket& s, const CurveConfig& c) {
 
 class ZmqListener final : public Listener {
  public:
-  ZmqListener(const std::string& endpoint, const TransportOptions& opts) : sock_(ZMQ_ROUTER) {
+  ZmqListener(const std::string& endpoint, const TransportOptions& opts)
+      : sock_(ZMQ_ROUTER), max_message_bytes_(opts.max_message_bytes) {
     apply_common(sock_, opts);
     // Sending to a peer that is gone fails loudly instead of being silently discarded.
     sock_.set_int(ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY");
@@ -192,14 +235,22 @@ class ZmqListener final : public Listener {
 
   const std::string& endpoint() const override { return endpoint_; }
   uint64_t dropped() const override { return dropped_; }
+  uint64_t links_closed() override {
+    pump_monitor();
+    return links_closed_;
+  }
   bool is_loopback() const override { return false; }
   void* zmq_socket_handle() const override { return sock_.get(); }
 
   std::optional<Incoming> recv_for(Millis timeout) override {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
+      pump_monitor();
       zmq_pollitem_t item{sock_.get(), 0, ZMQ_POLLIN, 0};
-      if (poll_items(&item, 1, remaining_ms(deadline)) == 0) return std::nullopt;
+      if (poll_items(&item, 1, remaining_ms(deadline)) == 0) {
+        pump_monitor();
+        return std::nullopt;
+      }
       std::vector<std::unique_ptr<Frame>> frames;
       const size_t n = recv_message(sock_.get(), frames, 2);
       if (n == 0) continue;
@@ -239,45 +290,59 @@ class ZmqListener final : public Listener {
     return fmt::format("tcp {} #{} (on {})", addr, hex(frames[0]->bytes()), endpoint_);
   }
 
-  Socket sock_;
-  std::string endpoint_;
-  uint64_t dropped_ = 0;
-};
+  // Logs links that libzmq closed or refused: peers that do not speak ZMTP, fail CURVE, or
+  // send a frame over ZMQ_MAXMSGSIZE never reach recv_for(), so this is where they show up.
+  void pump_monitor() {
+    monitor_.pump([this](uint16_t event, uint32_t value) {
+      ++links_closed_;
+      // A misconfigured peer retries every 100 ms: log the first ones, then every 1000th.
+      if (links_closed_ > 20 && links_closed_ % 1000 != 0) return;
+      if (event == ZMQ_EVENT_DISCONNECTED) {
+        log::info(
+            "listener {}: a peer link closed (peer left, or sent a frame over {} bytes "
+            "or a malformed one)",
+            endpoint_, max_message_bytes_);
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        log::warn("listener {}: refused a peer: CURVE authentication failed (status {})", endpoint_,
+                  value);
+      } else {
+        log::warn(
+            "listener {}: refused a peer that does not speak ZMTP as configured "
+            "(handshake error 0x{:x})",
+            endpoint_, value);
+      }
+    });
+  }
 
-std::atomic<uint64_t> g_monitor_seq{0};
+  Socket sock_;
+  Monitor monitor_{sock_.get(), ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH};
+  std::string endpoint_;
+  uint64_t max_message_bytes_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t links_closed_ = 0;
+};
 
 class ZmqConnection final : public Connection {
  public:
   ZmqConnection(const std::string& endpoint, const TransportOptions& opts)
-      : sock_(ZMQ_DEALER), monitor_(ZMQ_PAIR), peer_(endpoint), opts_(opts) {
+      : sock_(ZMQ_DEALER), peer_(endpoint), opts_(opts) {
     apply_common(sock_, opts);
     // Queue messages only on a completed connection: a send to a peer that is not up
     // then times out (send_timeout_ms) instead of waiting in a buffer forever.
     sock_.set_int(ZMQ_IMMEDIATE, 1, "ZMQ_IMMEDIATE");
     apply_curve_client(sock_, opts.curve);
-    // The monitor reports handshakes and disconnects, so a dead peer is noticed at once.
-    const std::string mon = fmt::format("inproc://hearth-monitor-{}", g_monitor_seq++);
-    const int events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
-    if (zmq_socket_monitor(sock_.get(), mon.c_str(), events) != 0) {
-      throw IoError(fmt::format("zmq_socket_monitor: {}", zerr()));
-    }
-    monitor_.set_int(ZMQ_LINGER, 0, "ZMQ_LINGER");
-    if (::zmq_connect(monitor_.get(), mon.c_str()) != 0) {
-      throw IoError(fmt::format("connect monitor: {}", zerr()));
-    }
     if (::zmq_connect(sock_.get(), endpoint.c_str()) != 0) {
       throw UsageError(fmt::format("cannot connect to {}: {}", endpoint, zerr()));
     }
   }
 
-  ~ZmqConnection() override { zmq_socket_monitor(sock_.get(), nullptr, 0); }
-
   const std::string& peer() const override { return peer_; }
   uint64_t dropped() const override { return dropped_; }
   bool is_loopback() const override { return false; }
   void* zmq_socket_handle() const override { return sock_.get(); }
-  void* zmq_monitor_handle() const override { return monitor_.get(); }
+  void* zmq_monitor_handle() const override { return monitor_.handle(); }
 
   void send(const Message& m, uint64_t request_id) override {
     send_bytes(encode(m, request_id), msg_type_name(type_of(m)));
@@ -296,7 +361,7 @@ class ZmqConnection final : public Connection {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
       zmq_pollitem_t items[2] = {{sock_.get(), 0, ZMQ_POLLIN, 0},
-                                 {monitor_.get(), 0, ZMQ_POLLIN, 0}};
+                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       // A message that arrived before the link broke is still delivered first.
       if (poll_items(items, 2, remaining_ms(deadline)) == 0) return std::nullopt;
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
@@ -335,14 +400,8 @@ class ZmqConnection final : public Connection {
                        lost_reason_.empty() ? "peer closed the link or died" : lost_reason_);
   }
 
-  // Reads pending monitor events: [u16 event, u32 value] then the endpoint frame.
   void pump_monitor() {
-    for (;;) {
-      std::vector<std::unique_ptr<Frame>> frames;
-      if (recv_message(monitor_.get(), frames, 2) == 0) return;
-      if (frames.empty() || zmq_msg_size(&frames[0]->m) < 6) continue;
-      uint16_t event = 0;
-      std::memcpy(&event, zmq_msg_data(&frames[0]->m), sizeof event);
+    monitor_.pump([this](uint16_t event, uint32_t) {
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         handshaken_ = true;
       } else if (event == ZMQ_EVENT_DISCONNECTED && handshaken_) {
@@ -354,11 +413,14 @@ class ZmqConnection final : public Connection {
                            ? "authentication failed: the peers hold different keys"
                            : "handshake failed: peer does not speak ZMTP/CURVE as configured";
       }
-    }
+    });
   }
 
   Socket sock_;
-  Socket monitor_;
+  // The monitor reports handshakes and disconnects, so a dead peer is noticed at once.
+  Monitor monitor_{sock_.get(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH};
   std::string peer_;
   TransportOptions opts_;
   uint64_t dropped_ = 0;
