@@ -45,10 +45,17 @@ TEST(PreTokenize, DeepseekLlm) {
   EXPECT_EQ(words(PreTokenizer::kDeepseekLlm, "中文abc"), (W{"中文", "abc"}));
 }
 
+TEST(PreTokenize, DeepseekCoder) {
+  // Letters, punctuation and single digits are split out; what is left between them (here
+  // " =" and "+", symbols rather than \p{P}) stays one piece.
+  EXPECT_EQ(words(PreTokenizer::kDeepseekCoder, "x1 = f(42)+y"),
+            (W{"x", "1", " =", " f", "(", "4", "2", ")", "+", "y"}));
+}
+
 TEST(PreTokenize, CoversTheInputExactly) {
   const std::string text = "x\xFF\xC3 y  \t\n\xE4\xB8 z";  // invalid bytes included
   for (auto kind : {PreTokenizer::kGpt2, PreTokenizer::kLlama3, PreTokenizer::kQwen2,
-                    PreTokenizer::kDeepseekLlm}) {
+                    PreTokenizer::kDeepseekLlm, PreTokenizer::kDeepseekCoder}) {
     std::string joined;
     for (const auto& w : words(kind, text)) {
       EXPECT_FALSE(w.empty());

@@ -72,8 +72,8 @@ TEST(TokenizerConformance, DecodeRoundTripsOnRealVocabularies) {
   const std::string dir = vocab_dir();
   if (dir.empty()) GTEST_SKIP() << "HEARTH_VOCAB_DIR is not set (docs/text.md)";
   const auto strings = read_fixture("tokenizer_strings.json").at("strings");
-  for (const char* file :
-       {"ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-deepseek-llm.gguf"}) {
+  for (const char* file : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-spm.gguf",
+                           "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-deepseek-coder.gguf"}) {
     const std::string path = dir + "/" + file;
     if (!std::filesystem::exists(path)) {
       ADD_FAILURE() << path << " is missing";

@@ -159,7 +159,8 @@ std::vector<std::string> torture_strings() {
 }
 
 TEST(BpeTokenizer, Utf8TortureRoundTripsUnderEveryPreTokenizer) {
-  for (const char* pre : {"gpt-2", "llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-llm"}) {
+  for (const char* pre :
+       {"gpt-2", "llama-bpe", "qwen2", "deepseek-r1-qwen", "deepseek-llm", "deepseek-coder"}) {
     const Tokenizer tok(bpe_vocab({"\xC4\xA0 t", "h e", "Ġt he"}, pre));
     for (const auto& s : torture_strings()) {
       const auto ids = tok.encode(s, false, false);

@@ -22,9 +22,10 @@ PreTokenizer pre_tokenizer_from_name(std::string_view name) {
     return PreTokenizer::kQwen2;
   }
   if (name == "deepseek-llm") return PreTokenizer::kDeepseekLlm;
+  if (name == "deepseek-coder") return PreTokenizer::kDeepseekCoder;
   throw FormatError(fmt::format(
       "tokenizer.ggml.pre '{}' is not supported (gpt-2, llama-bpe, qwen2, deepseek-r1-qwen, "
-      "deepseek-llm)",
+      "deepseek-llm, deepseek-coder)",
       name));
 }
 
@@ -296,6 +297,43 @@ std::vector<Span> deepseek_llm(const std::vector<Cp>& cps) {
   return pieces;
 }
 
+std::vector<Span> deepseek_coder(const std::vector<Cp>& cps) {
+  std::vector<Span> pieces{{0, cps.size()}};
+  // [\r\n]
+  pieces = split_sequence(cps, pieces, [](const std::vector<Cp>& c, size_t pos, size_t) {
+    return size_t{c[pos].cp == '\r' || c[pos].cp == '\n'};
+  });
+  // \s?\p{L}+ and \s?\p{P}+
+  auto space_then = [](auto pred) {
+    return [pred](const std::vector<Cp>& c, size_t pos, size_t end) -> size_t {
+      size_t start = pos;
+      if (seq_space(c[pos]) && pos + 1 < end && pred(c[pos + 1])) {
+        start = pos + 1;
+      } else if (!pred(c[pos])) {
+        return 0;
+      }
+      size_t q = start;
+      while (q < end && pred(c[q])) ++q;
+      return q - pos;
+    };
+  };
+  pieces = split_sequence(cps, pieces, space_then([](const Cp& c) { return c.letter; }));
+  pieces = split_sequence(cps, pieces, space_then([](const Cp& c) {
+                            return !c.space && c.cp != 0xFFFFFFFFu && is_punctuation(c.cp);
+                          }));
+  // [CJK]+
+  pieces = split_sequence(cps, pieces, [](const std::vector<Cp>& c, size_t pos, size_t end) {
+    size_t q = pos;
+    while (q < end && seq_class(c[q], kDeepseekCjk, std::size(kDeepseekCjk))) ++q;
+    return q - pos;
+  });
+  // \p{N}: one digit per piece
+  pieces = split_sequence(cps, pieces, [](const std::vector<Cp>& c, size_t pos, size_t) {
+    return size_t{c[pos].number};
+  });
+  return pieces;
+}
+
 }  // namespace
 
 std::vector<std::pair<uint32_t, uint32_t>> pre_tokenize(PreTokenizer kind, std::string_view text) {
@@ -315,6 +353,9 @@ std::vector<std::pair<uint32_t, uint32_t>> pre_tokenize(PreTokenizer kind, std::
       break;
     case PreTokenizer::kDeepseekLlm:
       spans = deepseek_llm(cps);
+      break;
+    case PreTokenizer::kDeepseekCoder:
+      spans = deepseek_coder(cps);
       break;
   }
   std::vector<std::pair<uint32_t, uint32_t>> out;

@@ -15,7 +15,8 @@ enum class PreTokenizer {
   kGpt2,  // gpt-2 (and "" / default): 's|'t|... | ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   kLlama3,  // llama-bpe: case-insensitive contractions, [^\r\n\p{L}\p{N}]?\p{L}+, \p{N}{1,3}, ...
   kQwen2,   // qwen2, deepseek-r1-qwen: as llama-bpe with single digits \p{N}
-  kDeepseekLlm,  // deepseek-llm: six expressions applied one after another
+  kDeepseekLlm,    // deepseek-llm: six expressions applied one after another
+  kDeepseekCoder,  // deepseek-coder: [\r\n], \s?\p{L}+, \s?\p{P}+, CJK runs, single \p{N}
 };
 
 // Maps a `tokenizer.ggml.pre` value; throws FormatError naming it when unsupported.
