@@ -1,31 +1,42 @@
 // Transformer operators other than the weight matmuls, and the CPU-ISA choice they share.
 //
-// Ops (all f32 activations, row-major, caller-owned buffers; headers in this folder):
-//   norm.h       rmsnorm(x, weight, out)        x, out: (n_rows, dim)   weight: (dim)
-//   rope.h       RopeTable + rope(x, table, t)  x: (n_heads, head_dim) for one token;
-//                                               "normal" pairs (2i, 2i+1), "neox" (i, i+n_rot/2)
-//   softmax.h    softmax(x)                     x: (n_rows, n) in place, max-subtracted
-//   activation.h silu_mul(gate, up, out), add(a, b, out), add_scaled(y, x, s)   (n) each
-//   kv_cache.h   KvCache: per layer K and V as f16, layout (n_kv_heads, n_ctx, head_dim)
-//   attention.h  attention(q, kv, out, pos0, n_tokens, [h_begin, h_end))
-//                q, out: (n_tokens, n_heads, head_dim); causal over cache positions
+// Ops (f32 activations, row-major, caller-owned buffers; one header each in this folder):
+//   norm.h       rmsnorm(x, weight, out, n_rows, dim, eps)
+//                  x, out: (n_rows, dim); weight: (dim); out may alias x
+//   rope.h       RopeTable(config).compute(positions), then
+//                rope(x, t_begin, t_end, n_heads, token_stride, table)
+//                  x: token t at x + t * token_stride, (n_heads, head_dim); in place;
+//                  kNormal pairs (2i, 2i+1) (llama), kNeox pairs (i, i + n_rot/2) (qwen2);
+//                  freq_scale and Llama 3 rope_freqs factors; angles computed in double
+//   softmax.h    softmax(x, n_rows, n)              x: (n_rows, n) in place, max-subtracted
+//   activation.h silu_mul(gate, up, out, n)  add(a, b, out, n)  add_scaled(y, x, s, n)
+//   kv_cache.h   KvCache(n_layers, n_kv_heads, head_dim, n_ctx): per layer K and V in f16,
+//                  (n_kv_heads, n_ctx, head_dim); store(layer, pos, n, k, v), truncate(n)
+//   attention.h  attention(shape, kv_view, q, q_stride, out, out_stride, pos0, n_tokens,
+//                          h_begin, h_end)
+//                  q, out: (n_tokens, n_heads, head_dim); token t at position pos0 + t sees
+//                  cache positions [0, pos0 + t]; GQA group = n_heads / n_kv_heads
 //
-// Every op has a plain scalar reference in namespace hearth::compute::ref (also the path
-// taken when the ISA is kScalar, except attention, whose kScalar path is a portable float
-// kernel, the reference being double and slow) and AVX2 / AVX-512 variants in *_avx2.cpp /
-// *_avx512.cpp, written once as templates over a vector type in *_simd.h and instantiated per ISA
-// file. Each public op takes a trailing `Isa` that defaults to active_isa(); tests pass each ISA
-// the machine supports explicitly.
+// Every op has a plain scalar reference in namespace hearth::compute::ref, and AVX2 and
+// AVX-512 variants in *_avx2.cpp / *_avx512.cpp, written once as templates over a vector
+// type in *_simd.h and compiled per ISA file. Isa::kScalar runs the reference, except for
+// attention, where it runs a portable float kernel (the reference accumulates in double
+// and is slow; ARM uses this path until NEON variants exist). Each public op takes a
+// trailing `Isa` defaulting to active_isa(); tests run every ISA the CPU supports.
 //
 // Threading contract: no op starts threads, allocates on the hot path (RopeTable::compute
-// sizes its table once per batch shape) or holds global mutable state. Ops are safe to call
-// concurrently on disjoint outputs. The caller's thread pool splits:
-//   - row ops (rmsnorm, softmax) by rows, elementwise ops by ranges of elements,
-//   - rope by tokens (or heads: call it on a sub-block of heads),
-//   - attention by query-head ranges [h_begin, h_end): attention_split() gives part i of
-//     n a range aligned to GQA groups, so each K/V head is streamed by one thread only.
-//   The KvCache is written by store() before attention reads it; the caller orders the
-//   two (a barrier between the K/V projection and attention), as for any other op.
+// resizes its table only when the batch grows) or holds global mutable state, so ops are
+// safe to call concurrently on disjoint outputs. The caller's thread pool splits:
+//   - rmsnorm and softmax by rows, the elementwise ops by element ranges,
+//   - rope by tokens [t_begin, t_end) or by heads (x + h0 * head_dim, same token_stride),
+//   - attention by query-head ranges [h_begin, h_end): attention_split(shape, n, i) gives
+//     part i of n aligned to GQA groups, so each kv head is streamed by one thread only
+//     (see attention.h for the ThreadPool::run call).
+//   KvCache::store() must finish before attention reads those positions (the barrier
+//   between the K/V projections and attention); stores to different layers may overlap.
+//
+// The ISA enum is this folder's own: hearth::quant::Isa also knows NEON levels, and both
+// read the same HEARTH_ISA variable (scalar|avx2|avx512, and neon|dotprod on ARM).
 #pragma once
 
 #include <cstdlib>

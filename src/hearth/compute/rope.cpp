@@ -41,28 +41,35 @@ RopeTable::RopeTable(RopeConfig config) : config_(std::move(config)) {
   }
 }
 
-void RopeTable::compute(std::span<const int64_t> positions) {
+void RopeTable::resize(int64_t n_tokens) {
+  const size_t half = config_.n_rot / 2;
+  n_tokens_ = n_tokens;
+  cos_.resize(n_tokens * half);  // no reallocation unless the batch grew
+  sin_.resize(n_tokens * half);
+}
+
+void RopeTable::fill(int64_t t, int64_t pos) {
+  if (pos < 0) throw UsageError(fmt::format("rope: position {} < 0", pos));
   const int half = config_.n_rot / 2;
-  n_tokens_ = static_cast<int64_t>(positions.size());
-  cos_.resize(positions.size() * half);
-  sin_.resize(positions.size() * half);
-  for (int64_t t = 0; t < n_tokens_; ++t) {
-    if (positions[t] < 0) throw UsageError(fmt::format("rope: position {} < 0", positions[t]));
-    // Angles in double: pos * inv_freq reaches 1e5 rad at long contexts, where a float
-    // angle would already be off by ~0.01 rad.
-    const double pos = static_cast<double>(positions[t]);
-    for (int i = 0; i < half; ++i) {
-      const double theta = pos * inv_freq_[i];
-      cos_[t * half + i] = static_cast<float>(std::cos(theta));
-      sin_[t * half + i] = static_cast<float>(std::sin(theta));
-    }
+  // Angles in double: pos * inv_freq reaches 1e5 rad at long contexts, where a float
+  // angle would already be off by ~0.01 rad.
+  const double p = static_cast<double>(pos);
+  for (int i = 0; i < half; ++i) {
+    const double theta = p * inv_freq_[i];
+    cos_[t * half + i] = static_cast<float>(std::cos(theta));
+    sin_[t * half + i] = static_cast<float>(std::sin(theta));
   }
 }
 
+void RopeTable::compute(std::span<const int64_t> positions) {
+  resize(static_cast<int64_t>(positions.size()));
+  for (int64_t t = 0; t < n_tokens_; ++t) fill(t, positions[t]);
+}
+
 void RopeTable::compute_range(int64_t pos0, int64_t n_tokens) {
-  std::vector<int64_t> positions(n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) positions[t] = pos0 + t;
-  compute(positions);
+  if (n_tokens < 0) throw UsageError(fmt::format("rope: {} tokens", n_tokens));
+  resize(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) fill(t, pos0 + t);
 }
 
 void ref::rope_head(float* x, const float* cos, const float* sin, int n_rot, RopeOrder order) {

@@ -50,6 +50,9 @@ class RopeTable {
   const float* sin(int64_t t) const { return sin_.data() + t * (config_.n_rot / 2); }  // (n_rot/2)
 
  private:
+  void resize(int64_t n_tokens);
+  void fill(int64_t t, int64_t pos);  // cos/sin of token t at position pos
+
   RopeConfig config_;
   std::vector<double> inv_freq_;  // (n_rot/2) f64: freq_scale * base^(-2i/n_rot) / factor[i]
   int64_t n_tokens_ = 0;
