@@ -8,8 +8,11 @@
 
 namespace hearth::compute {
 
-// Best-of-`reps` GB/s (1e9 bytes/s) for reading `bytes` bytes with pool.size() threads.
-// Allocates and touches the buffer (first touch by the thread that will read each slice).
+// Read GB/s (1e9 bytes/s) with pool.size() threads streaming a `bytes` buffer, `reps` passes.
+// Each pass is timed in 64 MiB windows (each thread reads its share of the window) and the
+// best window is returned: on a shared machine short windows are the ones that run without
+// being descheduled, and a window is still ~100x the L2, read once per pass, so it comes
+// from DRAM as long as `bytes` exceeds the LLC. Allocates and touches the buffer first.
 double measure_memory_read_gbps(ThreadPool& pool, size_t bytes = size_t{1} << 30, int reps = 5);
 
 }  // namespace hearth::compute
