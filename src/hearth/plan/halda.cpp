@@ -16,6 +16,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Memory rows are in GiB; keep solutions this far (about 1 KiB) inside their set's region so
 // the solver's feasibility tolerance cannot put a device on the wrong side of its RAM bound.
 constexpr double kMargin = 1e-6;
+// Device selection tries dropping each weak device alone only when there are this few.
+constexpr size_t kMaxSingleDropTrials = 6;
 
 // a*w + b*n + c: one device's time or memory need at fixed k and fixed set.
 struct Lin {
@@ -388,37 +390,44 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   double cur = predict(p, best->w, best->n, best->relay).tpot_s;
   while (options.select_devices) {
     // Candidates: devices given one window or less (never the head). The paper drops them
-    // all at once; a device can also end at w = 1 only because it ties with a better one, so
-    // dropping each alone is tried too, and the fastest resulting ring is kept if it beats
-    // the current one.
+    // all at once. A device can also end at w = 1 only because it ties with a better one, so
+    // dropping each alone is tried as well (up to kMaxSingleDropTrials candidates, to bound
+    // the solve time on large pools).
     std::vector<size_t> weak;
     for (size_t m = 1; m < p.devices.size(); ++m) {
       if (active[m] && best->w[m] <= 1) weak.push_back(m);
     }
     if (weak.empty()) break;
-    std::vector<std::vector<bool>> trials;
+    // Each trial ring is solved from scratch; the fastest is kept if it beats the current.
+    std::optional<Assignment> pick;
+    std::vector<bool> pick_active;
+    double pick_t = cur * (1 - 1e-12);
+    auto try_ring = [&](const std::vector<bool>& next) {
+      auto cand = halda_assign(p, next, options, &stats);
+      if (!cand) return;
+      add_relays(p, *cand);
+      const double t = predict(p, cand->w, cand->n, cand->relay).tpot_s;
+      if (t < pick_t) {
+        pick = std::move(cand);
+        pick_active = next;
+        pick_t = t;
+      }
+    };
     auto all = active;
     for (size_t m : weak) all[m] = false;
-    trials.push_back(all);
-    if (weak.size() > 1) {
+    try_ring(all);
+    if (weak.size() > 1 && weak.size() <= kMaxSingleDropTrials) {
       for (size_t m : weak) {
         auto one = active;
         one[m] = false;
-        trials.push_back(one);
+        try_ring(one);
       }
     }
-    bool improved = false;
-    for (const auto& next : trials) {
-      auto cand = halda_assign(p, next, options, &stats);
-      if (!cand) continue;
-      add_relays(p, *cand);
-      const double t = predict(p, cand->w, cand->n, cand->relay).tpot_s;
-      if (t < cur * (1 - 1e-12)) {
-        best = std::move(cand);
-        active = next;
-        cur = t;
-        improved = true;
-      }
+    const bool improved = pick.has_value();
+    if (improved) {
+      best = std::move(pick);
+      active = pick_active;
+      cur = pick_t;
     }
     if (!improved) break;
   }
