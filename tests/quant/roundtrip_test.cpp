@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "hearth/quant/rounding.h"
 #include "quant/quant_test_util.h"
 
 namespace hearth::quant {

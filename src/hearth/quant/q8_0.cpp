@@ -5,6 +5,7 @@
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/reference_kernels.h"
+#include "hearth/quant/rounding.h"
 
 namespace hearth::quant::ref {
 
@@ -16,12 +17,17 @@ void q8_0_to_float(const void* src, float* dst, int64_t n) {
   }
 }
 
+// On the decode path for Q8_0/Q4_0 weights; written to vectorize (see quantize_q8_k).
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ8_0*>(dst);  // (n / 32) blocks
   for (int64_t i = 0; i < n / kQK0; ++i) {
     const float* x = src + i * kQK0;
+    float part[8] = {};
+    for (int j = 0; j < kQK0; j += 8) {
+      for (int k = 0; k < 8; ++k) part[k] = std::max(part[k], std::fabs(x[j + k]));
+    }
     float amax = 0;
-    for (int j = 0; j < kQK0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    for (float p : part) amax = std::max(amax, p);
     // Quantize against the fp16-rounded scale so the stored d is the one the quants assume.
     const uint16_t dh = float_to_half(amax / 127.0f);
     const float d = half_to_float(dh);
@@ -29,8 +35,8 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
     b[i].d = dh;
     for (int j = 0; j < kQK0; ++j) {
       // Clamp to +-127: kernels rely on activations never being -128 (see dot kernels).
-      const float q = std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f);
-      b[i].qs[j] = static_cast<int8_t>(q);
+      const float q = std::clamp(round_to_nearest_even(x[j] * id), -127.0f, 127.0f);
+      b[i].qs[j] = static_cast<int8_t>(static_cast<int>(q));
     }
   }
 }
