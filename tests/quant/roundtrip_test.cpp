@@ -67,6 +67,15 @@ TEST_P(RoundTrip, ZerosStayZero) {
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[i], 0.0f) << i;
 }
 
+// The quantizers' rounding equals std::nearbyint (ties to even) over the range they use.
+TEST(Rounding, MatchesNearbyint) {
+  for (float v = -300.0f; v <= 300.0f; v += 0.125f) {
+    ASSERT_EQ(round_to_nearest_even(v), std::nearbyint(v)) << v;
+    const float up = std::nextafter(v, 1000.0f);
+    ASSERT_EQ(round_to_nearest_even(up), std::nearbyint(up)) << up;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Types, RoundTrip,
     ::testing::Values(RoundTripCase{T::kQ8_0, 0.008}, RoundTripCase{T::kQ8_K, 0.010},
