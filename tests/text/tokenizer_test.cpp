@@ -244,7 +244,11 @@ TEST(Vocab, BadVocabulariesAreFormatErrors) {
   EXPECT_THROW(Tokenizer{v}, FormatError);
   v = bpe_vocab({}, "no-such-pre");
   EXPECT_THROW(Tokenizer{v}, FormatError);
+  v = spm_vocab();
+  v.tokens[3 + 0x41] = "<0xZZ>";  // a malformed byte token decodes as its text
+  EXPECT_EQ(Tokenizer(v).token_to_bytes(3 + 0x41), "<0xZZ>");
   const Tokenizer tok(spm_vocab());
+  EXPECT_EQ(tok.token_to_bytes(3 + 0x41), "A");
   EXPECT_THROW(tok.piece(-1), UsageError);
   EXPECT_THROW(tok.token_to_bytes(99999), UsageError);
 }

@@ -314,10 +314,17 @@ std::string Tokenizer::token_to_bytes(TokenId id, bool special) const {
   if (spm_) {
     if (t == TokenType::kByte) {
       // "<0xXX>"
-      if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
-        return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+      auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+      };
+      if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>' && hex(text[3]) >= 0 &&
+          hex(text[4]) >= 0) {
+        return std::string(1, static_cast<char>(hex(text[3]) * 16 + hex(text[4])));
       }
-      return text;
+      return text;  // a byte token whose text is not <0xXX>: show it as written
     }
     if (t != TokenType::kNormal) return {};
     std::string out;
