@@ -95,20 +95,27 @@ void rope(float* x, int64_t t_begin, int64_t t_end, int n_heads, int64_t token_s
     throw UsageError(fmt::format("rope: token_stride {} < n_heads {} * head_dim {}", token_stride,
                                  n_heads, head_dim));
   }
-  auto kernel = &ref::rope_head;
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) kernel = &detail::rope_head_avx512;
-  if (isa == Isa::kAvx2) kernel = &detail::rope_head_avx2;
-#endif
-  (void)isa;
   const RopeOrder order = table.config().order;
   for (int64_t t = t_begin; t < t_end; ++t) {
     float* row = x + t * token_stride;  // (n_heads, head_dim)
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) {
+      detail::rope_heads_avx512(row, n_heads, head_dim, table.cos(t), table.sin(t), table.n_rot(),
+                                order);
+      continue;
+    }
+    if (isa == Isa::kAvx2) {
+      detail::rope_heads_avx2(row, n_heads, head_dim, table.cos(t), table.sin(t), table.n_rot(),
+                              order);
+      continue;
+    }
+#endif
     for (int h = 0; h < n_heads; ++h) {
-      kernel(row + static_cast<int64_t>(h) * head_dim, table.cos(t), table.sin(t), table.n_rot(),
-             order);
+      ref::rope_head(row + static_cast<int64_t>(h) * head_dim, table.cos(t), table.sin(t),
+                     table.n_rot(), order);
     }
   }
+  (void)isa;
 }
 
 }  // namespace hearth::compute

@@ -73,8 +73,11 @@ void rope_head(float* x, const float* cos, const float* sin, int n_rot, RopeOrde
 }  // namespace ref
 
 namespace detail {
-void rope_head_avx2(float* x, const float* cos, const float* sin, int n_rot, RopeOrder order);
-void rope_head_avx512(float* x, const float* cos, const float* sin, int n_rot, RopeOrder order);
+// All heads of one token: x: (n_heads, head_dim) f32; cos, sin: (n_rot/2) f32.
+void rope_heads_avx2(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                     int n_rot, RopeOrder order);
+void rope_heads_avx512(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                       int n_rot, RopeOrder order);
 }  // namespace detail
 
 }  // namespace hearth::compute

@@ -4,8 +4,9 @@
 
 namespace hearth::compute::detail {
 
-void rope_head_avx2(float* x, const float* cos, const float* sin, int n_rot, RopeOrder order) {
-  simd::rope_head_impl(x, cos, sin, n_rot, order);
+void rope_heads_avx2(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                     int n_rot, RopeOrder order) {
+  simd::rope_heads_impl(x, n_heads, head_dim, cos, sin, n_rot, order);
 }
 
 }  // namespace hearth::compute::detail
