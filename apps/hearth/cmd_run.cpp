@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/cluster/ring_source.h"
+#include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
@@ -32,12 +35,53 @@ int run_run(const Args& args) {
   add_sampling_options(app, so);
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--json", json, "print a JSON summary as the last line of stdout");
+  std::string workers, plan = "even";
+  app.add_option("--workers", workers,
+                 "run as the head of a ring: worker control addresses in ring order, "
+                 "tcp://H:P,tcp://H:P (see hearth worker)");
+  app.add_option("--plan", plan,
+                 "with --workers: layer window per device incl. this one (w0,w1,...), "
+                 "'even' or 'auto'");
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+  std::unique_ptr<model::Engine> local_engine;
+  std::unique_ptr<cluster::RingSource> ring;
+  if (workers.empty()) {
+    local_engine =
+        std::make_unique<model::Engine>(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+  } else {
+    cluster::RingOptions ro;
+    for (size_t pos = 0; pos <= workers.size();) {
+      const size_t comma = std::min(workers.find(',', pos), workers.size());
+      if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    const int n_devices = static_cast<int>(ro.workers.size()) + 1;
+    if (plan == "auto") {
+      fmt::print(stderr, "hearth run: --plan auto is not available yet, using even\n");
+    } else if (plan != "even") {
+      ro.plan = cluster::parse_plan(plan, n_devices);
+    }
+    ro.threads = mo.threads;
+    ro.n_ctx = mo.ctx;
+    ring = std::make_unique<cluster::RingSource>(file, ro);
+    fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", n_devices,
+               ring->rounds(), ring->rounds() == 1 ? "" : "s");
+    fmt::print(stderr, "  {:<3} {:<28} {:>4}   layers per round\n", "dev", "name", "w");
+    for (size_t m = 0; m < ring->devices().size(); ++m) {
+      const auto& d = ring->devices()[m];
+      std::string ranges;
+      for (const auto& win : d.windows) {
+        if (!ranges.empty()) ranges += "  ";
+        ranges += win.empty() ? std::string("-") : fmt::format("{}-{}", win.begin, win.end - 1);
+      }
+      fmt::print(stderr, "  {:<3} {:<28} {:>4}   {}\n", m, d.name, d.w, ranges);
+    }
+  }
+  model::Engine& engine = ring ? ring->engine() : *local_engine;
   const double load_ms = now_ms() - t_load;
 
   std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
@@ -46,7 +90,8 @@ int run_run(const Args& args) {
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.stop_at_eog = !ignore_eos;
-  model::LocalSource source(engine);
+  model::LocalSource local_source(engine);
+  model::LogitsSource& source = ring ? static_cast<model::LogitsSource&>(*ring) : local_source;
   const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -71,8 +116,15 @@ int run_run(const Args& args) {
     j["seed"] = gp.sampling.seed;
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();
-    j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
-                 {"k", 1}};
+    if (ring) {
+      nlohmann::json devs = nlohmann::json::array();
+      for (const auto& d : ring->devices())
+        devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
+      j["plan"] = {{"devices", devs}, {"k", ring->rounds()}};
+    } else {
+      j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
+                   {"k", 1}};
+    }
     // Invalid UTF-8 can only come from a model emitting partial characters at the very end;
     // replace rather than fail the summary.
     std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), stdout);

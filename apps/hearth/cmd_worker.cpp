@@ -1,0 +1,47 @@
+// `hearth worker`: a device of the ring. Waits for a head on --listen, runs the layer windows
+// it is assigned, serves one head at a time and goes back to waiting when the head leaves.
+#include <csignal>
+
+#include <atomic>
+
+#include "commands.h"
+#include "hearth/base/error.h"
+#include "hearth/cluster/worker.h"
+
+namespace hearth::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
+
+int run_worker(const Args& args) {
+  CLI::App app{"Serve as a device of a ring: wait for a head and run the layers it assigns",
+               "worker"};
+  cluster::WorkerOptions o;
+  app.add_option("--listen", o.listen, "control address, tcp://ADDR:PORT (port 0: any free)")
+      ->required();
+  app.add_option("-m,--model", o.model_path,
+                 "the model file (each device needs its own copy of the head's model)")
+      ->required();
+  app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--name", o.name, "device name shown by the head (default: the address)");
+  if (auto code = parse(app, args)) return *code;
+
+  cluster::Worker worker(o);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  // The resolved address on stdout, so scripts that asked for port 0 can find it.
+  std::printf("listening on %s\n", worker.endpoint().c_str());
+  std::fflush(stdout);
+  worker.serve(g_stop);
+  return 0;
+}
+
+HEARTH_COMMAND("worker", "serve as a ring device for a head (hearth run --workers)", run_worker);
+
+}  // namespace
+}  // namespace hearth::cli

@@ -1,0 +1,296 @@
+#include "hearth/cluster/ring_source.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <variant>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+#include "hearth/cluster/endpoints.h"
+#include "hearth/cluster/model_identity.h"
+#include "hearth/model/hparams.h"
+
+namespace hearth::cluster {
+namespace {
+
+std::atomic<int> g_loop_inbox{0};
+
+bool all_loop(const std::vector<std::string>& addrs) {
+  for (const auto& a : addrs) {
+    if (a.rfind("loop://", 0) != 0) return false;
+  }
+  return true;
+}
+
+bool all_loopback_tcp(const std::vector<std::string>& addrs) {
+  for (const auto& a : addrs) {
+    if (!is_loopback_host(endpoint_host(a))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
+    : file_(file), opt_(std::move(options)) {
+  const auto hp = model::load_hparams(file_);
+  const int n_layers = static_cast<int>(hp.n_layers);
+  const int n_devices = static_cast<int>(opt_.workers.size()) + 1;
+  std::vector<int> w = opt_.plan.empty() ? even_split(n_layers, n_devices) : opt_.plan;
+  if (static_cast<int>(w.size()) != n_devices) {
+    throw UsageError(fmt::format("ring: plan has {} windows for {} devices (head + workers)",
+                                 w.size(), n_devices));
+  }
+  const auto windows = ring_windows(n_layers, w);
+  rounds_ = ring_rounds(n_layers, w);
+  for (int m = 0; m < n_devices; ++m) {
+    if (windows[m][0].empty()) {
+      throw UsageError(
+          fmt::format("ring: device {} gets no layers ({} layers, windows sum to "
+                      "more); shrink the plan",
+                      m, n_layers));
+    }
+    devices_.push_back(RingDevice{m == 0 ? "head" : opt_.workers[m - 1],
+                                  m == 0 ? "head" : opt_.workers[m - 1], w[m], windows[m]});
+  }
+
+  model::EngineOptions eo;
+  eo.threads = opt_.threads;
+  eo.n_ctx = opt_.n_ctx;
+  for (const auto& win : windows[0]) {
+    for (int l = win.begin; l < win.end; ++l) eo.layers.push_back(l);
+  }
+  engine_ = std::make_unique<model::Engine>(file_, eo);
+  if (opt_.workers.empty()) return;
+
+  // The head's inbox: loopback only when every worker is local, else every interface.
+  if (all_loop(opt_.workers)) {
+    inbox_ = net::listen(fmt::format("loop://hearth-head-{}-{}", ::getpid(), g_loop_inbox++),
+                         opt_.transport);
+  } else {
+    inbox_ = net::listen(all_loopback_tcp(opt_.workers) ? "tcp://127.0.0.1:0" : "tcp://0.0.0.0:0",
+                         opt_.transport);
+  }
+  try {
+    connect_workers(n_devices, n_layers, windows);
+  } catch (...) {
+    // Workers already greeted would otherwise wait for an Assign that never comes.
+    stop_all("the head could not set up the ring");
+    throw;
+  }
+}
+
+void RingSource::connect_workers(int n_devices, int n_layers,
+                                 const std::vector<std::vector<Window>>& windows) {
+  const auto identity = model_identity(file_);
+  const net::Millis hs{opt_.handshake_timeout_ms};
+  for (size_t i = 0; i < opt_.workers.size(); ++i) {
+    Peer p;
+    p.address = opt_.workers[i];
+    p.head_inbox =
+        with_reachable_host(inbox_->endpoint(), local_address_towards(endpoint_host(p.address)));
+    peers_.push_back(std::move(p));
+    Peer& peer = peers_.back();
+    try {
+      peer.control = net::connect(peer.address, opt_.transport);
+      net::Hello hello;
+      hello.model = identity;
+      hello.capabilities = net::kCapPrefetch;
+      hello.device_name = "head";
+      hello.data_endpoint = peer.head_inbox;
+      peer.control->send(hello);
+      const auto env = peer.control->recv(hs, "HelloAck");
+      if (const auto* r = std::get_if<net::Refuse>(&env.body)) {
+        throw NetError(fmt::format("refused: {}", r->reason));
+      }
+      const auto* ack = std::get_if<net::HelloAck>(&env.body);
+      peer.greeted = ack != nullptr;
+      if (!ack) {
+        throw NetError(fmt::format("answered Hello with {}", net::msg_type_name(env.header.type)));
+      }
+      if (ack->model != identity) {
+        throw UsageError(fmt::format(
+            "worker {} runs a different model ({}) than the head ({}: {}); every device needs "
+            "the same file",
+            peer.address, describe(ack->model), file_.path(), describe(identity)));
+      }
+      peer.data_endpoint = with_reachable_host(ack->data_endpoint, endpoint_host(peer.address));
+      devices_[i + 1].name = ack->device_name.empty() ? peer.address : ack->device_name;
+    } catch (const UsageError&) {
+      throw;
+    } catch (const Error& e) {
+      throw NetError(fmt::format("worker {} (device {}): {}", peer.address, i + 1, e.what()));
+    }
+  }
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const int m = static_cast<int>(i) + 1;
+    net::Assign a;
+    a.ring_position = static_cast<uint32_t>(m);
+    a.n_devices = static_cast<uint32_t>(n_devices);
+    a.n_layers = static_cast<uint32_t>(n_layers);
+    for (const auto& win : windows[m]) {
+      a.windows.push_back(
+          net::LayerRange{static_cast<uint32_t>(win.begin), static_cast<uint32_t>(win.end)});
+    }
+    a.successor_endpoint =
+        i + 1 < peers_.size() ? peers_[i + 1].data_endpoint : peers_[i].head_inbox;
+    a.prefetch = opt_.prefetch;
+    a.n_ctx = static_cast<uint32_t>(engine_->n_ctx());
+    a.n_threads = 0;
+    try {
+      peers_[i].control->send(a);
+    } catch (const Error& e) {
+      fail_peer(i, fmt::format("sending Assign: {}", e.what()));
+    }
+  }
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    try {
+      const auto env = peers_[i].control->recv(net::Millis{opt_.step_timeout_ms}, "Ready");
+      if (const auto* e = std::get_if<net::ErrorMsg>(&env.body)) throw NetError(e->text);
+      if (!std::holds_alternative<net::Ready>(env.body)) {
+        throw NetError(fmt::format("answered Assign with {}", net::msg_type_name(env.header.type)));
+      }
+    } catch (const Error& e) {
+      fail_peer(i, e.what());
+    }
+  }
+  successor_ = net::connect(peers_[0].data_endpoint, opt_.transport);
+}
+
+RingSource::~RingSource() {
+  stop_all("head finished");
+}
+
+void RingSource::stop_all(const std::string& reason) noexcept {
+  for (auto& p : peers_) {
+    if (!p.control || !p.greeted) continue;  // never reached: a send would only time out
+    try {
+      p.control->send(net::Stop{reason});
+    } catch (const std::exception&) {
+      // A worker that is already gone needs no goodbye.
+    }
+  }
+}
+
+void RingSource::fail_peer(size_t i, const std::string& what) {
+  throw NetError(fmt::format("worker {} (device {}): {}", peers_[i].address, i + 1, what));
+}
+
+int64_t RingSource::vocab() const {
+  return engine_->hparams().vocab;
+}
+int64_t RingSource::n_ctx() const {
+  return engine_->n_ctx();
+}
+int64_t RingSource::seq_length(int64_t seq) const {
+  return engine_->seq_length(seq);
+}
+
+void RingSource::send_kv(const net::KvCommand& c) {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    try {
+      peers_[i].control->send(net::KvControl{{c}});
+    } catch (const Error& e) {
+      fail_peer(i, e.what());
+    }
+  }
+}
+
+void RingSource::truncate(int64_t seq, int64_t n_pos) {
+  engine_->truncate(seq, n_pos);
+  send_kv(net::KvCommand{net::KvOp::kRemove, static_cast<uint32_t>(seq),
+                         static_cast<uint32_t>(n_pos), UINT32_MAX});
+}
+
+void RingSource::drop(int64_t seq) {
+  engine_->drop(seq);
+  send_kv(net::KvCommand{net::KvOp::kClear, static_cast<uint32_t>(seq), 0, 0});
+}
+
+net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiting_for) {
+  std::vector<net::Receiver*> rs{inbox_.get()};
+  for (auto& p : peers_) rs.push_back(p.control.get());
+  const double deadline = now_ms() + opt_.step_timeout_ms;
+  for (;;) {
+    const double left = deadline - now_ms();
+    if (left <= 0) {
+      throw NetError(fmt::format("ring: no hidden state came back within {} ms (waiting for {})",
+                                 opt_.step_timeout_ms, waiting_for));
+    }
+    const size_t which =
+        net::wait_any(rs, net::Millis{std::min<int64_t>(250, static_cast<int64_t>(left) + 1)});
+    // Check every worker each time: a dead one is named even while others are still busy.
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (peers_[i].control->peer_lost()) fail_peer(i, "connection lost (worker died or stalled)");
+    }
+    if (which == 0) {
+      auto in = inbox_->recv_for(net::Millis{0});
+      if (!in) continue;
+      auto* act = std::get_if<net::Activations>(&in->msg.body);
+      if (!act || in->msg.header.request_id != step) {
+        log::warn("ring head: dropped a stale or unexpected {} from {}",
+                  net::msg_type_name(in->msg.header.type), in->peer);
+        continue;
+      }
+      return std::move(*act);
+    }
+    if (which >= 1 && which < rs.size()) {
+      const size_t i = which - 1;
+      std::optional<net::Envelope> env;
+      try {
+        env = peers_[i].control->recv_for(net::Millis{0});
+      } catch (const Error& e) {
+        fail_peer(i, e.what());
+      }
+      if (!env) continue;
+      if (const auto* e = std::get_if<net::ErrorMsg>(&env->body)) fail_peer(i, e->text);
+    }
+  }
+}
+
+void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw UsageError("ring: eval of no tokens");
+  const uint32_t dim = engine_->hparams().dim;
+  const int n_layers = static_cast<int>(engine_->hparams().n_layers);
+  const int64_t pos0 = engine_->seq_length(seq);
+  hidden_.resize(static_cast<size_t>(n) * dim);
+  engine_->embed(tokens, hidden_.data());
+  const uint64_t step = ++step_;
+  for (int r = 0; r < rounds_; ++r) {
+    const Window win = devices_[0].windows[r];
+    engine_->forward_layers(seq, win.begin, win.end, hidden_.data(), pos0, n);
+    if (win.end == n_layers) break;  // the head ran the last layer itself
+    net::Activations a;
+    a.round = static_cast<uint32_t>(r);
+    a.next_layer = static_cast<uint32_t>(win.end);
+    a.dim = dim;
+    a.seq_ids.assign(static_cast<size_t>(n), static_cast<uint32_t>(seq));
+    a.positions.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) a.positions[i] = static_cast<uint32_t>(pos0 + i);
+    a.hidden = std::move(hidden_);
+    try {
+      successor_->send(a, step);
+    } catch (const Error& e) {
+      fail_peer(0, e.what());
+    }
+    auto back = wait_hidden(step, fmt::format("round {} of token step {}", r, step));
+    const bool done = back.final;
+    if (back.dim != dim || back.n_tokens() != static_cast<size_t>(n) ||
+        (!done && (back.round != static_cast<uint32_t>(r + 1) || r + 1 >= rounds_ ||
+                   back.next_layer != static_cast<uint32_t>(devices_[0].windows[r + 1].begin)))) {
+      throw NetError(
+          fmt::format("ring: hidden state came back for round {} layer {} ({} tokens), "
+                      "expected round {}",
+                      back.round, back.next_layer, back.n_tokens(), r + 1));
+    }
+    hidden_ = std::move(back.hidden);
+    if (done) break;
+  }
+  engine_->logits(hidden_.data() + static_cast<size_t>(n - 1) * dim, logits);
+}
+
+}  // namespace hearth::cluster

@@ -1,0 +1,89 @@
+// The head of a pipelined ring (device 0): a LogitsSource, so `hearth run --workers` drives
+// it with the same generate() loop as a single device.
+//
+// Set-up: connect to each worker's control address in ring order, Hello/HelloAck (refusing a
+// worker whose model identity differs), Assign its windows and successor, wait for Ready.
+// eval(): embed on the head, then per round: the head runs its own window and sends the
+// hidden state (exact f32) to device 1; each device sends straight to the next; the last
+// device of the round (or the one that ran the model's last layer) sends back to the head's
+// inbox. The head then starts the next round or computes logits.
+// Failure: while waiting, the head watches every worker connection: a dead worker (link
+// lost, or ZMTP heartbeats missing for a stalled process) or an ErrorMsg throws NetError
+// naming the worker's address; a step that takes longer than step_timeout_ms names the ring.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hearth/cluster/windows.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/model/engine.h"
+#include "hearth/model/generate.h"
+#include "hearth/net/transport.h"
+
+namespace hearth::cluster {
+
+struct RingOptions {
+  std::vector<std::string> workers;  // control addresses in ring order (device 1, 2, ...)
+  std::vector<int> plan;             // window size per device incl. the head; empty: even
+  int threads = 0;                   // head's threads (0: all cores); workers decide their own
+  int64_t n_ctx = 0;                 // 0: engine default
+  bool prefetch = false;
+  int handshake_timeout_ms = 5000;
+  int step_timeout_ms = 60000;  // one eval() through the whole ring
+  net::TransportOptions transport;
+};
+
+struct RingDevice {
+  std::string name;
+  std::string address;          // control address ("head" for device 0)
+  int w = 0;                    // window size per round
+  std::vector<Window> windows;  // (k) per round
+};
+
+class RingSource : public model::LogitsSource {
+ public:
+  // `file` must outlive the source. Throws UsageError (bad plan, other model) or NetError.
+  RingSource(const gguf::GgufFile& file, RingOptions options);
+  ~RingSource() override;  // tells the workers to stop
+
+  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
+  int64_t vocab() const override;
+  int64_t n_ctx() const override;
+  int64_t seq_length(int64_t seq) const override;
+  void truncate(int64_t seq, int64_t n_pos);  // on every device
+  void drop(int64_t seq);
+
+  const std::vector<RingDevice>& devices() const { return devices_; }
+  int rounds() const { return rounds_; }
+  model::Engine& engine() { return *engine_; }
+
+ private:
+  struct Peer {
+    std::string address;
+    std::unique_ptr<net::Connection> control;
+    std::string data_endpoint;  // reachable address of its inbox
+    std::string head_inbox;     // the head's inbox as this worker should reach it
+    bool greeted = false;       // answered Hello, so it waits for Assign or Stop
+  };
+  void connect_workers(int n_devices, int n_layers,
+                       const std::vector<std::vector<Window>>& windows);
+  void stop_all(const std::string& reason) noexcept;
+  net::Activations wait_hidden(uint64_t step, const std::string& waiting_for);
+  [[noreturn]] void fail_peer(size_t i, const std::string& what);
+  void send_kv(const net::KvCommand& c);
+
+  const gguf::GgufFile& file_;
+  RingOptions opt_;
+  std::vector<RingDevice> devices_;
+  int rounds_ = 1;
+  std::unique_ptr<model::Engine> engine_;
+  std::unique_ptr<net::Listener> inbox_;
+  std::vector<Peer> peers_;                     // devices 1..N-1
+  std::unique_ptr<net::Connection> successor_;  // device 1's inbox
+  uint64_t step_ = 0;
+  std::vector<float> hidden_;  // (n_tokens, dim) f32 scratch
+};
+
+}  // namespace hearth::cluster

@@ -1,0 +1,260 @@
+#include "hearth/cluster/worker.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <variant>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+#include "hearth/cluster/endpoints.h"
+#include "hearth/cluster/model_identity.h"
+#include "hearth/model/engine.h"
+#include "hearth/model/hparams.h"
+
+namespace hearth::cluster {
+namespace {
+
+constexpr net::Millis kPoll{500};
+constexpr net::Millis kAssignWait{15000};
+
+// Checks the windows of an Assign against the model; UsageError naming the bad one.
+void check_assign(const net::Assign& a, uint32_t n_layers) {
+  if (a.n_layers != n_layers) {
+    throw UsageError(
+        fmt::format("Assign: the head's model has {} layers, this one {}", a.n_layers, n_layers));
+  }
+  if (a.ring_position == 0 || a.ring_position >= a.n_devices) {
+    throw UsageError(fmt::format("Assign: ring position {} of {} devices is not a worker's",
+                                 a.ring_position, a.n_devices));
+  }
+  uint32_t prev_end = 0;
+  bool any = false;
+  for (size_t r = 0; r < a.windows.size(); ++r) {
+    const auto& w = a.windows[r];
+    if (w.begin == w.end) continue;
+    if (w.begin > w.end || w.end > n_layers || (any && w.begin < prev_end)) {
+      throw UsageError(fmt::format("Assign: window {} [{}, {}) is not ascending inside [0, {})", r,
+                                   w.begin, w.end, n_layers));
+    }
+    prev_end = w.end;
+    any = true;
+  }
+  if (!any) throw UsageError("Assign: no layers for this device");
+  if (a.successor_endpoint.empty()) throw UsageError("Assign: no successor endpoint");
+}
+
+}  // namespace
+
+struct Worker::Session {
+  net::PeerId head;
+  std::string head_label;
+  net::Assign assign;
+  std::unique_ptr<model::Engine> engine;
+  std::unique_ptr<net::Connection> head_inbox;  // final hidden states go straight back
+  std::unique_ptr<net::Connection> successor;   // null when the successor is the head
+};
+
+Worker::Worker(WorkerOptions options)
+    : opt_(std::move(options)), file_(gguf::GgufFile::open(opt_.model_path)) {
+  identity_ = model_identity(file_);
+  control_ = net::listen(opt_.listen, opt_.transport);
+  inbox_ = net::listen(inbox_bind_address(control_->endpoint()), opt_.transport);
+  if (opt_.name.empty()) opt_.name = control_->endpoint();
+}
+
+Worker::~Worker() = default;
+
+const std::string& Worker::endpoint() const {
+  return control_->endpoint();
+}
+
+void Worker::serve(const std::atomic<bool>& stop) {
+  stop_ = &stop;
+  log::info("worker {}: serving {} ({}), data inbox {}", control_->endpoint(), opt_.model_path,
+            describe(identity_), inbox_->endpoint());
+  while (!stop.load()) {
+    auto in = control_->recv_for(kPoll);
+    // Activations left over from an earlier head are of no use now.
+    while (inbox_->recv_for(net::Millis{0})) {
+    }
+    if (!in) continue;
+    if (std::holds_alternative<net::Hello>(in->msg.body)) {
+      try {
+        run_session(*in);
+      } catch (const Error& e) {
+        log::warn("worker {}: session with {} ended: {}", control_->endpoint(), in->peer, e.what());
+        try {
+          control_->send(in->from,
+                         net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())});
+        } catch (const Error&) {
+        }
+      }
+      log::info("worker {}: waiting for a head", control_->endpoint());
+    } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
+      control_->send(in->from, net::Pong{ping->nonce, ping->send_ns});
+    } else {
+      log::warn("worker {}: ignored {} from {}: no session (send Hello first)",
+                control_->endpoint(), net::msg_type_name(in->msg.header.type), in->peer);
+    }
+  }
+}
+
+void Worker::run_session(const net::Incoming& hello_in) {
+  const auto& hello = std::get<net::Hello>(hello_in.msg.body);
+  Session s;
+  s.head = hello_in.from;
+  s.head_label = hello_in.peer;
+  log::info("worker {}: head {} ({}) connected", control_->endpoint(), hello.device_name,
+            hello_in.peer);
+  net::HelloAck ack;
+  ack.model = identity_;
+  ack.capabilities = net::kCapPrefetch;
+  ack.device_name = opt_.name;
+  ack.data_endpoint = inbox_->endpoint();
+  control_->send(s.head, ack, hello_in.msg.header.request_id);
+  if (hello.model != identity_) {
+    // The HelloAck above lets the head name both models; there is nothing more to do.
+    log::warn("worker {}: head {} runs another model ({}; this worker: {}); session refused",
+              control_->endpoint(), hello_in.peer, describe(hello.model), describe(identity_));
+    return;
+  }
+  if (hello.data_endpoint.empty()) throw UsageError("Hello: the head announced no data inbox");
+
+  // Wait for the assignment from this head (others are told we are busy).
+  const double deadline = now_ms() + static_cast<double>(kAssignWait.count());
+  for (;;) {
+    const double left = deadline - now_ms();
+    if (left <= 0) throw NetError(fmt::format("head {} sent no Assign", hello_in.peer));
+    if (stop_->load()) return;
+    auto in = control_->recv_for(std::min(kPoll, net::Millis{static_cast<int64_t>(left) + 1}));
+    if (!in) continue;
+    if (in->from != s.head) {
+      control_->send(in->from,
+                     net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
+      continue;
+    }
+    if (std::holds_alternative<net::Stop>(in->msg.body)) return;
+    if (auto* a = std::get_if<net::Assign>(&in->msg.body)) {
+      s.assign = std::move(*a);
+      break;
+    }
+    log::warn("worker {}: ignored {} before Assign", control_->endpoint(),
+              net::msg_type_name(in->msg.header.type));
+  }
+
+  const double t0 = now_ms();
+  const uint32_t n_layers = static_cast<uint32_t>(model::load_hparams(file_).n_layers);
+  check_assign(s.assign, n_layers);
+  model::EngineOptions eo;
+  eo.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
+  eo.n_ctx = s.assign.n_ctx;
+  for (const auto& w : s.assign.windows) {
+    for (uint32_t l = w.begin; l < w.end; ++l) eo.layers.push_back(static_cast<int>(l));
+  }
+  s.engine = std::make_unique<model::Engine>(file_, eo);
+  s.head_inbox = net::connect(hello.data_endpoint, opt_.transport);
+  if (s.assign.successor_endpoint != hello.data_endpoint) {
+    s.successor = net::connect(s.assign.successor_endpoint, opt_.transport);
+  }
+  control_->send(s.head, net::Ready{now_ms() - t0, 0});
+  log::info("worker {}: device {} of {}, {} layers in {} rounds, successor {}",
+            control_->endpoint(), s.assign.ring_position, s.assign.n_devices, eo.layers.size(),
+            s.assign.windows.size(), s.assign.successor_endpoint);
+
+  const bool last = s.assign.ring_position + 1 == s.assign.n_devices;
+  const uint32_t dim = s.engine->hparams().dim;
+  while (!stop_->load()) {
+    net::Receiver* rs[] = {control_.get(), inbox_.get(), s.head_inbox.get()};
+    const size_t which = net::wait_any(rs, kPoll);
+    if (s.head_inbox->peer_lost()) {
+      log::info("worker {}: head {} went away", control_->endpoint(), s.head_label);
+      return;
+    }
+    if (which == 0) {
+      auto in = control_->recv_for(net::Millis{0});
+      if (!in) continue;
+      if (in->from != s.head) {
+        if (std::holds_alternative<net::Hello>(in->msg.body)) {
+          control_->send(
+              in->from, net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
+        }
+        continue;
+      }
+      if (std::holds_alternative<net::Stop>(in->msg.body)) {
+        log::info("worker {}: head {} said stop", control_->endpoint(), s.head_label);
+        return;
+      }
+      if (const auto* kv = std::get_if<net::KvControl>(&in->msg.body)) {
+        for (const auto& c : kv->commands) {
+          if (c.op == net::KvOp::kClear || c.p0 == 0) {
+            s.engine->drop(c.seq_id);
+          } else {
+            s.engine->truncate(c.seq_id, c.p0);
+          }
+        }
+      } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
+        control_->send(s.head, net::Pong{ping->nonce, ping->send_ns});
+      }
+      continue;
+    }
+    if (which != 1) continue;
+    auto in = inbox_->recv_for(net::Millis{0});
+    if (!in) continue;
+    auto* act = std::get_if<net::Activations>(&in->msg.body);
+    const uint64_t rid = in->msg.header.request_id;
+    try {
+      if (!act) {
+        throw FormatError(
+            fmt::format("{} on the data inbox", net::msg_type_name(in->msg.header.type)));
+      }
+      const size_t n = act->n_tokens();
+      if (act->dim != dim) {
+        throw FormatError(fmt::format("Activations.dim {} but the model's is {}", act->dim, dim));
+      }
+      if (act->round >= s.assign.windows.size()) {
+        throw FormatError(fmt::format("Activations.round {} but the plan has {} rounds", act->round,
+                                      s.assign.windows.size()));
+      }
+      const auto win = s.assign.windows[act->round];
+      if (win.begin == win.end || act->next_layer != win.begin || act->final) {
+        throw FormatError(fmt::format(
+            "Activations for layer {} in round {}, but this device's window is [{}, {})",
+            act->next_layer, act->round, win.begin, win.end));
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (act->seq_ids[i] != act->seq_ids[0] || act->positions[i] != act->positions[0] + i) {
+          throw FormatError(fmt::format(
+              "Activations token {}: only one sequence at consecutive positions is supported", i));
+        }
+      }
+      s.engine->forward_layers(act->seq_ids[0], static_cast<int>(win.begin),
+                               static_cast<int>(win.end), act->hidden.data(), act->positions[0],
+                               static_cast<int64_t>(n));
+      act->next_layer = win.end;
+      if (win.end == n_layers) {
+        act->final = true;
+        s.head_inbox->send(*act, rid);
+      } else if (last) {
+        ++act->round;
+        s.head_inbox->send(*act, rid);
+      } else {
+        (s.successor ? *s.successor : *s.head_inbox).send(*act, rid);
+      }
+    } catch (const NetError&) {
+      throw;  // a broken ring ends the session; the head sees it too
+    } catch (const FormatError& e) {
+      // Anyone can reach the inbox: a wrong message is dropped, not allowed to end the
+      // head's generation.
+      log::warn("worker {}: dropped a message from {}: {}", control_->endpoint(), in->peer,
+                e.what());
+    } catch (const Error& e) {
+      // The computation itself failed (context full, cache out of step): the head must know.
+      log::warn("worker {}: {}", control_->endpoint(), e.what());
+      control_->send(s.head, net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())}, rid);
+    }
+  }
+}
+
+}  // namespace hearth::cluster

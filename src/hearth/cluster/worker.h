@@ -1,0 +1,52 @@
+// A ring worker (`hearth worker`): owns a model file, waits for a head on its control
+// address, and for one head at a time runs the layer windows the head assigns it, receiving
+// hidden states in its data inbox and sending them on to its successor.
+//
+// Session: Hello -> HelloAck (model identity, data inbox) -> Assign -> Ready, then a loop of
+// Activations (data plane), KvControl, Ping and Stop (control plane). The session ends on
+// Stop, on the head's inbox going away (head died), or on a fatal error reported to the head
+// as ErrorMsg. The worker then waits for the next head. Malformed messages are dropped by the
+// transport with a logged reason; well-formed but wrong ones (bad window, wrong dim) are
+// refused with an ErrorMsg to the head and the worker keeps serving.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/net/transport.h"
+
+namespace hearth::cluster {
+
+struct WorkerOptions {
+  std::string listen;      // control address, "tcp://HOST:PORT" or "loop://NAME"
+  std::string model_path;  // local copy of the model
+  int threads = 0;         // 0: what the head asks for (0 there too: all cores)
+  std::string name;        // device name in the head's table; "" = listen address
+  net::TransportOptions transport;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+
+  const std::string& endpoint() const;  // control address with the port resolved
+
+  // Serves heads one after another until `stop` becomes true (checked twice a second).
+  void serve(const std::atomic<bool>& stop);
+
+ private:
+  struct Session;
+  void run_session(const net::Incoming& hello);
+
+  WorkerOptions opt_;
+  gguf::GgufFile file_;
+  net::ModelIdentity identity_;
+  std::unique_ptr<net::Listener> control_;
+  std::unique_ptr<net::Listener> inbox_;
+  const std::atomic<bool>* stop_ = nullptr;  // set by serve(); sessions end when it turns true
+};
+
+}  // namespace hearth::cluster

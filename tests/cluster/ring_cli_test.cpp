@@ -1,0 +1,293 @@
+// The ring end to end: real `hearth worker` processes on 127.0.0.1 and `hearth run
+// --workers` as the head, on a small synthetic model. Greedy ids must equal the single-device
+// run for every ring shape (the hidden state crosses the wire as exact f32 and the engine is
+// deterministic), and failures must be named, bounded in time, and survivable for workers.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hearth/model/synth.h"
+#include "hearth/net/transport.h"
+
+extern char** environ;
+
+namespace hearth::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path test_dir() {
+  const auto d = fs::temp_directory_path() / ("hearth_ring_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// 8 layers so plans with k = 1, 2, 4 rounds and a partial last round all fit.
+std::string make_model(const std::string& file, const std::string& name) {
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 8;
+  opt.hp.dim = 256;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 512;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 16384;
+  opt.types = model::parse_type_recipe("q8_0");
+  opt.seed = 7;
+  opt.name = name;
+  opt.threads = 1;
+  const std::string path = (test_dir() / file).string();
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+// A `hearth worker` child process; its first stdout line names the bound address.
+class WorkerProc {
+ public:
+  explicit WorkerProc(const std::string& model) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    log_ = (test_dir() / ("worker_" + std::to_string(counter_++) + ".log")).string();
+    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> argv_s = {
+        HEARTH_BIN_PATH, "worker", "--listen", "tcp://127.0.0.1:0", "-m", model, "-t", "1"};
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ) != 0) {
+      throw std::runtime_error("spawn worker");
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[256] = {};
+    if (f && fgets(line, sizeof line, f)) {
+      std::string s(line);
+      const std::string prefix = "listening on ";
+      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
+    }
+    if (f) fclose(f);
+  }
+  ~WorkerProc() { kill_with(SIGTERM); }
+  void kill_with(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  const std::string& address() const { return address_; }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  static inline int counter_ = 0;
+  pid_t pid_ = -1;
+  std::string address_;
+  std::string log_;
+};
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+  nlohmann::json summary;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult run_head(const std::string& model, const std::string& extra, int n_predict = 12) {
+  const std::string err = (test_dir() / "head.err").string();
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
+                          " -p 'the fire in the hearth' -t 1 --temp 0 --ignore-eos --json -n " +
+                          std::to_string(n_predict) + " " + extra + " 2>" + err;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  r.status = pclose(p);
+  r.err = slurp(err);
+  // The summary is the last line of stdout.
+  const size_t end = r.out.find_last_not_of('\n');
+  const size_t start = end == std::string::npos ? 0 : r.out.rfind('\n', end);
+  if (r.status == 0 && end != std::string::npos) {
+    r.summary = nlohmann::json::parse(r.out.substr(start == std::string::npos ? 0 : start + 1),
+                                      nullptr, false);
+  }
+  return r;
+}
+
+class Ring : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(make_model("ring.gguf", "hearth-ring-test"));
+    const auto base = run_head(*model_, "");
+    ASSERT_EQ(base.status, 0) << base.err;
+    baseline_ = new std::vector<int>(base.summary["ids"].get<std::vector<int>>());
+    ASSERT_EQ(baseline_->size(), 12u);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(test_dir());
+    delete model_;
+    delete baseline_;
+  }
+  static std::string* model_;
+  static std::vector<int>* baseline_;
+};
+std::string* Ring::model_ = nullptr;
+std::vector<int>* Ring::baseline_ = nullptr;
+
+// 1 (baseline), 2 and 3 devices; k = 1, 2, 4 rounds and partial last rounds, some ending
+// on the head and one ending inside a worker's window. The same workers serve every head in
+// turn (each goes back to waiting when the previous head leaves).
+TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
+  WorkerProc w1(*model_), w2(*model_);
+  ASSERT_FALSE(w1.address().empty()) << w1.log();
+  ASSERT_FALSE(w2.address().empty()) << w2.log();
+  struct Case {
+    std::vector<const WorkerProc*> workers;
+    std::string plan;
+    int k;
+  };
+  const std::vector<Case> cases = {
+      {{&w1}, "even", 1},       {{&w1}, "3,5", 1},
+      {{&w1}, "2,2", 2},        {{&w1}, "1,1", 4},
+      {{&w1}, "2,1", 3},  // W = 3: partial last round on the head
+      {{&w1, &w2}, "even", 1},  {{&w1, &w2}, "1,1,2", 2},
+      {{&w1, &w2}, "1,1,1", 3},  // partial last round ends inside device 1's window
+      {{&w2, &w1}, "2,1,3", 2},  // workers in the other order, ends on device 1
+  };
+  for (const auto& c : cases) {
+    std::string addrs;
+    for (const auto* w : c.workers) addrs += (addrs.empty() ? "" : ",") + w->address();
+    const auto r = run_head(*model_, "--workers " + addrs + " --plan " + c.plan);
+    ASSERT_EQ(r.status, 0) << c.plan << "\n" << r.err << "\n" << w1.log() << w2.log();
+    EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), *baseline_) << "plan " << c.plan;
+    EXPECT_EQ(r.summary["plan"]["k"].get<int>(), c.k) << "plan " << c.plan;
+    EXPECT_EQ(r.summary["plan"]["devices"].size(), c.workers.size() + 1);
+    EXPECT_NE(r.err.find("layers per round"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(w1.alive());
+  EXPECT_TRUE(w2.alive());
+}
+
+TEST_F(Ring, WorkerWithAnotherModelIsRefused) {
+  const std::string other = make_model("other.gguf", "some-other-model");
+  WorkerProc w(other);
+  const auto r = run_head(*model_, "--workers " + w.address());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find(w.address()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("different model"), std::string::npos) << r.err;
+  EXPECT_TRUE(w.alive());
+}
+
+TEST_F(Ring, BadPlanIsAUsageError) {
+  WorkerProc w(*model_);
+  const auto r = run_head(*model_, "--workers " + w.address() + " --plan 1,2,3");
+  EXPECT_EQ(WEXITSTATUS(r.status), 2) << r.err;
+  EXPECT_NE(r.err.find("--plan"), std::string::npos) << r.err;
+}
+
+TEST_F(Ring, DeadWorkerAddressIsNamed) {
+  // Nobody listens there: the handshake times out and names the address.
+  const auto r = run_head(*model_, "--workers tcp://127.0.0.1:1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("tcp://127.0.0.1:1"), std::string::npos) << r.err;
+}
+
+// Garbage and out-of-session messages to a worker are dropped; it still serves a head.
+TEST_F(Ring, GarbageFromAPeerDoesNotKillTheWorker) {
+  WorkerProc w(*model_);
+  {
+    auto c = net::connect(w.address());
+    std::mt19937 rng(3);
+    for (int i = 0; i < 20; ++i) {
+      std::vector<uint8_t> junk(1 + rng() % 200);
+      for (auto& b : junk) b = static_cast<uint8_t>(rng());
+      if (i % 2 == 0 && junk.size() >= 4) std::copy_n("HRTH", 4, junk.begin());
+      c->send_raw(junk);
+    }
+    c->send(net::Stop{"not in a session"});
+    c->send(net::Activations{0, 0, false, 1, {0}, {0}, {1.0f}});
+    c->send(net::Ping{1, 2});
+    EXPECT_TRUE(std::holds_alternative<net::Pong>(c->recv(net::Millis{5000}, "Pong").body));
+  }
+  ASSERT_TRUE(w.alive());
+  const auto r = run_head(*model_, "--workers " + w.address() + " --plan 5,3");
+  ASSERT_EQ(r.status, 0) << r.err << w.log();
+  EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), *baseline_);
+  EXPECT_NE(w.log().find("dropped"), std::string::npos) << w.log();
+}
+
+// A worker killed mid-generation: the head exits non-zero naming it, within seconds.
+TEST_F(Ring, KilledWorkerStopsTheHeadWithItsName) {
+  WorkerProc w1(*model_), w2(*model_);
+  const std::string err = (test_dir() / "killed.err").string();
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + *model_ +
+                          " -p hello -t 1 --temp 0 --ignore-eos -n 15000 -c 16384 --workers " +
+                          w1.address() + "," + w2.address() + " --plan 1,1,1 >/dev/null 2>" + err;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Let generation get going (the head's stderr shows the plan once the ring is up).
+  for (int i = 0; i < 100 && slurp(err).find("layers per round") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  w2.kill_with(SIGKILL);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (done == 0) {
+    ::kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "head still running " << secs << " s after the worker died";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  const std::string e = slurp(err);
+  EXPECT_NE(e.find(w2.address()), std::string::npos) << e;
+  EXPECT_LT(secs, 8.0) << e;
+  std::printf("head stopped %.2f s after the worker was killed\n", secs);
+}
+
+}  // namespace
+}  // namespace hearth::cluster
