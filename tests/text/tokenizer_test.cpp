@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -307,6 +308,56 @@ TEST(Vocab, MissingKeysNameTheKey) {
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.tokens"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace hearth::text
+
+namespace hearth::text {
+namespace {
+
+TEST(Vocab, HostileMetadataIsAFormatErrorNamingTheKey) {
+  auto expect_error = [](const std::function<void(gguf::GgufWriter&)>& tweak, const char* key) {
+    gguf::GgufWriter w;
+    w.set("tokenizer.ggml.model", gguf::Value::string("llama"));
+    w.set("tokenizer.ggml.tokens",
+          gguf::Value::array(gguf::ValueType::kString,
+                             {gguf::Value::string("<unk>"), gguf::Value::string("<s>"),
+                              gguf::Value::string("</s>")}));
+    tweak(w);
+    const auto bytes = w.write_memory();
+    const auto file = gguf::GgufFile::parse(bytes, "hostile.gguf");
+    try {
+      Tokenizer tok(load_vocab(file));
+      ADD_FAILURE() << key << ": no exception";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  expect_error([](auto& w) { w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(7)); },
+               "bos_token_id");
+  expect_error(
+      [](auto& w) {
+        w.set("tokenizer.ggml.token_type",
+              gguf::Value::array(gguf::ValueType::kI32,
+                                 {gguf::Value::i32(1), gguf::Value::i32(9), gguf::Value::i32(1)}));
+      },
+      "token_type");
+  expect_error(
+      [](auto& w) {
+        w.set("tokenizer.ggml.scores",
+              gguf::Value::array(gguf::ValueType::kF32, {gguf::Value::f32(0)}));
+      },
+      "scores");
+  expect_error([](auto& w) { w.set("tokenizer.ggml.model", gguf::Value::string("t5")); }, "t5");
+  expect_error(
+      [](auto& w) {
+        w.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
+        w.set("tokenizer.ggml.pre", gguf::Value::string("qwen2"));
+      },
+      "merges");
+  expect_error([](auto& w) { w.set("tokenizer.ggml.tokens", gguf::Value::string("x")); },
+               "tokenizer.ggml.tokens");
 }
 
 }  // namespace
