@@ -235,6 +235,10 @@ TEST_P(AttentionTest, RejectsMismatchesAndUnstoredPositions) {
                UsageError);  // head_dim differs from the cache
   EXPECT_THROW(attention(shape, cache.view(0), q.data(), 0, out.data(), 0, 0, 1, 2, 5, GetParam()),
                UsageError);  // head range past n_heads
+  KvLayerView bad = cache.view(0);
+  bad.n_pos = bad.n_ctx + 1;
+  EXPECT_THROW(attention(shape, bad, q.data(), out.data(), 0, 1, GetParam()), UsageError);
+  EXPECT_THROW(attention(shape, KvLayerView{}, q.data(), out.data(), 0, 1, GetParam()), UsageError);
 }
 
 // f32 -> f16 in the cache is bit-exact with the scalar float_to_half on every ISA,

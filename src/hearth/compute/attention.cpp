@@ -30,6 +30,10 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
         fmt::format("attention: cache has {} kv heads of dim {}, the layer expects {} of dim {}",
                     kv.n_kv_heads, kv.head_dim, shape.n_kv_heads, shape.head_dim));
   }
+  if (kv.k == nullptr || kv.v == nullptr || kv.n_pos < 0 || kv.n_pos > kv.n_ctx) {
+    throw UsageError(
+        fmt::format("attention: invalid cache view ({} positions of {})", kv.n_pos, kv.n_ctx));
+  }
   const int64_t row = static_cast<int64_t>(shape.n_heads) * shape.head_dim;
   if (q_stride < row || out_stride < row) {
     throw UsageError(fmt::format("attention: q_stride {} / out_stride {} < n_heads * head_dim {}",
@@ -39,7 +43,7 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
     throw UsageError(fmt::format("attention: head range [{}, {}) outside [0, {})", h_begin, h_end,
                                  shape.n_heads));
   }
-  if (pos0 < 0 || n_tokens < 0 || pos0 + n_tokens > kv.n_pos) {
+  if (pos0 < 0 || n_tokens < 0 || pos0 > kv.n_pos || n_tokens > kv.n_pos - pos0) {
     throw UsageError(
         fmt::format("attention: tokens at positions [{}, {}) but the cache holds {} positions "
                     "(store K/V of the block before attending)",
