@@ -57,6 +57,24 @@ TEST(CliPlan, JsonPlanOnTable3) {
   }
 }
 
+TEST(CliPlan, GgufFileAndPresetGiveTheSamePlan) {
+  const auto path = (std::filesystem::temp_directory_path() / "hearth_cli_plan_tiny.gguf").string();
+  const std::string synth = std::string(HEARTH_BIN_PATH) +
+                            " synth --preset tiny-llama --type q4_k_m -o " + path +
+                            " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(synth.c_str()), 0);
+  const auto devices = " --json --devices " + kTestbeds + "paper-a14.json";
+  const auto from_file = run("-m " + path + devices);
+  const auto from_preset = run("--preset tiny-llama --type q4_k_m" + devices);
+  ASSERT_EQ(from_file.code, 0) << from_file.out;
+  ASSERT_EQ(from_preset.code, 0) << from_preset.out;
+  const auto a = last_line_json(from_file.out), b = last_line_json(from_preset.out);
+  EXPECT_NEAR(a["predicted_tpot_ms"].get<double>(), b["predicted_tpot_ms"].get<double>(),
+              1e-6 * b["predicted_tpot_ms"].get<double>());
+  EXPECT_EQ(a["devices"].dump(), b["devices"].dump());
+  std::filesystem::remove(path);
+}
+
 TEST(CliPlan, BadInputFailsWithAClearMessage) {
   const auto dir = std::filesystem::temp_directory_path() / "hearth_cli_plan_test";
   std::filesystem::create_directories(dir);
