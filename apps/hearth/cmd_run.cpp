@@ -42,6 +42,10 @@ int run_run(const Args& args) {
   app.add_option("--plan", plan,
                  "with --workers: layer window per device incl. this one (w0,w1,...), "
                  "'even' or 'auto'");
+  std::string prefetch = "on";
+  app.add_option("--prefetch", prefetch,
+                 "with --workers and k > 1: prefetch each device's next window (on|off)")
+      ->check(CLI::IsMember({"on", "off"}));
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
@@ -66,6 +70,7 @@ int run_run(const Args& args) {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
     ro.threads = mo.threads;
+    ro.prefetch = prefetch == "on";
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);
     fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", n_devices,
@@ -121,6 +126,7 @@ int run_run(const Args& args) {
       for (const auto& d : ring->devices())
         devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
       j["plan"] = {{"devices", devs}, {"k", ring->rounds()}};
+      j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring->prefetched_bytes()}};
     } else {
       j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
                    {"k", 1}};

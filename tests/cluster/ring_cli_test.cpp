@@ -181,12 +181,17 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
     int k;
   };
   const std::vector<Case> cases = {
-      {{&w1}, "even", 1},       {{&w1}, "3,5", 1},
-      {{&w1}, "2,2", 2},        {{&w1}, "1,1", 4},
+      {{&w1}, "even", 1},
+      {{&w1}, "3,5", 1},
+      {{&w1}, "2,2", 2},
+      {{&w1}, "1,1", 4},
       {{&w1}, "2,1", 3},  // W = 3: partial last round on the head
-      {{&w1, &w2}, "even", 1},  {{&w1, &w2}, "1,1,2", 2},
+      {{&w1, &w2}, "even", 1},
+      {{&w1, &w2}, "1,1,2", 2},
       {{&w1, &w2}, "1,1,1", 3},  // partial last round ends inside device 1's window
       {{&w2, &w1}, "2,1,3", 2},  // workers in the other order, ends on device 1
+      {{&w1, &w2}, "1,1,1 --prefetch off", 3},
+      {{&w1}, "1,1 --prefetch off", 4},
   };
   for (const auto& c : cases) {
     std::string addrs;
@@ -197,6 +202,10 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
     EXPECT_EQ(r.summary["plan"]["k"].get<int>(), c.k) << "plan " << c.plan;
     EXPECT_EQ(r.summary["plan"]["devices"].size(), c.workers.size() + 1);
     EXPECT_NE(r.err.find("layers per round"), std::string::npos) << r.err;
+    // With k > 1 and prefetch on, the head advised its next windows.
+    const bool prefetch = c.plan.find("off") == std::string::npos;
+    EXPECT_EQ(r.summary["prefetch"]["head_bytes"].get<uint64_t>() > 0, prefetch && c.k > 1)
+        << c.plan;
   }
   EXPECT_TRUE(w1.alive());
   EXPECT_TRUE(w2.alive());

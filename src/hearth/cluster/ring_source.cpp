@@ -11,6 +11,7 @@
 #include "hearth/base/log.h"
 #include "hearth/cluster/endpoints.h"
 #include "hearth/cluster/model_identity.h"
+#include "hearth/cluster/prefetcher.h"
 #include "hearth/model/hparams.h"
 
 namespace hearth::cluster {
@@ -64,6 +65,9 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
     for (int l = win.begin; l < win.end; ++l) eo.layers.push_back(l);
   }
   engine_ = std::make_unique<model::Engine>(file_, eo);
+  if (opt_.prefetch && rounds_ > 1) {
+    prefetch_ = std::make_unique<WindowPrefetcher>(engine_->weights(), file_.bytes());
+  }
   if (opt_.workers.empty()) return;
 
   // The head's inbox: loopback only when every worker is local, else every interface.
@@ -179,6 +183,10 @@ void RingSource::fail_peer(size_t i, const std::string& what) {
   throw NetError(fmt::format("worker {} (device {}): {}", peers_[i].address, i + 1, what));
 }
 
+uint64_t RingSource::prefetched_bytes() const {
+  return prefetch_ ? prefetch_->bytes_advised() : 0;
+}
+
 int64_t RingSource::vocab() const {
   return engine_->hparams().vocab;
 }
@@ -263,6 +271,7 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
   for (int r = 0; r < rounds_; ++r) {
     const Window win = devices_[0].windows[r];
     engine_->forward_layers(seq, win.begin, win.end, hidden_.data(), pos0, n);
+    if (prefetch_) prefetch_->request(devices_[0].windows[(r + 1) % rounds_]);
     if (win.end == n_layers) break;  // the head ran the last layer itself
     net::Activations a;
     a.round = static_cast<uint32_t>(r);

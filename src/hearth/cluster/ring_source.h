@@ -24,12 +24,14 @@
 
 namespace hearth::cluster {
 
+class WindowPrefetcher;
+
 struct RingOptions {
   std::vector<std::string> workers;  // control addresses in ring order (device 1, 2, ...)
   std::vector<int> plan;             // window size per device incl. the head; empty: even
   int threads = 0;                   // head's threads (0: all cores); workers decide their own
   int64_t n_ctx = 0;                 // 0: engine default
-  bool prefetch = false;
+  bool prefetch = true;              // prefetch each device's next window (only matters when k > 1)
   int handshake_timeout_ms = 5000;
   int step_timeout_ms = 60000;  // one eval() through the whole ring
   net::TransportOptions transport;
@@ -58,6 +60,8 @@ class RingSource : public model::LogitsSource {
   const std::vector<RingDevice>& devices() const { return devices_; }
   int rounds() const { return rounds_; }
   model::Engine& engine() { return *engine_; }
+  // Bytes the head asked the kernel to prefetch (page-rounded; 0 when off or k = 1).
+  uint64_t prefetched_bytes() const;
 
  private:
   struct Peer {
@@ -79,6 +83,7 @@ class RingSource : public model::LogitsSource {
   std::vector<RingDevice> devices_;
   int rounds_ = 1;
   std::unique_ptr<model::Engine> engine_;
+  std::unique_ptr<WindowPrefetcher> prefetch_;
   std::unique_ptr<net::Listener> inbox_;
   std::vector<Peer> peers_;                     // devices 1..N-1
   std::unique_ptr<net::Connection> successor_;  // device 1's inbox

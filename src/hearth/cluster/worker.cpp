@@ -10,6 +10,7 @@
 #include "hearth/base/log.h"
 #include "hearth/cluster/endpoints.h"
 #include "hearth/cluster/model_identity.h"
+#include "hearth/cluster/prefetcher.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/hparams.h"
 
@@ -54,6 +55,7 @@ struct Worker::Session {
   std::unique_ptr<model::Engine> engine;
   std::unique_ptr<net::Connection> head_inbox;  // final hidden states go straight back
   std::unique_ptr<net::Connection> successor;   // null when the successor is the head
+  std::unique_ptr<WindowPrefetcher> prefetch;   // null when off or k = 1 (nothing to change)
 };
 
 Worker::Worker(WorkerOptions options)
@@ -158,6 +160,15 @@ void Worker::run_session(const net::Incoming& hello_in) {
   if (s.assign.successor_endpoint != hello.data_endpoint) {
     s.successor = net::connect(s.assign.successor_endpoint, opt_.transport);
   }
+  const size_t k = s.assign.windows.size();
+  auto window_of = [&](size_t r) {
+    return Window{static_cast<int>(s.assign.windows[r].begin),
+                  static_cast<int>(s.assign.windows[r].end)};
+  };
+  if (s.assign.prefetch && k > 1) {
+    s.prefetch = std::make_unique<WindowPrefetcher>(s.engine->weights(), file_.bytes());
+    s.prefetch->request(window_of(0));  // warm the first window while the head sets up
+  }
   control_->send(s.head, net::Ready{now_ms() - t0, 0});
   log::info("worker {}: device {} of {}, {} layers in {} rounds, successor {}",
             control_->endpoint(), s.assign.ring_position, s.assign.n_devices, eo.layers.size(),
@@ -232,6 +243,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
       s.engine->forward_layers(act->seq_ids[0], static_cast<int>(win.begin),
                                static_cast<int>(win.end), act->hidden.data(), act->positions[0],
                                static_cast<int64_t>(n));
+      // While the others compute, bring in the window this device needs next (the next
+      // round's, or round 0's of the next token after the last round).
+      if (s.prefetch) s.prefetch->request(window_of((act->round + 1) % k));
       act->next_layer = win.end;
       if (win.end == n_layers) {
         act->final = true;
