@@ -47,6 +47,19 @@ std::vector<uint8_t>& activation_scratch(size_t bytes) {
   return buf;
 }
 
+// Software prefetch kPrefetchBytes ahead of the row being computed, one row's worth of
+// lines per row so each line is requested once. Measured (single thread, 960 MiB of weights,
+// bytes per CPU-second vs a plain read loop): Q4_K 68% -> 87%, Q6_K 81% -> 88%, Q8_0 86% ->
+// 90% with 1 KiB into L1; 4-16 KiB ahead or non-temporal hints were slower than none. The
+// hardware prefetcher alone lets the decode work and the DRAM misses serialize.
+constexpr size_t kPrefetchBytes = 1024;
+
+inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end) {
+  const uint8_t* p = row + kPrefetchBytes;
+  const uint8_t* stop = std::min(p + row_bytes, end);
+  for (; p < stop; p += 64) __builtin_prefetch(p, 0, 3);
+}
+
 }  // namespace
 
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
@@ -69,8 +82,11 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
       const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
       if (r0 >= w.rows) break;
       const int64_t r1 = std::min(w.rows, r0 + chunk);
+      const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
       for (int64_t r = r0; r < r1; ++r) {
-        vec_dot(w.cols, wbytes + static_cast<size_t>(r) * p.w_row_bytes, act, y + r);
+        const uint8_t* row = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
+        prefetch_ahead(row, p.w_row_bytes, end);
+        vec_dot(w.cols, row, act, y + r);
       }
     }
   });
