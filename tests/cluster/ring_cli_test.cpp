@@ -96,6 +96,9 @@ class WorkerProc {
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
   bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
   const std::string& address() const { return address_; }
   std::string log() const {
@@ -259,11 +262,12 @@ TEST_F(Ring, GarbageFromAPeerDoesNotKillTheWorker) {
   EXPECT_NE(w.log().find("dropped"), std::string::npos) << w.log();
 }
 
-// A worker killed mid-generation: the head exits non-zero naming it, within seconds.
-TEST_F(Ring, KilledWorkerStopsTheHeadWithItsName) {
-  WorkerProc w1(*model_), w2(*model_);
-  const std::string err = (test_dir() / "killed.err").string();
-  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + *model_ +
+// A worker that dies (SIGKILL) or freezes (SIGSTOP: its link stays up but ZMTP heartbeats
+// stop) mid-generation: the head exits non-zero naming it, within a few seconds.
+void expect_head_stops_naming(const std::string& model, int sig, double limit_s) {
+  WorkerProc w1(model), w2(model);
+  const std::string err = (test_dir() / ("failed_" + std::to_string(sig) + ".err")).string();
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
                           " -p hello -t 1 --temp 0 --ignore-eos -n 15000 -c 16384 --workers " +
                           w1.address() + "," + w2.address() + " --plan 1,1,1 >/dev/null 2>" + err;
   pid_t pid = fork();
@@ -278,24 +282,38 @@ TEST_F(Ring, KilledWorkerStopsTheHeadWithItsName) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto t0 = std::chrono::steady_clock::now();
-  w2.kill_with(SIGKILL);
+  if (sig == SIGKILL) {
+    w2.kill_with(SIGKILL);
+  } else {
+    w2.signal(sig);
+  }
   int status = 0;
   pid_t done = 0;
   while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15)) {
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (sig == SIGSTOP) w2.signal(SIGCONT);
   if (done == 0) {
     ::kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-    FAIL() << "head still running " << secs << " s after the worker died";
+    FAIL() << "head still running " << secs << " s after the worker failed";
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
   const std::string e = slurp(err);
   EXPECT_NE(e.find(w2.address()), std::string::npos) << e;
-  EXPECT_LT(secs, 8.0) << e;
-  std::printf("head stopped %.2f s after the worker was killed\n", secs);
+  EXPECT_LT(secs, limit_s) << e;
+  std::printf("head stopped %.2f s after signal %d to the worker\n", secs, sig);
+}
+
+TEST_F(Ring, KilledWorkerStopsTheHeadWithItsName) {
+  expect_head_stops_naming(*model_, SIGKILL, 5.0);
+}
+
+// Frozen peers are caught by the 5 s heartbeat timeout of the transport.
+TEST_F(Ring, FrozenWorkerStopsTheHeadWithItsName) {
+  expect_head_stops_naming(*model_, SIGSTOP, 9.0);
 }
 
 }  // namespace
