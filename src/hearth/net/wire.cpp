@@ -41,6 +41,10 @@ void check_string(std::string_view type, std::string_view field, std::string_vie
 void write_hello(Writer& w, const Hello& m, std::string_view type) {
   check_string(type, "device_name", m.device_name);
   check_string(type, "data_endpoint", m.data_endpoint);
+  if (m.protocol_version != kProtocolVersion) {
+    throw UsageError(fmt::format("wire encode {}.protocol_version: {} is not this build's {}", type,
+                                 m.protocol_version, kProtocolVersion));
+  }
   w.u16(m.protocol_version);
   w.u64(m.model.file_size);
   w.u64(m.model.hash);
@@ -148,6 +152,10 @@ void write_activations(Writer& w, const Activations& m) {
         fmt::format("wire encode Activations.dim: {} not in [1, {}]", m.dim, kMaxHiddenDim));
   }
   if (n == 0) throw UsageError("wire encode Activations: empty batch");
+  if (m.next_layer > kMaxLayers) {
+    throw UsageError(fmt::format("wire encode Activations.next_layer: {} exceeds limit {}",
+                                 m.next_layer, kMaxLayers));
+  }
   if (m.hidden.size() / m.dim != n || m.hidden.size() % m.dim != 0) {
     throw UsageError(fmt::format("wire encode Activations.hidden: {} floats, expected {} x {}",
                                  m.hidden.size(), n, m.dim));
