@@ -31,12 +31,13 @@ test: build
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# ASan + UBSan over the tests labelled "sanitize" (GGUF reader, wire protocol, HTTP parsing).
+# ASan + UBSan over the tests of HEARTH_SANITIZE_MODULES (GGUF reader, wire protocol, HTTP
+# server): the sanitizer build contains only those test binaries.
 test-asan: deps
 	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target hearth_sanitize_tests
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L sanitize
+	  ctest --output-on-failure -j $(JOBS)
 
 demo: build
 	@$(BUILD)/bin/hearth demo --cache $(DEMO_DIR)
@@ -49,10 +50,12 @@ bench: build
 FUZZ_SECONDS ?= 120
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz
-	mkdir -p $(BUILD_FUZZ)/corpus
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire
 	$(BUILD_FUZZ)/bin/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  $(BUILD_FUZZ)/corpus tests/fixtures/gguf_seeds
+	$(BUILD_FUZZ)/bin/wire_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  $(BUILD_FUZZ)/corpus-wire tests/fixtures/wire
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
