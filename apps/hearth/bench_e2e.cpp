@@ -1,0 +1,195 @@
+// `hearth bench e2e`: whole-model prefill and decode speed of one GGUF file on this device,
+// beside the decode roofline (weight bytes read per decoded token / measured memory read
+// bandwidth). Prints figures only; comparing them with llama.cpp is docs/benchmarks.md's job.
+//
+// The runs mirror llama-bench so the two can be read side by side:
+//   prefill: one batch of --prompt-tokens random valid ids into an empty sequence;
+//   decode:  --gen-tokens single-token evaluations into an empty sequence.
+// Each figure is the median of --reps timed runs after one untimed warm-up.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "bench_registry.h"
+#include "hearth/base/clock.h"
+#include "hearth/compute/bandwidth.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/gguf/tensor_type.h"
+#include "hearth/model/engine.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+uint64_t view_bytes(const model::WeightView& w) {
+  if (w.data == nullptr) return 0;
+  return *gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols)) * static_cast<uint64_t>(w.rows);
+}
+
+// Bytes a decode step must stream from memory: every layer matrix and norm, the final norm
+// and the output matrix, plus one embedding row (the lookup reads only that row). When the
+// embeddings are tied the output projection reads the whole table, which is counted once.
+uint64_t weight_bytes_per_token(const model::ModelWeights& w) {
+  const auto& hp = w.hp;
+  uint64_t total = 0;
+  for (const auto& L : w.layers) {
+    for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      total += view_bytes(*m);
+    total += 2ull * hp.dim * sizeof(float);  // attn_norm, ffn_norm
+    if (L.bq != nullptr) total += (uint64_t{hp.q_dim()} + 2ull * hp.kv_dim()) * sizeof(float);
+  }
+  total += uint64_t{hp.dim} * sizeof(float);  // output_norm
+  total += view_bytes(w.output);
+  total += *gguf::row_bytes(w.token_embd.type, static_cast<uint64_t>(w.token_embd.cols));
+  return total;
+}
+
+// Random ids spread over the whole vocabulary (xorshift: deterministic and cheap), as
+// llama-bench does, so no tokenizer is involved.
+std::vector<int32_t> random_tokens(int64_t n, uint32_t vocab, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));  // (n) token ids
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& id : ids) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    id = static_cast<int32_t>((s >> 11) % vocab);
+  }
+  return ids;
+}
+
+struct Row {
+  int threads = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0;
+  double mem_read_gbps = 0, roofline_tok_s = 0;
+  std::vector<double> prefill_runs, decode_runs;  // tok/s of each timed run
+};
+
+int run_bench_e2e(const Args& args) {
+  CLI::App app{"Prefill and decode tok/s of a GGUF model beside the memory roofline", "bench e2e"};
+  std::string model_path;
+  bool json = false;
+  std::vector<int> thread_counts{1, 2};
+  int64_t prompt_tokens = 512, gen_tokens = 128;
+  int reps = 3;
+  uint64_t seed = 1;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
+  app.add_option("--threads", thread_counts, "thread counts, e.g. 1,2")->delimiter(',');
+  app.add_option("--prompt-tokens", prompt_tokens, "prefill batch (0: skip prefill)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--gen-tokens", gen_tokens, "decoded tokens per run (0: skip decode)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--reps", reps, "timed runs per figure (median reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--seed", seed, "seed of the random prompt ids");
+  if (auto code = parse(app, args)) return *code;
+  for (int t : thread_counts) {
+    if (t < 1 || t > 1024) {
+      fmt::print(stderr, "hearth bench e2e: bad thread count {}\n", t);
+      return 2;
+    }
+  }
+
+  const auto file = gguf::GgufFile::open(model_path);
+  const int64_t n_ctx = std::max<int64_t>({prompt_tokens, gen_tokens, 1});
+
+  std::vector<Row> rows;
+  uint64_t bytes_per_token = 0;
+  for (int threads : thread_counts) {
+    model::Engine engine(file, model::EngineOptions{threads, n_ctx, {}});
+    const auto& hp = engine.hparams();
+    bytes_per_token = weight_bytes_per_token(engine.weights());
+    if (rows.empty()) {
+      fmt::print(
+          "hearth bench e2e: {} ({} layers, dim {}, ffn {}, vocab {}), {:.1f} MiB weights read "
+          "per decoded token, isa {}, hardware threads {}\n",
+          model_path, hp.n_layers, hp.dim, hp.ffn, hp.vocab,
+          static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
+          std::thread::hardware_concurrency());
+    }
+    Row row;
+    row.threads = engine.pool().size();
+    row.mem_read_gbps = compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
+    row.roofline_tok_s = row.mem_read_gbps * 1e9 / static_cast<double>(bytes_per_token);
+
+    std::vector<float> logits(hp.vocab);  // (vocab) f32
+    constexpr int64_t kSeq = 0;
+    if (prompt_tokens > 0) {
+      const auto prompt = random_tokens(prompt_tokens, hp.vocab, seed);
+      for (int r = -1; r < reps; ++r) {  // one warm-up run
+        engine.drop(kSeq);
+        const double t0 = now_seconds();
+        engine.eval(kSeq, prompt, logits.data());
+        const double s = now_seconds() - t0;
+        if (r >= 0) row.prefill_runs.push_back(static_cast<double>(prompt_tokens) / s);
+      }
+      row.prefill_tok_s = median(row.prefill_runs);
+    }
+    if (gen_tokens > 0) {
+      const auto ids = random_tokens(gen_tokens, hp.vocab, seed + 1);
+      for (int r = -1; r < reps; ++r) {
+        engine.drop(kSeq);
+        // A warm-up of a few tokens is enough to page the weights in and spin the pool up.
+        const int64_t n = r < 0 ? std::min<int64_t>(gen_tokens, 4) : gen_tokens;
+        const double t0 = now_seconds();
+        for (int64_t i = 0; i < n; ++i)
+          engine.eval(kSeq, std::span<const int32_t>(&ids[static_cast<size_t>(i)], 1),
+                      logits.data());
+        const double s = now_seconds() - t0;
+        if (r >= 0) row.decode_runs.push_back(static_cast<double>(n) / s);
+      }
+      row.decode_tok_s = median(row.decode_runs);
+    }
+    engine.drop(kSeq);
+    rows.push_back(std::move(row));
+  }
+
+  fmt::print("\n{:>7} {:>13} {:>12} {:>10} {:>13} {:>8}\n", "threads",
+             fmt::format("pp{} tok/s", prompt_tokens), fmt::format("tg{} tok/s", gen_tokens),
+             "mem GB/s", "roofline t/s", "ratio");
+  nlohmann::json jrows = nlohmann::json::array();
+  for (const Row& r : rows) {
+    const double ratio = r.roofline_tok_s > 0 ? r.decode_tok_s / r.roofline_tok_s : 0.0;
+    fmt::print("{:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>13.2f} {:>8.2f}\n", r.threads,
+               r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps, r.roofline_tok_s, ratio);
+    jrows.push_back({{"threads", r.threads},
+                     {"prompt_tokens", prompt_tokens},
+                     {"gen_tokens", gen_tokens},
+                     {"prefill_tok_s", r.prefill_tok_s},
+                     {"decode_tok_s", r.decode_tok_s},
+                     {"prefill_runs", r.prefill_runs},
+                     {"decode_runs", r.decode_runs},
+                     {"mem_read_gbps", r.mem_read_gbps},
+                     {"roofline_tok_s", r.roofline_tok_s},
+                     {"decode_roofline_ratio", ratio}});
+  }
+  if (json) {
+    nlohmann::json out = {{"model", model_path},
+                          {"weight_bytes_per_token", bytes_per_token},
+                          {"isa", quant::isa_name(quant::active_isa())},
+                          {"reps", reps},
+                          {"rows", jrows}};
+    fmt::print("{}\n", out.dump());
+  }
+  return 0;
+}
+
+HEARTH_BENCH("e2e",
+             "prefill/decode tok/s of a model vs the memory roofline (-m FILE [--json] "
+             "[--threads 1,2] [--prompt-tokens 512] [--gen-tokens 128] [--reps 3])",
+             run_bench_e2e);
+
+}  // namespace
+}  // namespace hearth::cli
