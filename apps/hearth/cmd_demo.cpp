@@ -1,24 +1,35 @@
-// `hearth demo` (what `make demo` runs): makes a small synthetic model in a cache directory
-// if it is missing, then generates from it and prints what a user came to see — the layer
-// assignment, streamed tokens, TTFT/TPOT and memory use.
+// `hearth demo` (what `make demo` runs): makes a small synthetic model in a cache directory if
+// it is missing, starts local `hearth worker` processes on loopback, and runs a pipelined ring
+// with the head: the layer assignment per round, streamed tokens, TPOT and memory pressure.
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "commands.h"
 #include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/cluster/ring_source.h"
+#include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
 #include "hearth/model/synth.h"
 #include "hearth/text/vocab.h"
+
+extern char** environ;
 
 namespace hearth::cli {
 namespace {
 
 // The embedded default: a llama-architecture model small enough to make in seconds, deep
-// enough (8 layers) to show a layer split.
+// enough (8 layers) to show windows over several rounds.
 model::HParams demo_hparams() {
   model::HParams hp;
   hp.arch = model::Arch::kLlama;
@@ -34,15 +45,91 @@ model::HParams demo_hparams() {
   return hp;
 }
 
+// A `hearth worker` child process on 127.0.0.1 with a free port; killed when this goes away.
+class LocalWorker {
+ public:
+  LocalWorker(const std::string& model, const std::string& name) {
+    int out[2];
+    if (pipe(out) != 0) throw IoError(errno_message("pipe"));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    const std::string log =
+        std::filesystem::temp_directory_path() / ("hearth-demo-" + name + ".log");
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> args = {"hearth", "worker", "--listen", "tcp://127.0.0.1:0",
+                                     "-m",     model,    "-t",       "1",
+                                     "--name", name};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (rc != 0) {
+      close(out[0]);
+      throw IoError("cannot start a local worker process");
+    }
+    // Its first stdout line is "listening on tcp://127.0.0.1:PORT".
+    std::string line;
+    const double deadline = now_ms() + 10000;
+    while (line.find('\n') == std::string::npos && now_ms() < deadline) {
+      pollfd p{out[0], POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char buf[256];
+      const ssize_t n = read(out[0], buf, sizeof buf);
+      if (n <= 0) break;
+      line.append(buf, static_cast<size_t>(n));
+    }
+    close(out[0]);
+    const auto at = line.find("tcp://");
+    if (at == std::string::npos)
+      throw NetError("local worker " + name + " did not start (see " + log + ")");
+    address_ = line.substr(at, line.find('\n', at) - at);
+  }
+  ~LocalWorker() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status;
+      waitpid(pid_, &status, 0);
+    }
+  }
+  LocalWorker(const LocalWorker&) = delete;
+  LocalWorker& operator=(const LocalWorker&) = delete;
+  const std::string& address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+// MemAvailable (bytes) and MemTotal from /proc/meminfo.
+std::pair<double, double> meminfo() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double value, avail = 0, total = 0;
+  std::string unit;
+  while (in >> key >> value >> unit) {
+    if (key == "MemAvailable:") avail = value * 1024;
+    if (key == "MemTotal:") total = value * 1024;
+  }
+  return {avail, total};
+}
+
 int run_demo(const Args& args) {
-  CLI::App app{"Run the main job on an embedded default model", "demo"};
+  CLI::App app{"Run the main job on an embedded default model: a head and local workers", "demo"};
   std::string cache = ".cache/demo";
   std::string prompt = "Hello world, the fire in the hearth";
-  int n_predict = 48, threads = 0;
+  std::string plan_text;
+  int n_predict = 48, workers = 2;
   app.add_option("--cache", cache, "directory for the generated model");
   app.add_option("-p,--prompt", prompt, "prompt");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate")->check(CLI::Range(1, 4096));
-  app.add_option("-t,--threads", threads, "threads");
+  app.add_option("--workers", workers, "local worker processes besides the head")
+      ->check(CLI::Range(0, 7));
+  app.add_option("--plan", plan_text,
+                 "window per device, head first (default: 2,1,1 with two workers)");
   if (auto code = parse(app, args)) return *code;
 
   const std::string path = cache + "/demo-llama-q4_k_m.gguf";
@@ -58,38 +145,60 @@ int run_demo(const Args& args) {
   }
   const auto file = gguf::GgufFile::open(path);
   const text::Tokenizer tokenizer(text::load_vocab(file), path);
-  model::Engine engine(file, model::EngineOptions{threads, 512, {}});
-  const auto& hp = engine.hparams();
+  const auto mem_before = meminfo();
+
+  std::vector<std::unique_ptr<LocalWorker>> procs;
+  cluster::RingOptions ro;
+  for (int i = 0; i < workers; ++i) {
+    procs.push_back(std::make_unique<LocalWorker>(path, fmt::format("worker{}", i + 1)));
+    ro.workers.push_back(procs.back()->address());
+  }
+  // Default: W = 4 of 8 layers, so each token goes twice around the ring (k = 2), as in PRP.
+  if (plan_text.empty() && workers == 2) plan_text = "2,1,1";
+  ro.plan = plan_text.empty() ? cluster::even_split(8, workers + 1)
+                              : cluster::parse_plan(plan_text, workers + 1);
+  ro.threads = 1;
+  ro.n_ctx = 512;
+  cluster::RingSource ring(file, ro);
   fmt::print("demo: model {} ({:.1f} MiB, {} layers, dim {}, vocab {})\n", path,
-             file.file_size() / 1048576.0, hp.n_layers, hp.dim, hp.vocab);
-  fmt::print("demo: plan (one device; the ring arrives with `hearth run --workers`)\n");
-  fmt::print("  {:<8} {:>4} {:>4}   layers\n", "device", "w", "n");
-  fmt::print("  {:<8} {:>4} {:>4}   0-{}\n", "local", hp.n_layers, 0, hp.n_layers - 1);
+             file.file_size() / 1048576.0, ring.engine().hparams().n_layers,
+             ring.engine().hparams().dim, ring.vocab());
+  fmt::print("demo: pipelined ring of {} devices on loopback, k = {} rounds per token\n",
+             ring.devices().size(), ring.rounds());
+  fmt::print("  {:<10} {:<24} {:>3}   layers per round\n", "device", "address", "w");
+  for (const auto& d : ring.devices()) {
+    std::string layers;
+    for (const auto& w : d.windows) {
+      if (w.end > w.begin)
+        layers += fmt::format("{}[{}-{}]", layers.empty() ? "" : " ", w.begin, w.end - 1);
+    }
+    fmt::print("  {:<10} {:<24} {:>3}   {}\n", d.name, d.address, d.w, layers);
+  }
   fmt::print("demo: prompt: {}\n---\n{}", prompt, prompt);
   std::fflush(stdout);
 
   model::GenerateParams gp;
   gp.n_predict = n_predict;
-  gp.sampling.temperature = 0.0f;  // greedy: the demo prints the same text every time
-  model::LocalSource source(engine);
+  gp.sampling.temperature = 0.0f;  // greedy: the same text every time, on any number of devices
   const auto ids = tokenizer.encode(prompt, true);
-  const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
+  const auto r = model::generate(ring, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
+  const auto mem_after = meminfo();
   fmt::print(
-      "\n---\ndemo: {} prompt tokens, {} generated; TTFT {:.1f} ms, TPOT {:.2f} ms ({:.0f} tok/s), "
-      "{} threads\n",
-      r.prompt_tokens, r.ids.size(), r.ttft_ms, r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0,
-      engine.pool().size());
+      "\n---\ndemo: {} prompt tokens, {} generated; TTFT {:.1f} ms, TPOT {:.2f} ms ({:.0f} "
+      "tok/s)\n",
+      r.prompt_tokens, r.ids.size(), r.ttft_ms, r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0);
   fmt::print(
-      "demo: weights are mmapped ({:.1f} MiB, read-only, in the page cache), KV cache {:.1f} MiB\n",
-      file.file_size() / 1048576.0,
-      2.0 * hp.n_layers * engine.n_ctx() * hp.kv_dim() * 2 / 1048576.0);
+      "demo: memory pressure on this host: {:.2f}% (drop of available memory over total); "
+      "weights stay in the page cache through mmap\n",
+      100.0 * std::max(0.0, mem_before.first - mem_after.first) / mem_after.second);
   return 0;
 }
 
-HEARTH_COMMAND("demo", "run the main job on an embedded default model", run_demo);
+HEARTH_COMMAND("demo", "run the main job: a head and local workers on an embedded default model",
+               run_demo);
 
 }  // namespace
 }  // namespace hearth::cli
