@@ -20,6 +20,7 @@
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/generate.h"
+#include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
 #include "hearth/text/vocab.h"
 
@@ -27,23 +28,6 @@ extern char** environ;
 
 namespace hearth::cli {
 namespace {
-
-// The embedded default: a llama-architecture model small enough to make in seconds, deep
-// enough (8 layers) to show windows over several rounds.
-model::HParams demo_hparams() {
-  model::HParams hp;
-  hp.arch = model::Arch::kLlama;
-  hp.n_layers = 8;
-  hp.dim = 512;
-  hp.n_heads = 8;
-  hp.n_kv_heads = 2;
-  hp.head_dim = 64;
-  hp.ffn = 1536;
-  hp.vocab = 4096;
-  hp.ctx_train = 2048;
-  hp.rope_base = 500000.0f;
-  return hp;
-}
 
 // A `hearth worker` child process on 127.0.0.1 with a free port; killed when this goes away.
 class LocalWorker {
@@ -137,7 +121,7 @@ int run_demo(const Args& args) {
     fmt::print("demo: generating a synthetic model (llama, 8 layers, dim 512, Q4_K_M) into {}\n",
                path);
     model::SynthOptions opt;
-    opt.hp = demo_hparams();
+    opt.hp = model::find_preset("demo").hparams;
     opt.types = model::parse_type_recipe("q4_k_m");
     opt.seed = 2026;
     opt.name = "hearth-demo";

@@ -8,23 +8,13 @@
 #include <filesystem>
 #include <string>
 
+#include "support/subprocess.h"
+
+namespace hearth {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-Result run(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+testing::CommandResult run(const std::string& cmd) {
+  return testing::run_command(cmd);
 }
 
 TEST(InspectCli, EveryCommittedCorruptFileExitsOneWithAReason) {
@@ -33,8 +23,8 @@ TEST(InspectCli, EveryCommittedCorruptFileExitsOneWithAReason) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const auto path = entry.path().string();
     const auto r = run(std::string("timeout 20 ") + HEARTH_BIN_PATH + " inspect '" + path + "'");
-    EXPECT_EQ(r.exit_code, 1) << path << "\n" << r.output;
-    EXPECT_NE(r.output.find(entry.path().filename().string()), std::string::npos) << r.output;
+    EXPECT_EQ(r.exit_code, 1) << path << "\n" << r.all();
+    EXPECT_NE(r.all().find(entry.path().filename().string()), std::string::npos) << r.all();
     ++count;
   }
   EXPECT_GE(count, 30);
@@ -44,13 +34,14 @@ TEST(InspectCli, ValidFileListsTensorsAndBadFlagsAreUsageErrors) {
   const std::string seed =
       std::string(HEARTH_SOURCE_DIR) + "/tests/fixtures/gguf_seeds/valid_tiny.gguf";
   auto r = run(std::string(HEARTH_BIN_PATH) + " inspect '" + seed + "'");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("blk.0.attn_q.weight"), std::string::npos);
-  EXPECT_NE(r.output.find("tokenizer.ggml.merges"), std::string::npos);
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_NE(r.all().find("blk.0.attn_q.weight"), std::string::npos);
+  EXPECT_NE(r.all().find("tokenizer.ggml.merges"), std::string::npos);
   r = run(std::string(HEARTH_BIN_PATH) + " inspect --bogus-flag x");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.all();
   r = run(std::string(HEARTH_BIN_PATH) + " no-such-command");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.all();
 }
 
 }  // namespace
+}  // namespace hearth

@@ -10,28 +10,13 @@
 #include <string>
 
 #include "hearth/model/synth.h"
+#include "support/subprocess.h"
 
 namespace hearth::model {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-};
-
-Result chat(const std::string& flags, const std::string& input) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string in_path = dir / ("hearth_chat_in_" + std::to_string(getpid()));
-  std::ofstream(in_path) << input;
-  Result r;
-  FILE* p = popen(
-      (std::string(HEARTH_BIN_PATH) + " chat " + flags + " < " + in_path + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+testing::CommandResult chat(const std::string& flags, const std::string& input) {
+  return testing::run_hearth("chat " + flags, input);
 }
 
 std::string model() {
@@ -70,11 +55,11 @@ TEST(ChatCli, EndsOnEofAndRejectsUnknownTemplate) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   r = chat("-m " + model() + " --chat-template nonesuch", "hello\n");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.out.find("nonesuch"), std::string::npos) << r.out;
+  EXPECT_NE(r.all().find("nonesuch"), std::string::npos) << r.out;
   // A conversation that outgrows the context ends with a clear error, not a crash.
   r = chat("-m " + model() + " -c 40 --temp 0 -n 30", "hello\nmore\nmore\nmore\n");
   EXPECT_NE(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("context"), std::string::npos) << r.out;
+  EXPECT_NE(r.all().find("context"), std::string::npos) << r.out;
 }
 
 }  // namespace

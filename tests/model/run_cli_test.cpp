@@ -10,37 +10,15 @@
 #include <string>
 
 #include "hearth/model/synth.h"
+#include "support/subprocess.h"
 
 namespace hearth::model {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string all;  // stdout + stderr
-};
+using testing::last_json_line;
 
-Result run(const std::string& args) {
-  Result r;
-  const std::string err_path = std::filesystem::temp_directory_path() /
-                               ("hearth_run_cli_" + std::to_string(getpid()) + ".err");
-  FILE* p = popen((std::string(HEARTH_BIN_PATH) + " " + args + " 2>" + err_path).c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  FILE* e = fopen(err_path.c_str(), "r");
-  r.all = r.out;
-  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.all.append(buf.data(), n);
-  if (e) fclose(e);
-  return r;
-}
-
-nlohmann::json last_json(const std::string& out) {
-  const auto end = out.find_last_not_of('\n');
-  const auto start = out.rfind('\n', end);
-  return nlohmann::json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+testing::CommandResult run(const std::string& args) {
+  return testing::run_hearth(args);
 }
 
 const std::string& model_path() {
@@ -68,11 +46,11 @@ const std::string& model_path() {
 TEST(RunCli, GreedyJsonIsDeterministicAcrossThreadCounts) {
   const auto a =
       run("run -m " + model_path() + " -p 'the house and the fire' -n 12 --temp 0 -t 1 --json");
-  ASSERT_EQ(a.exit_code, 0) << a.all;
+  ASSERT_EQ(a.exit_code, 0) << a.all();
   const auto b =
       run("run -m " + model_path() + " -p 'the house and the fire' -n 12 --temp 0 -t 2 --json");
-  ASSERT_EQ(b.exit_code, 0) << b.all;
-  const auto ja = last_json(a.out), jb = last_json(b.out);
+  ASSERT_EQ(b.exit_code, 0) << b.all();
+  const auto ja = last_json_line(a.out), jb = last_json_line(b.out);
   EXPECT_EQ(ja["ids"].size(), 12u);
   EXPECT_EQ(ja["ids"], jb["ids"]);
   EXPECT_GT(ja["prompt_tokens"].get<int>(), 1);
@@ -83,8 +61,8 @@ TEST(RunCli, GreedyJsonIsDeterministicAcrossThreadCounts) {
 
 TEST(RunCli, EmptyPromptMeansBosAlone) {
   const auto r = run("run -m " + model_path() + " -p '' -n 3 --temp 0 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.all;
-  const auto j = last_json(r.out);
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const auto j = last_json_line(r.out);
   ASSERT_EQ(j["prompt_ids"].size(), 1u);
   EXPECT_EQ(j["prompt_tokens"], 1);
 }
@@ -93,33 +71,33 @@ TEST(RunCli, SeededSamplingReproduces) {
   const std::string cmd =
       "run -m " + model_path() + " -p 'hello' -n 10 --temp 1.0 --seed 77 --json";
   const auto a = run(cmd), b = run(cmd);
-  ASSERT_EQ(a.exit_code, 0) << a.all;
-  EXPECT_EQ(last_json(a.out)["ids"], last_json(b.out)["ids"]);
-  EXPECT_EQ(last_json(a.out)["seed"], 77);
+  ASSERT_EQ(a.exit_code, 0) << a.all();
+  EXPECT_EQ(last_json_line(a.out)["ids"], last_json_line(b.out)["ids"]);
+  EXPECT_EQ(last_json_line(a.out)["seed"], 77);
 }
 
 TEST(RunCli, BadInputGetsClearErrors) {
   auto r = run("run -m /nonexistent.gguf -p hi");
-  EXPECT_EQ(r.exit_code, 1) << r.all;
-  EXPECT_NE(r.all.find("/nonexistent.gguf"), std::string::npos);
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_NE(r.all().find("/nonexistent.gguf"), std::string::npos);
   r = run("run -m " + model_path() + " -p hi --temp banana");
-  EXPECT_EQ(r.exit_code, 2) << r.all;
+  EXPECT_EQ(r.exit_code, 2) << r.all();
   r = run("run -p hi");
-  EXPECT_EQ(r.exit_code, 2) << r.all;
+  EXPECT_EQ(r.exit_code, 2) << r.all();
   // A prompt longer than the context is refused with a message that says so.
   std::string long_prompt;
   for (int i = 0; i < 50; ++i) long_prompt += "the house ";
   r = run("run -m " + model_path() + " -c 16 -p '" + long_prompt + "' -n 4");
-  EXPECT_EQ(r.exit_code, 2) << r.all;
-  EXPECT_NE(r.all.find("context"), std::string::npos) << r.all;
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.all().find("context"), std::string::npos) << r.all();
   // Generation that runs into the end of the context stops cleanly.
   r = run("run -m " + model_path() + " -c 16 -p 'the house' -n 100 --temp 0 --ignore-eos --json");
-  ASSERT_EQ(r.exit_code, 0) << r.all;
-  EXPECT_EQ(last_json(r.out)["stop_reason"], "context");
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_EQ(last_json_line(r.out)["stop_reason"], "context");
   // A file that is not GGUF.
   r = run("run -m /etc/passwd -p hi");
-  EXPECT_EQ(r.exit_code, 1) << r.all;
-  EXPECT_NE(r.all.find("not a GGUF file"), std::string::npos) << r.all;
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  EXPECT_NE(r.all().find("not a GGUF file"), std::string::npos) << r.all();
 }
 
 }  // namespace

@@ -65,8 +65,24 @@ constexpr HParams tiny(Arch arch) {
   return hp;
 }
 
+// The model `make demo` generates: small enough to make in a second, 8 layers deep so a ring
+// of three devices can take two rounds per token.
+constexpr HParams demo() {
+  HParams hp = tiny(Arch::kLlama);
+  hp.n_layers = 8;
+  hp.dim = 512;
+  hp.n_heads = 8;
+  hp.head_dim = 64;
+  hp.ffn = 1536;
+  hp.vocab = 4096;
+  hp.ctx_train = 2048;
+  hp.rope_base = 500000.0f;
+  return hp;
+}
+
 // Shapes from the published configs of each family.
 const std::array kPresets = {
+    Preset{"demo", "the `make demo` model (llama, 8 layers, dim 512, GQA 8/2)", demo()},
     Preset{"tiny-llama", "4-layer llama for tests (dim 256, GQA 4/2)", tiny(Arch::kLlama)},
     Preset{"tiny-qwen2", "4-layer qwen2 for tests (dim 256, GQA 4/2, qkv bias)",
            tiny(Arch::kQwen2)},
