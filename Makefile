@@ -8,7 +8,7 @@ CMAKE_GEN  := -G Ninja
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= .cache/demo
 
-.PHONY: all deps configure build test test-unit test-asan demo bench fuzz format tidy clean
+.PHONY: all deps configure build test test-unit test-asan test-arm demo bench fuzz format tidy clean
 
 all: build
 
@@ -27,6 +27,7 @@ build: deps configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-asan
+	$(MAKE) --no-print-directory test-arm
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -38,6 +39,14 @@ test-asan: deps
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target hearth_sanitize_tests
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
+
+# The NEON and dotprod kernels, cross-compiled for aarch64 and run under qemu-aarch64 (user
+# mode) against the scalar reference. On an aarch64 host the normal suite covers them.
+test-arm:
+ifeq ($(shell uname -m),x86_64)
+	@HEARTH_EXTRA_DEPS=1 scripts/install-deps
+	OUT=$(BUILD)/neon-qemu sh tests/quant/run_neon_qemu.sh
+endif
 
 demo: build
 	@$(BUILD)/bin/hearth demo --cache $(DEMO_DIR)
