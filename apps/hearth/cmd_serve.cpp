@@ -1,0 +1,121 @@
+// `hearth serve`: an OpenAI-compatible HTTP server (src/hearth/serve) on this device or at
+// the head of a ring. SIGINT/SIGTERM stop it cleanly: running requests are cancelled.
+#include <fmt/core.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "hearth/base/error.h"
+#include "hearth/cluster/ring_source.h"
+#include "hearth/cluster/windows.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/model/engine.h"
+#include "hearth/serve/backend.h"
+#include "hearth/serve/http_server.h"
+#include "hearth/text/chat.h"
+#include "hearth/text/vocab.h"
+#include "model_options.h"
+
+namespace hearth::cli {
+namespace {
+
+int run_serve(const Args& args) {
+  CLI::App app{"Serve the model over an OpenAI-compatible HTTP API", "serve"};
+  ModelOptions mo;
+  add_model_options(app, mo);
+  serve::ServerOptions so;
+  bool host_given = false;
+  std::string workers, plan = "even", template_name, alias;
+  auto* host_opt = app.add_option("--host", so.host,
+                                  "address to listen on (default 127.0.0.1; 0.0.0.0 for the LAN)");
+  app.add_option("--port", so.port, "TCP port (0: any free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--parallel", so.scheduler.parallel, "requests generated concurrently")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--queue", so.scheduler.max_queue,
+                 "requests allowed to wait for a slot; more get HTTP 429")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--prefill-chunk", so.scheduler.prefill_chunk,
+                 "prompt tokens per step, so long prompts do not stall running streams")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY' on every request");
+  app.add_option("--alias", alias, "model name to report and accept (default: file name stem)");
+  app.add_option("--chat-template", template_name,
+                 "built-in template (llama2, llama3, chatml, deepseek-r1) instead of the model's");
+  app.add_option("--max-body", so.max_body_bytes, "largest request body in bytes (413 beyond)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  app.add_option("--read-timeout", so.read_timeout_s,
+                 "seconds a client may stay silent mid-request")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--workers", workers,
+                 "serve as the head of a ring: worker control addresses in ring order, "
+                 "tcp://H:P,tcp://H:P (see hearth worker)");
+  app.add_option("--plan", plan,
+                 "with --workers: layer window per device incl. this one (w0,w1,...) or 'even'");
+  if (auto code = parse(app, args)) return *code;
+  host_given = host_opt->count() > 0;
+  if (!host_given) so.host = "127.0.0.1";
+
+  // Signals go to the watcher thread only: block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  const auto file = gguf::GgufFile::open(mo.model);
+  const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
+  const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
+  std::unique_ptr<model::Engine> engine;
+  std::unique_ptr<cluster::RingSource> ring;
+  std::unique_ptr<serve::Backend> backend;
+  if (workers.empty()) {
+    engine = std::make_unique<model::Engine>(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+    backend = std::make_unique<serve::LocalBackend>(*engine);
+  } else {
+    cluster::RingOptions ro;
+    for (size_t pos = 0; pos <= workers.size();) {
+      const size_t comma = std::min(workers.find(',', pos), workers.size());
+      if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    if (plan != "even" && plan != "auto") {
+      ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
+    }
+    ro.threads = mo.threads;
+    ro.n_ctx = mo.ctx;
+    ring = std::make_unique<cluster::RingSource>(file, ro);
+    backend = std::make_unique<serve::RingBackend>(*ring);
+  }
+  so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;
+
+  serve::Server server(*backend, tokenizer, tmpl, so);
+  const int port = server.bind();
+  // The first stdout line names the address, so scripts and tests can find a --port 0 server.
+  fmt::print("hearth serve: listening on http://{}:{}\n", so.host, port);
+  std::fflush(stdout);
+  fmt::print(stderr, "hearth serve: model '{}', context {} tokens, {} parallel, queue {}{}\n",
+             so.model_id, backend->n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
+             so.api_key.empty() ? "" : ", API key required");
+
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fmt::print(stderr, "hearth serve: signal {}, stopping\n", sig);
+    server.stop();
+  });
+  server.run();
+  // run() also returns when listening fails; wake the watcher so it can be joined.
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  return 0;
+}
+
+HEARTH_COMMAND("serve", "OpenAI-compatible HTTP server (chat, completions, streaming)", run_serve);
+
+}  // namespace
+}  // namespace hearth::cli

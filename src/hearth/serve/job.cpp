@@ -1,0 +1,35 @@
+#include "hearth/serve/job.h"
+
+namespace hearth::serve {
+
+JobOutput Job::take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.text.empty() || pending_.finished; });
+  JobOutput out = pending_;
+  pending_.text.clear();
+  return out;
+}
+
+void Job::emit(std::string_view text, int64_t completion_tokens) {
+  {
+    std::lock_guard lock(mu_);
+    pending_.text.append(text);
+    pending_.prompt_tokens = static_cast<int64_t>(params_.prompt.size());
+    pending_.completion_tokens = completion_tokens;
+  }
+  cv_.notify_all();
+}
+
+void Job::finish(const std::string& reason, const std::string& error) {
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.finished) return;
+    pending_.prompt_tokens = static_cast<int64_t>(params_.prompt.size());
+    pending_.finished = true;
+    pending_.finish_reason = reason;
+    pending_.error = error;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace hearth::serve

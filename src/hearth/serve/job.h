@@ -1,0 +1,67 @@
+// One generation request as the scheduler sees it, and the channel its output flows back
+// through to the HTTP thread that waits for it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/text/sampler.h"
+
+namespace hearth::serve {
+
+struct JobParams {
+  std::vector<int32_t> prompt;  // (n_prompt) token ids, already rendered and tokenized
+  int32_t max_tokens = -1;      // < 0: until end of generation or context
+  text::SamplerParams sampling;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool ignore_eos = false;        // keep generating past end-of-generation tokens
+};
+
+// What the waiting side sees. finish_reason: "stop" (end of generation or stop string),
+// "length" (max_tokens or context full), "cancelled", "error" (then `error` says why).
+struct JobOutput {
+  std::string text;  // new text since the previous take()
+  bool finished = false;
+  std::string finish_reason;
+  std::string error;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+class Job {
+ public:
+  Job(std::string id, JobParams params) : id_(std::move(id)), params_(std::move(params)) {}
+
+  const std::string& id() const { return id_; }
+  const JobParams& params() const { return params_; }
+  double arrival_ms() const { return arrival_ms_; }
+  void set_arrival_ms(double t) { arrival_ms_ = t; }
+
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Waiting side: blocks until there is new text, the job finished, or `timeout` passed;
+  // returns the new text and the state.
+  JobOutput take(std::chrono::milliseconds timeout);
+
+  // Scheduler side.
+  void emit(std::string_view text, int64_t completion_tokens);
+  void finish(const std::string& reason, const std::string& error = {});
+
+ private:
+  const std::string id_;
+  const JobParams params_;
+  double arrival_ms_ = 0;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  JobOutput pending_;  // guarded by mu_
+};
+
+}  // namespace hearth::serve

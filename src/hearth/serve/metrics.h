@@ -1,0 +1,49 @@
+// Server counters and histograms, rendered in the Prometheus text exposition format
+// (GET /metrics). Thread-safe: the scheduler records, HTTP threads render.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hearth::serve {
+
+// A cumulative histogram with fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  // Appends the _bucket/_sum/_count lines of metric `name`.
+  void render(const std::string& name, const std::string& help, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;    // ascending upper bounds
+  std::vector<uint64_t> counts_;  // (bounds + 1) per-bucket counts, last one is +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void request_started();
+  void request_finished(const std::string& finish_reason);
+  void rejected();  // queue full
+  void prompt_tokens(int64_t n);
+  void generated_tokens(int64_t n);
+  void ttft(double seconds);
+  void tpot(double seconds);
+  void set_queue(int64_t waiting, int64_t active);
+
+  std::string render() const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t requests_ = 0, rejected_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::vector<std::pair<std::string, uint64_t>> finished_;  // finish reason -> count
+  Histogram ttft_, tpot_;
+  int64_t waiting_ = 0, active_ = 0;
+};
+
+}  // namespace hearth::serve

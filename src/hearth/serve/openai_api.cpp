@@ -1,0 +1,215 @@
+#include "hearth/serve/openai_api.h"
+
+#include <fmt/core.h>
+
+#include <limits>
+
+namespace hearth::serve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxStops = 16;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, "invalid_request_error", param, "invalid_value");
+}
+
+double number(const json& j, const char* key, double lo, double hi) {
+  const json& v = j.at(key);
+  if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi)) bad(key, fmt::format("'{}' must be between {} and {}", key, lo, hi));
+  return d;
+}
+
+int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+  // Unsigned values above int64 range arrive as number_unsigned.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    bad(key, fmt::format("'{}' must be between {} and {}", key, lo, hi));
+  }
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi) bad(key, fmt::format("'{}' must be between {} and {}", key, lo, hi));
+  return i;
+}
+
+bool boolean(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_boolean()) bad(key, fmt::format("'{}' must be a boolean", key));
+  return v.get<bool>();
+}
+
+// Present and not null.
+bool has(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
+void parse_common(const json& j, GenerationRequest& r) {
+  // OpenAI's defaults: temperature 1, top_p 1, no top-k, no min-p.
+  r.sampling.temperature = 1.0f;
+  r.sampling.top_p = 1.0f;
+  r.sampling.top_k = 0;
+  r.sampling.min_p = 0.0f;
+  r.sampling.penalty_last_n = 64;
+  if (has(j, "model")) {
+    if (!j["model"].is_string()) bad("model", "'model' must be a string");
+    r.model = j["model"].get<std::string>();
+  }
+  if (has(j, "temperature"))
+    r.sampling.temperature = static_cast<float>(number(j, "temperature", 0, 2));
+  if (has(j, "top_p")) r.sampling.top_p = static_cast<float>(number(j, "top_p", 0, 1));
+  if (has(j, "top_k")) r.sampling.top_k = static_cast<int32_t>(integer(j, "top_k", 0, 1 << 20));
+  if (has(j, "min_p")) r.sampling.min_p = static_cast<float>(number(j, "min_p", 0, 1));
+  if (has(j, "repeat_penalty")) {
+    r.sampling.repeat_penalty = static_cast<float>(number(j, "repeat_penalty", 0, 100));
+  }
+  if (has(j, "frequency_penalty")) {
+    r.sampling.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", -2, 2));
+  }
+  if (has(j, "presence_penalty")) {
+    r.sampling.presence_penalty = static_cast<float>(number(j, "presence_penalty", -2, 2));
+  }
+  // max_completion_tokens is the newer name for chat; either is accepted.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (has(j, key)) r.max_tokens = static_cast<int32_t>(integer(j, key, 1, 1 << 24));
+  }
+  if (has(j, "seed")) {
+    r.sampling.seed = static_cast<uint64_t>(integer(j, "seed", std::numeric_limits<int64_t>::min(),
+                                                    std::numeric_limits<int64_t>::max()));
+    r.seed_given = true;
+  }
+  if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "'n' must be 1");
+  if (has(j, "stop")) {
+    const json& s = j["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > kMaxStops)
+        bad("stop", fmt::format("'stop' has more than {} strings", kMaxStops));
+      for (const auto& e : s) {
+        if (!e.is_string()) bad("stop", "'stop' must be a string or a list of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or a list of strings");
+    }
+  }
+  if (has(j, "stream")) r.stream = boolean(j, "stream");
+  if (has(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (has(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean()) {
+        bad("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+      }
+      r.include_usage = so["include_usage"].get<bool>();
+    }
+  }
+  if (has(j, "ignore_eos")) r.ignore_eos = boolean(j, "ignore_eos");
+}
+
+// Message content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+std::string message_content(const json& c, size_t i) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  if (c.is_null()) return {};
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) bad(param, fmt::format("'{}' must be a string or a list of parts", param));
+  std::string out;
+  for (const auto& part : c) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
+      bad(param, fmt::format("'{}': only text parts ({{\"type\": \"text\", \"text\": ...}}) are "
+                             "supported",
+                             param));
+    }
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+json error_json(const std::string& message, const std::string& type, const std::string& param,
+                const std::string& code) {
+  json e;
+  e["message"] = message;
+  e["type"] = type;
+  e["param"] = param.empty() ? json(nullptr) : json(param);
+  e["code"] = code.empty() ? json(nullptr) : json(code);
+  return json{{"error", e}};
+}
+
+json error_json(const ApiError& e) {
+  return error_json(e.what(), e.type, e.param, e.code);
+}
+
+json parse_body(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw ApiError(400, "the request body is not valid JSON", "invalid_request_error", {},
+                   "invalid_json");
+  }
+  if (!j.is_object()) {
+    throw ApiError(400, "the request body must be a JSON object", "invalid_request_error", {},
+                   "invalid_json");
+  }
+  return j;
+}
+
+GenerationRequest parse_chat_request(std::string_view body) {
+  const json j = parse_body(body);
+  GenerationRequest r;
+  parse_common(j, r);
+  if (!has(j, "messages")) bad("messages", "'messages' is required");
+  const json& m = j["messages"];
+  if (!m.is_array()) bad("messages", "'messages' must be a list");
+  if (m.empty()) bad("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!msg.is_object()) bad(param, fmt::format("'{}' must be an object", param));
+    if (!msg.contains("role") || !msg["role"].is_string()) {
+      bad(param + ".role", fmt::format("'{}.role' must be a string", param));
+    }
+    const std::string role = msg["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
+        role != "tool") {
+      bad(param + ".role", fmt::format("'{}.role' is '{}': expected system, developer, user, "
+                                       "assistant or tool",
+                                       param, role));
+    }
+    r.messages.push_back({role == "developer" ? "system" : role,
+                          message_content(msg.contains("content") ? msg["content"] : json(), i)});
+  }
+  return r;
+}
+
+GenerationRequest parse_completion_request(std::string_view body) {
+  const json j = parse_body(body);
+  GenerationRequest r;
+  parse_common(j, r);
+  if (!has(j, "prompt")) bad("prompt", "'prompt' is required");
+  const json& p = j["prompt"];
+  if (p.is_string()) {
+    r.prompt = p.get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt = p[0].get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+    for (const auto& e : p) {
+      if (!e.is_number_integer()) bad("prompt", "'prompt' token ids must be integers");
+      const int64_t id = e.get<int64_t>();
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        bad("prompt", "'prompt' has a bad token id");
+      r.prompt_ids.push_back(static_cast<int32_t>(id));
+    }
+  } else {
+    bad("prompt", "'prompt' must be a string, a list of one string, or a list of token ids");
+  }
+  return r;
+}
+
+}  // namespace hearth::serve

@@ -1,0 +1,59 @@
+// The OpenAI request bodies this server accepts, parsed and validated into plain structs.
+// Every problem becomes an ApiError carrying the HTTP status and the OpenAI error object
+// fields, naming the parameter at fault.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/text/chat.h"
+#include "hearth/text/sampler.h"
+
+namespace hearth::serve {
+
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
+           std::string param = {}, std::string code = {})
+      : std::runtime_error(message),
+        status(status),
+        type(std::move(type)),
+        param(std::move(param)),
+        code(std::move(code)) {}
+  int status;
+  std::string type, param, code;  // empty param/code render as null
+};
+
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json error_json(const std::string& message, const std::string& type,
+                          const std::string& param, const std::string& code);
+nlohmann::json error_json(const ApiError& e);
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationRequest {
+  std::string model;                        // empty: not given
+  std::vector<text::ChatMessage> messages;  // chat only, non-empty
+  std::string prompt;                       // completions: prompt text
+  std::vector<int32_t> prompt_ids;          // completions: prompt given as token ids
+  int32_t max_tokens = -1;                  // -1: not given
+  text::SamplerParams sampling;
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool ignore_eos = false;  // extension (as llama.cpp's server)
+};
+
+// Parse a request body; ApiError 400 on malformed JSON or a field of the wrong type/range.
+GenerationRequest parse_chat_request(std::string_view body);
+GenerationRequest parse_completion_request(std::string_view body);
+
+// Parses a JSON body that must be an object (ApiError 400 otherwise).
+nlohmann::json parse_body(std::string_view body);
+
+}  // namespace hearth::serve

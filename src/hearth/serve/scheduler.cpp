@@ -1,0 +1,201 @@
+#include "hearth/serve/scheduler.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/log.h"
+#include "hearth/serve/stop_matcher.h"
+
+namespace hearth::serve {
+
+struct Scheduler::Slot {
+  Slot(std::shared_ptr<Job> j, int64_t s, const text::Tokenizer& tok, int64_t vocab)
+      : job(std::move(j)),
+        seq(s),
+        sampler(job->params().sampling),
+        decoder(tok),
+        stop(job->params().stop),
+        logits(static_cast<size_t>(vocab)) {}
+  std::shared_ptr<Job> job;
+  int64_t seq;           // the job's sequence (KV cache) id
+  size_t prefilled = 0;  // prompt tokens evaluated so far
+  text::Sampler sampler;
+  text::StreamDecoder decoder;
+  StopMatcher stop;
+  std::vector<float> logits;  // (vocab) f32 of the last evaluated token
+  int32_t last = -1;          // sampled token to evaluate next
+  int64_t n_generated = 0;
+  double t_first_ms = 0;
+  bool done = false;
+};
+
+Scheduler::Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
+                     SchedulerOptions options)
+    : backend_(backend), tokenizer_(tokenizer), metrics_(metrics), opt_(options) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || static_cast<int64_t>(waiting_.size()) >= opt_.max_queue) return false;
+    job->set_arrival_ms(now_ms());
+    waiting_.push_back(job);
+    by_id_[job->id()] = job;
+    metrics_.set_queue(static_cast<int64_t>(waiting_.size()), static_cast<int64_t>(active_.size()));
+  }
+  metrics_.request_started();
+  metrics_.prompt_tokens(static_cast<int64_t>(job->params().prompt.size()));
+  cv_.notify_all();
+  return true;
+}
+
+bool Scheduler::cancel(const std::string& id) {
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return false;
+    job = it->second.lock();
+  }
+  if (!job) return false;
+  job->cancel();
+  cv_.notify_all();
+  return true;
+}
+
+void Scheduler::cancel_all() {
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, weak] : by_id_) {
+      if (auto job = weak.lock()) job->cancel();
+    }
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::finish(Slot& s, const std::string& reason, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  if (reason != "error" && reason != "cancelled") {
+    const std::string tail = s.stop.push(s.decoder.flush()) + s.stop.flush();
+    if (!tail.empty()) s.job->emit(tail, s.n_generated);
+  }
+  s.job->finish(reason, error);
+  metrics_.request_finished(reason);
+  if (s.n_generated > 1) {
+    metrics_.tpot((now_ms() - s.t_first_ms) / 1e3 / static_cast<double>(s.n_generated - 1));
+  }
+  try {
+    backend_.drop(s.seq);
+  } catch (const std::exception& e) {
+    log::warn("serve: dropping sequence {}: {}", s.seq, e.what());
+  }
+}
+
+void Scheduler::sample_next(Slot& s) {
+  const JobParams& p = s.job->params();
+  const int32_t id = s.sampler.sample(s.logits);
+  s.sampler.accept(id);
+  if (s.n_generated == 0) {
+    s.t_first_ms = now_ms();
+    metrics_.ttft((s.t_first_ms - s.job->arrival_ms()) / 1e3);
+  }
+  if (!p.ignore_eos && tokenizer_.is_eog(id)) {
+    finish(s, "stop");
+    return;
+  }
+  ++s.n_generated;
+  metrics_.generated_tokens(1);
+  const std::string text = s.stop.push(s.decoder.push(id));
+  if (!text.empty() || s.n_generated == 1) s.job->emit(text, s.n_generated);
+  if (s.stop.stopped()) {
+    finish(s, "stop");
+  } else if ((p.max_tokens >= 0 && s.n_generated >= p.max_tokens) ||
+             backend_.seq_length(s.seq) + 1 > backend_.n_ctx()) {
+    finish(s, "length");
+  } else {
+    s.last = id;
+  }
+}
+
+void Scheduler::step(Slot& s) {
+  if (s.job->cancelled()) {
+    finish(s, "cancelled");
+    return;
+  }
+  const auto& prompt = s.job->params().prompt;
+  try {
+    if (s.prefilled < prompt.size()) {
+      const size_t n =
+          std::min(prompt.size() - s.prefilled, static_cast<size_t>(opt_.prefill_chunk));
+      backend_.eval(s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n),
+                    s.logits.data());
+      s.prefilled += n;
+      if (s.prefilled == prompt.size()) sample_next(s);
+    } else {
+      backend_.eval(s.seq, std::span<const int32_t>(&s.last, 1), s.logits.data());
+      sample_next(s);
+    }
+  } catch (const std::exception& e) {
+    log::warn("serve: request {} failed: {}", s.job->id(), e.what());
+    finish(s, "error", e.what());
+  }
+}
+
+void Scheduler::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !active_.empty() || !waiting_.empty(); });
+      if (stopping_) break;
+      // Jobs cancelled while waiting leave the queue at once.
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if ((*it)->cancelled()) {
+          (*it)->finish("cancelled");
+          metrics_.request_finished("cancelled");
+          by_id_.erase((*it)->id());
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (!waiting_.empty() && static_cast<int>(active_.size()) < opt_.parallel) {
+        active_.push_back(std::make_unique<Slot>(std::move(waiting_.front()), next_seq_++,
+                                                 tokenizer_, backend_.vocab()));
+        waiting_.pop_front();
+      }
+      metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
+                         static_cast<int64_t>(active_.size()));
+    }
+    for (auto& s : active_) step(*s);
+    std::vector<std::string> finished;
+    for (auto& s : active_) {
+      if (s->done) finished.push_back(s->job->id());
+    }
+    if (!finished.empty()) {
+      std::erase_if(active_, [](const auto& s) { return s->done; });
+      std::lock_guard lock(mu_);
+      for (const auto& id : finished) by_id_.erase(id);
+      metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
+                         static_cast<int64_t>(active_.size()));
+    }
+  }
+  // Shutting down: nobody will compute the rest.
+  for (auto& s : active_) finish(*s, "error", "the server is shutting down");
+  std::lock_guard lock(mu_);
+  for (auto& j : waiting_) j->finish("error", "the server is shutting down");
+  waiting_.clear();
+}
+
+}  // namespace hearth::serve

@@ -1,0 +1,75 @@
+// The scheduler thread: the only thread that touches the engine (or ring). Requests wait in
+// a bounded queue; up to `parallel` of them are active, each in its own sequence (its own
+// KV cache). Every step serves every active sequence once: a sequence still prefilling
+// evaluates one chunk of at most `prefill_chunk` prompt tokens (so a long prompt cannot stall
+// running streams for longer than one chunk), a decoding sequence evaluates its last token
+// and samples the next.
+//
+// Sequences are interleaved step by step: each one goes through the engine separately (the
+// engine runs one sequence per forward pass), so a request's tokens are computed exactly as
+// they would be alone, and greedy output does not depend on what else is running.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hearth/serve/backend.h"
+#include "hearth/serve/job.h"
+#include "hearth/serve/metrics.h"
+#include "hearth/text/tokenizer.h"
+
+namespace hearth::serve {
+
+struct SchedulerOptions {
+  int parallel = 4;         // active sequences at most
+  int max_queue = 64;       // waiting requests at most; submit() refuses beyond
+  int prefill_chunk = 256;  // prompt tokens per step per sequence
+};
+
+class Scheduler {
+ public:
+  // `backend`, `tokenizer` and `metrics` must outlive the scheduler. Starts the thread.
+  Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
+            SchedulerOptions options);
+  ~Scheduler();  // finishes every unfinished job with an error and joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a job; false when the queue is full (the job is untouched).
+  bool submit(const std::shared_ptr<Job>& job);
+  // Cancels a waiting or active job by id; false when no such job is unfinished.
+  bool cancel(const std::string& id);
+  // Cancels every waiting and active job (shutdown).
+  void cancel_all();
+  int64_t n_ctx() const { return backend_.n_ctx(); }
+
+ private:
+  struct Slot;
+  void loop();
+  void step(Slot& s);
+  void sample_next(Slot& s);
+  void finish(Slot& s, const std::string& reason, const std::string& error = {});
+
+  Backend& backend_;
+  const text::Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  const SchedulerOptions opt_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> waiting_;         // guarded by mu_
+  std::map<std::string, std::weak_ptr<Job>> by_id_;  // unfinished jobs, guarded by mu_
+  bool stopping_ = false;                            // guarded by mu_
+  std::vector<std::unique_ptr<Slot>> active_;        // scheduler thread only
+  int64_t next_seq_ = 1;                             // scheduler thread only
+  std::thread thread_;
+};
+
+}  // namespace hearth::serve
