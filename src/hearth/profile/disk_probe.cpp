@@ -1,0 +1,113 @@
+#include "hearth/profile/disk_probe.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+
+namespace hearth::profile {
+namespace {
+
+constexpr size_t kAlign = 4096;
+constexpr size_t kSeqChunk = size_t{1} << 20;
+constexpr size_t kRandomChunk = size_t{64} << 10;
+constexpr uint64_t kSeqMax = uint64_t{256} << 20;
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// Reads [off, off + len) fully (short only at end of file); returns the bytes read.
+size_t read_at(int fd, uint8_t* buf, size_t len, uint64_t off, const std::string& path) {
+  size_t got = 0;
+  while (got < len) {
+    const ssize_t r = ::pread(fd, buf + got, len - got, static_cast<off_t>(off + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(
+          fmt::format("{}: read at offset {}: {}", path, off + got, std::strerror(errno)));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+    // O_DIRECT reads past the last aligned block return short; nothing more to read.
+    if (static_cast<size_t>(r) % kAlign != 0) break;
+  }
+  return got;
+}
+
+}  // namespace
+
+DiskReadRates measure_disk_reads(const std::string& path, double budget_s) {
+  DiskReadRates out;
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  const bool direct = f.fd >= 0;
+  if (!direct) f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw IoError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  out.method = direct ? "O_DIRECT" : "fadvise DONTNEED";
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || st.st_size <= 0)
+    throw IoError(fmt::format("{}: empty or unreadable file", path));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::unique_ptr<uint8_t, FreeDeleter> buf(
+      static_cast<uint8_t*>(std::aligned_alloc(kAlign, kSeqChunk)));  // (1 MiB) u8 scratch
+  if (!buf) throw IoError("disk probe: out of memory for a 1 MiB buffer");
+  auto drop_cache = [&] {
+    if (!direct) ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
+  };
+
+  // Sequential: passes over the file from the start until the budget or 256 MiB is spent (a
+  // small file is read several times; each pass still misses the page cache).
+  drop_cache();
+  double t0 = now_ms();
+  uint64_t off = 0;
+  while (out.seq_bytes < kSeqMax && (now_ms() - t0) < budget_s * 1e3) {
+    if (off >= size) {
+      off = 0;
+      drop_cache();
+    }
+    const size_t got = read_at(f.fd, buf.get(), kSeqChunk, off, path);
+    if (got == 0) {
+      if (off == 0) throw IoError(fmt::format("{}: read no bytes", path));
+      off = size;
+      continue;
+    }
+    out.seq_bytes += got;
+    off += got;
+  }
+  out.seq_bps = static_cast<double>(out.seq_bytes) / ((now_ms() - t0) / 1e3);
+
+  // Random: 64 KiB at aligned offsets, a size that mmap fault-around and read-ahead windows
+  // issue when a reloaded layer is touched out of order.
+  std::mt19937_64 rng(0x5eed);
+  const uint64_t slots = size > kRandomChunk ? (size - kRandomChunk) / kAlign + 1 : 1;
+  drop_cache();
+  t0 = now_ms();
+  int n = 0;
+  while ((now_ms() - t0) < budget_s * 1e3 || n < 8) {
+    const uint64_t at = (rng() % slots) * kAlign;
+    if (!direct && n % 64 == 0) drop_cache();
+    out.random_bytes += read_at(f.fd, buf.get(), kRandomChunk, at, path);
+    ++n;
+  }
+  out.random_bps = static_cast<double>(out.random_bytes) / ((now_ms() - t0) / 1e3);
+  return out;
+}
+
+}  // namespace hearth::profile

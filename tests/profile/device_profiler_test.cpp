@@ -1,0 +1,170 @@
+// The device profiler on this machine and a small synthetic model: every figure the cost
+// model needs is present and plausible, the cache is keyed by the model file, and the CLI's
+// JSON loads with the DEVICES.json loader.
+#include "hearth/profile/device_profiler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "hearth/base/error.h"
+#include "hearth/model/synth.h"
+#include "hearth/profile/disk_probe.h"
+#include "hearth/profile/model_profile.h"
+
+namespace hearth::profile {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path test_dir() {
+  const auto d = fs::temp_directory_path() / ("hearth_profiler_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string make_model(const std::string& file, uint64_t seed = 3) {
+  const std::string path = (test_dir() / file).string();
+  if (fs::exists(path)) return path;
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 4;
+  opt.hp.dim = 256;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 512;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q4_k_m");
+  opt.seed = seed;
+  opt.threads = 1;
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+ProfilerOptions quick(const std::string& model) {
+  ProfilerOptions o;
+  o.model_path = model;
+  o.threads = 1;
+  o.cache_dir = (test_dir() / "cache").string();
+  o.version = "test";
+  o.name = "dev-under-test";
+  o.kernel_budget_s = 0.015;
+  o.disk_budget_s = 0.05;
+  return o;
+}
+
+TEST(DiskProbe, ReadsTheFileBypassingTheCache) {
+  const auto model = make_model("disk.gguf");
+  const auto r = measure_disk_reads(model, 0.05);
+  EXPECT_TRUE(r.method == "O_DIRECT" || r.method == "fadvise DONTNEED") << r.method;
+  EXPECT_GT(r.seq_bytes, 0u);
+  EXPECT_GT(r.random_bytes, 0u);
+  EXPECT_GT(r.seq_bps, 1e6);  // even a slow disk moves more than 1 MB/s
+  EXPECT_GT(r.random_bps, 1e5);
+  EXPECT_THROW(measure_disk_reads((test_dir() / "absent.gguf").string()), IoError);
+}
+
+TEST(DeviceProfiler, FiguresArePresentAndPlausible) {
+  const auto model = make_model("m.gguf");
+  std::string method;
+  const auto d = measure_device(quick(model), &method);
+  EXPECT_EQ(d.name, "dev-under-test");
+  EXPECT_EQ(d.os, OsClass::kLinux);
+  EXPECT_GE(d.cores, 1u);
+  EXPECT_GT(d.ram_total_bytes, uint64_t{64} << 20);
+  EXPECT_GT(d.ram_available_bytes, 0u);
+  EXPECT_LE(d.ram_available_bytes, d.ram_total_bytes);
+  EXPECT_GT(d.disk_seq_read_bps, 1e6);
+  EXPECT_GT(d.disk_random_read_bps, 1e5);
+  EXPECT_FALSE(d.has_gpu());
+  EXPECT_EQ(d.gpu.vram_available_bytes, 0u);
+  // Every weight type of the model has a throughput, as the cost model requires.
+  const auto mp = profile_model_file(model);
+  for (const auto& [type, flops] : mp.mean_layer.flops) {
+    ASSERT_TRUE(d.cpu.flops.count(type)) << gguf::tensor_type_name(type);
+  }
+  ASSERT_TRUE(d.cpu.flops.count(gguf::TensorType::kF16));  // attention on the f16 KV cache
+  for (const auto& [type, flops] : d.cpu.flops) {
+    EXPECT_GT(flops, 1e7) << gguf::tensor_type_name(type);  // > 10 MFLOP/s
+    EXPECT_LT(flops, 1e13) << gguf::tensor_type_name(type);
+  }
+  EXPECT_GT(d.cpu.mem_read_bps, 1e8);
+  EXPECT_GT(d.cpu.kv_copy_s, 0);
+  EXPECT_LT(d.cpu.kv_copy_s, 1e-3);
+  EXPECT_GT(d.link.bandwidth_bps, 0);
+  // Through the DEVICES.json loader and back.
+  const auto back = device_from_json(device_to_json(d), "round trip");
+  EXPECT_EQ(back.name, d.name);
+  EXPECT_EQ(back.cpu.flops.size(), d.cpu.flops.size());
+  EXPECT_NEAR(back.cpu.mem_read_bps, d.cpu.mem_read_bps, 1);
+}
+
+TEST(DeviceProfiler, CacheIsKeyedByTheModelFile) {
+  const auto model = make_model("cached.gguf", 5);
+  auto o = quick(model);
+  o.cache_dir = (test_dir() / "cache-key").string();
+  fs::remove_all(o.cache_dir);
+  const auto first = device_profile(o);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_TRUE(fs::exists(first.cache_path));
+  const auto second = device_profile(o);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.profile.cpu.flops.size(), first.profile.cpu.flops.size());
+  EXPECT_EQ(second.profile.cpu.mem_read_bps, first.profile.cpu.mem_read_bps);
+  o.refresh = true;
+  EXPECT_FALSE(device_profile(o).from_cache);
+  o.refresh = false;
+  o.version = "other";
+  EXPECT_FALSE(device_profile(o).from_cache);  // another hearth version re-measures
+  EXPECT_TRUE(device_profile(o).from_cache);
+  // A rewritten model file (new mtime/size) is another key.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  { std::ofstream(model, std::ios::app) << "x"; }
+  EXPECT_FALSE(device_profile(o).from_cache);
+  // A corrupt cache file is ignored and replaced.
+  { std::ofstream(first.cache_path) << "{not json"; }
+  EXPECT_FALSE(device_profile(o).from_cache);
+  EXPECT_TRUE(device_profile(o).from_cache);
+}
+
+TEST(DeviceProfiler, NeedsAModel) {
+  ProfilerOptions o;
+  EXPECT_THROW(device_profile(o), UsageError);
+  o.model_path = (test_dir() / "nope.gguf").string();
+  EXPECT_THROW(device_profile(o), IoError);
+}
+
+TEST(ProfileCli, JsonLoadsWithTheDevicesLoader) {
+  const auto model = make_model("cli.gguf");
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " profile -m " + model +
+                          " -t 1 --json --cache-dir " + (test_dir() / "cli-cache").string() +
+                          " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_EQ(status, 0) << out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto last = out.substr(out.rfind('\n') + 1);
+  const auto j = nlohmann::json::parse(last);
+  const auto d = device_from_json(j, "hearth profile --json");
+  EXPECT_GT(d.cpu.mem_read_bps, 0);
+  EXPECT_GT(d.disk_seq_read_bps, 0);
+  EXPECT_EQ(std::string(os_class_name(d.os)), "linux");
+  // The whole DEVICES.json document with this one device loads too.
+  const auto set = devices_from_json(nlohmann::json{{"schema", 1}, {"devices", {j}}}, "doc");
+  ASSERT_EQ(set.devices.size(), 1u);
+  EXPECT_NE(out.find("matvec GFLOP/s"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace hearth::profile
