@@ -14,11 +14,52 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
+#include "hearth/residency/device_meter.h"
+#include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"
 #include "model_options.h"
 
 namespace hearth::cli {
 namespace {
+
+// Per-device residency metrics (docs/residency.md), per token step on average.
+void print_device_stats(const std::vector<cluster::RingDevice>& devs,
+                        const std::vector<residency::DeviceTotals>& st) {
+  fmt::print(stderr, "  {:<3} {:<22} {:>5} {:>9} {:>8} {:>8} {:>10} {:>8} {:>10} {:>6}\n", "dev",
+             "name", "steps", "compute", "comm", "wait", "reload MB", "majflt", "prefetch MB",
+             "press");
+  for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
+    const auto& t = st[m];
+    const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
+    fmt::print(stderr,
+               "  {:<3} {:<22} {:>5} {:>7.2f}ms {:>6.2f}ms {:>6.2f}ms {:>10.2f} {:>8.1f} {:>10.2f} "
+               "{:>5.1f}%\n",
+               m, devs[m].name.substr(0, 22), t.steps, t.sum.compute_ms / n, t.sum.comm_ms / n,
+               t.sum.wait_ms / n, t.sum.reload_bytes / n / 1e6, t.sum.major_faults / n,
+               t.sum.prefetch_bytes / n / 1e6, 100.0 * t.pressure_max);
+  }
+}
+
+nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
+                                 const std::vector<residency::DeviceTotals>& st) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
+    const auto& t = st[m];
+    const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
+    out.push_back({{"name", devs[m].name},
+                   {"steps", t.steps},
+                   {"compute_ms", t.sum.compute_ms / n},
+                   {"comm_ms", t.sum.comm_ms / n},
+                   {"wait_ms", t.sum.wait_ms / n},
+                   {"reload_bytes", t.sum.reload_bytes / n},
+                   {"major_faults", t.sum.major_faults / n},
+                   {"prefetch_bytes", t.sum.prefetch_bytes / n},
+                   {"release_bytes", t.sum.release_bytes / n},
+                   {"pressure_max", t.pressure_max},
+                   {"pressure_mean", t.pressure_mean()}});
+  }
+  return out;
+}
 
 int run_run(const Args& args) {
   CLI::App app{"Generate a completion of a prompt and stream it to stdout", "run"};
@@ -46,6 +87,14 @@ int run_run(const Args& args) {
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string release = "auto", method = "willneed";
+  app.add_option("--release", release,
+                 "with --workers: release the head's windows after use: auto (when its layers "
+                 "do not fit in its memory), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--prefetch-method", method,
+                 "with --workers: how the head prefetches its next window")
+      ->check(CLI::IsMember({"willneed", "touch", "both"}));
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
@@ -71,6 +120,8 @@ int run_run(const Args& args) {
     }
     ro.threads = mo.threads;
     ro.prefetch = prefetch == "on";
+    ro.residency.release = residency::parse_release_mode(release);
+    ro.residency.method = residency::parse_prefetch_method(method);
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);
     fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", n_devices,
@@ -102,6 +153,11 @@ int run_run(const Args& args) {
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
+  std::vector<residency::DeviceTotals> dev_stats;
+  if (ring) {
+    dev_stats = ring->device_stats();
+    print_device_stats(ring->devices(), dev_stats);
+  }
   fmt::print(stderr,
              "hearth run: {} prompt tokens at {:.1f} tok/s, {} generated, TTFT {:.1f} ms, TPOT "
              "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
@@ -127,6 +183,8 @@ int run_run(const Args& args) {
         devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
       j["plan"] = {{"devices", devs}, {"k", ring->rounds()}};
       j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring->prefetched_bytes()}};
+      j["devices"] = device_stats_json(ring->devices(), dev_stats);
+      j["head_release"] = ring->head_releases();
     } else {
       j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
                    {"k", 1}};

@@ -7,6 +7,8 @@
 #include "commands.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/worker.h"
+#include "hearth/residency/page_ranges.h"
+#include "hearth/residency/release_policy.h"
 
 namespace hearth::cli {
 namespace {
@@ -29,7 +31,16 @@ int run_worker(const Args& args) {
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--name", o.name, "device name shown by the head (default: the address)");
+  std::string release = "auto", method = "willneed";
+  app.add_option("--release", release,
+                 "release each window after use: auto (when this device's layers do not fit "
+                 "in its memory), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--prefetch-method", method, "how to prefetch the next window")
+      ->check(CLI::IsMember({"willneed", "touch", "both"}));
   if (auto code = parse(app, args)) return *code;
+  o.residency.release = residency::parse_release_mode(release);
+  o.residency.method = residency::parse_prefetch_method(method);
 
   cluster::Worker worker(o);
   std::signal(SIGINT, on_stop_signal);

@@ -1,17 +1,38 @@
 #include "hearth/cluster/prefetcher.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-#include "hearth/base/log.h"
+#include "hearth/residency/device_meter.h"
 
 namespace hearth::cluster {
 
+std::vector<residency::ByteRange> window_ranges(const model::ModelWeights& weights, Window w) {
+  std::vector<residency::ByteRange> out;
+  const int n_layers = static_cast<int>(weights.layers.size());
+  for (int l = std::max(w.begin, 0); l < std::min(w.end, n_layers); ++l) {
+    for (const auto& [ptr, len] : weights.layers[l].spans) out.push_back({ptr, len});
+  }
+  return out;
+}
+
 WindowPrefetcher::WindowPrefetcher(const model::ModelWeights& weights,
                                    std::span<const uint8_t> mapping)
-    : weights_(weights), mapping_(mapping), thread_([this] { run(); }) {}
+    : weights_(weights),
+      owned_pages_(std::make_unique<residency::MappedPages>(mapping, "")),
+      pages_(*owned_pages_),
+      thread_([this] { run(); }) {}
+
+WindowPrefetcher::WindowPrefetcher(const model::ModelWeights& weights,
+                                   const residency::MappedPages& pages, bool prefetch,
+                                   residency::PrefetchMethod method, bool release)
+    : weights_(weights),
+      pages_(pages),
+      prefetch_(prefetch),
+      method_(method),
+      release_(release),
+      thread_([this] { run(); }) {}
 
 WindowPrefetcher::~WindowPrefetcher() {
   {
@@ -22,11 +43,11 @@ WindowPrefetcher::~WindowPrefetcher() {
   thread_.join();
 }
 
-void WindowPrefetcher::request(Window w) {
-  if (w.empty()) return;
+void WindowPrefetcher::request(Window w, Window used) {
+  if (w.empty() && used.empty()) return;
   {
     std::lock_guard lock(mu_);
-    pending_ = w;
+    pending_ = std::make_pair(w, used);
   }
   cv_.notify_all();
 }
@@ -41,34 +62,33 @@ void WindowPrefetcher::run() {
   for (;;) {
     cv_.wait(lock, [this] { return pending_.has_value() || quit_; });
     if (quit_) return;
-    const Window w = *pending_;
+    const auto [w, used] = *pending_;
     pending_.reset();
     busy_ = true;
     lock.unlock();
-    advise(w);
+    const uint64_t f0 = residency::thread_major_faults();
+    advise(w, used);
+    faults_ += residency::thread_major_faults() - f0;
     lock.lock();
     busy_ = false;
     cv_.notify_all();
   }
 }
 
-void WindowPrefetcher::advise(Window w) {
+void WindowPrefetcher::advise(Window w, Window used) {
+  // With k = 1 the window just used is also the next one: releasing it would only force
+  // the reload that prefetching is meant to hide.
+  if (release_ && !used.empty() && !(used == w)) {
+    released_ += pages_.release(window_ranges(weights_, used));
+  }
+  if (!prefetch_ || w.empty()) return;
+  const auto ranges = window_ranges(weights_, w);
+  pages_.prefetch(ranges, method_);
+  // Counted per tensor span from its page-rounded start, as the kernel reads it.
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t map_begin = reinterpret_cast<uintptr_t>(mapping_.data());
-  const uintptr_t map_end = map_begin + mapping_.size();
-  const int n_layers = static_cast<int>(weights_.layers.size());
-  for (int l = std::max(w.begin, 0); l < std::min(w.end, n_layers); ++l) {
-    for (const auto& [ptr, len] : weights_.layers[l].spans) {
-      // The mapping starts on a page boundary, so rounding the start down stays inside it.
-      const uintptr_t b = std::max(reinterpret_cast<uintptr_t>(ptr) & ~(page - 1), map_begin);
-      const uintptr_t e = std::min(reinterpret_cast<uintptr_t>(ptr) + len, map_end);
-      if (e <= b) continue;
-      if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_WILLNEED) != 0) {
-        log::debug("prefetch: madvise of layer {} failed", l);
-        continue;
-      }
-      bytes_ += e - b;
-    }
+  for (const auto& r : ranges) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(r.data);
+    bytes_ += (p + r.size) - (p & ~(page - 1));
   }
   ++windows_;
 }

@@ -65,8 +65,21 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
     for (int l = win.begin; l < win.end; ++l) eo.layers.push_back(l);
   }
   engine_ = std::make_unique<model::Engine>(file_, eo);
-  if (opt_.prefetch && rounds_ > 1) {
-    prefetch_ = std::make_unique<WindowPrefetcher>(engine_->weights(), file_.bytes());
+  totals_.resize(static_cast<size_t>(n_devices));
+  pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
+  meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
+  std::vector<residency::ByteRange> share;
+  for (const auto& win : windows[0]) {
+    const auto rr = window_ranges(engine_->weights(), win);
+    share.insert(share.end(), rr.begin(), rr.end());
+  }
+  const bool release =
+      residency::release_enabled(opt_.residency.release, pages_->span_bytes(share),
+                                 pages_->resident_bytes(share), meter_->baseline());
+  // With k = 1 the next window is the one just used: nothing to prefetch or release.
+  if (rounds_ > 1 && (opt_.prefetch || release)) {
+    prefetch_ = std::make_unique<WindowPrefetcher>(engine_->weights(), *pages_, opt_.prefetch,
+                                                   opt_.residency.method, release);
   }
   if (opt_.workers.empty()) return;
 
@@ -183,6 +196,33 @@ void RingSource::fail_peer(size_t i, const std::string& what) {
   throw NetError(fmt::format("worker {} (device {}): {}", peers_[i].address, i + 1, what));
 }
 
+void RingSource::absorb_stats(size_t peer, const net::Stats& st) {
+  std::vector<std::pair<std::string, double>> fields;
+  for (const auto& m : st.metrics) fields.emplace_back(m.key, m.value);
+  totals_[peer + 1].add(residency::from_fields(fields));
+}
+
+std::vector<residency::DeviceTotals> RingSource::device_stats() {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const uint64_t nonce = 0x5354415453ull + i;  // "STATS"
+    try {
+      peers_[i].control->send(net::Ping{nonce, 0});
+      for (;;) {
+        const auto env = peers_[i].control->recv(net::Millis{opt_.handshake_timeout_ms}, "Pong");
+        if (const auto* st = std::get_if<net::Stats>(&env.body)) absorb_stats(i, *st);
+        const auto* pong = std::get_if<net::Pong>(&env.body);
+        if (pong && pong->nonce == nonce) break;
+      }
+    } catch (const Error& e) {
+      // Metrics are a report, not the job: a worker that cannot answer keeps what came in.
+      log::warn("ring head: no stats from worker {}: {}", peers_[i].address, e.what());
+    }
+  }
+  auto out = totals_;
+  out[0] = meter_->totals();
+  return out;
+}
+
 uint64_t RingSource::prefetched_bytes() const {
   return prefetch_ ? prefetch_->bytes_advised() : 0;
 }
@@ -255,6 +295,7 @@ net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiti
       }
       if (!env) continue;
       if (const auto* e = std::get_if<net::ErrorMsg>(&env->body)) fail_peer(i, e->text);
+      if (const auto* st = std::get_if<net::Stats>(&env->body)) absorb_stats(i, *st);
     }
   }
 }
@@ -266,12 +307,15 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
   const int n_layers = static_cast<int>(engine_->hparams().n_layers);
   const int64_t pos0 = engine_->seq_length(seq);
   hidden_.resize(static_cast<size_t>(n) * dim);
+  auto foreign = [&] { return prefetch_ ? prefetch_->own_major_faults() : 0; };
   engine_->embed(tokens, hidden_.data());
   const uint64_t step = ++step_;
   for (int r = 0; r < rounds_; ++r) {
     const Window win = devices_[0].windows[r];
+    meter_->compute_begin(window_ranges(engine_->weights(), win), foreign());
     engine_->forward_layers(seq, win.begin, win.end, hidden_.data(), pos0, n);
-    if (prefetch_) prefetch_->request(devices_[0].windows[(r + 1) % rounds_]);
+    meter_->compute_end(foreign());
+    if (prefetch_) prefetch_->request(devices_[0].windows[(r + 1) % rounds_], win);
     if (win.end == n_layers) break;  // the head ran the last layer itself
     net::Activations a;
     a.round = static_cast<uint32_t>(r);
@@ -281,12 +325,16 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
     a.positions.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) a.positions[i] = static_cast<uint32_t>(pos0 + i);
     a.hidden = std::move(hidden_);
+    const double t_send = now_ms();
     try {
       successor_->send(a, step);
     } catch (const Error& e) {
       fail_peer(0, e.what());
     }
+    const double t_wait = now_ms();
+    meter_->add_comm_ms(t_wait - t_send);
     auto back = wait_hidden(step, fmt::format("round {} of token step {}", r, step));
+    meter_->add_wait_ms(now_ms() - t_wait);
     const bool done = back.final;
     if (back.dim != dim || back.n_tokens() != static_cast<size_t>(n) ||
         (!done && (back.round != static_cast<uint32_t>(r + 1) || r + 1 >= rounds_ ||
@@ -299,7 +347,16 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
     hidden_ = std::move(back.hidden);
     if (done) break;
   }
+  const double t_logits = now_ms();
   engine_->logits(hidden_.data() + static_cast<size_t>(n - 1) * dim, logits);
+  meter_->add_compute_ms(now_ms() - t_logits);
+  if (prefetch_) {
+    meter_->add_prefetch(prefetch_->bytes_advised() - advised0_,
+                         prefetch_->bytes_released() - released0_);
+    advised0_ = prefetch_->bytes_advised();
+    released0_ = prefetch_->bytes_released();
+  }
+  meter_->finish_step();
 }
 
 }  // namespace hearth::cluster

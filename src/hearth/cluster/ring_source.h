@@ -16,22 +16,23 @@
 #include <string>
 #include <vector>
 
+#include "hearth/cluster/prefetcher.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
 #include "hearth/net/transport.h"
+#include "hearth/residency/device_meter.h"
 
 namespace hearth::cluster {
-
-class WindowPrefetcher;
 
 struct RingOptions {
   std::vector<std::string> workers;  // control addresses in ring order (device 1, 2, ...)
   std::vector<int> plan;             // window size per device incl. the head; empty: even
   int threads = 0;                   // head's threads (0: all cores); workers decide their own
   int64_t n_ctx = 0;                 // 0: engine default
-  bool prefetch = true;              // prefetch each device's next window (only matters when k > 1)
+  bool prefetch = true;              // prefetch each device's next window (sent to the workers)
+  ResidencyOptions residency;        // the head's own method and release (.prefetch unused)
   int handshake_timeout_ms = 5000;
   int step_timeout_ms = 60000;  // one eval() through the whole ring
   net::TransportOptions transport;
@@ -62,6 +63,11 @@ class RingSource : public model::LogitsSource {
   model::Engine& engine() { return *engine_; }
   // Bytes the head asked the kernel to prefetch (page-rounded; 0 when off or k = 1).
   uint64_t prefetched_bytes() const;
+  // Residency metrics per device (ring order), summed over token steps: the head's own, and
+  // the workers' from their Stats messages (collected up to now: pings each worker and reads
+  // its control link up to the Pong, so every Stats sent before is in).
+  std::vector<residency::DeviceTotals> device_stats();
+  bool head_releases() const { return prefetch_ && prefetch_->releases(); }
 
  private:
   struct Peer {
@@ -83,7 +89,12 @@ class RingSource : public model::LogitsSource {
   std::vector<RingDevice> devices_;
   int rounds_ = 1;
   std::unique_ptr<model::Engine> engine_;
+  std::unique_ptr<residency::MappedPages> pages_;
+  std::unique_ptr<residency::DeviceMeter> meter_;  // the head's own device
   std::unique_ptr<WindowPrefetcher> prefetch_;
+  std::vector<residency::DeviceTotals> totals_;  // (n_devices) workers' from Stats
+  uint64_t advised0_ = 0, released0_ = 0;
+  void absorb_stats(size_t peer, const net::Stats& st);
   std::unique_ptr<net::Listener> inbox_;
   std::vector<Peer> peers_;                     // devices 1..N-1
   std::unique_ptr<net::Connection> successor_;  // device 1's inbox

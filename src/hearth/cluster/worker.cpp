@@ -13,6 +13,7 @@
 #include "hearth/cluster/prefetcher.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/hparams.h"
+#include "hearth/residency/device_meter.h"
 
 namespace hearth::cluster {
 namespace {
@@ -55,7 +56,9 @@ struct Worker::Session {
   std::unique_ptr<model::Engine> engine;
   std::unique_ptr<net::Connection> head_inbox;  // final hidden states go straight back
   std::unique_ptr<net::Connection> successor;   // null when the successor is the head
-  std::unique_ptr<WindowPrefetcher> prefetch;   // null when off or k = 1 (nothing to change)
+  std::unique_ptr<residency::MappedPages> pages;
+  std::unique_ptr<residency::DeviceMeter> meter;  // per-token Stats sent to the head
+  std::unique_ptr<WindowPrefetcher> prefetch;     // null when prefetch and release are off
 };
 
 Worker::Worker(WorkerOptions options)
@@ -165,10 +168,31 @@ void Worker::run_session(const net::Incoming& hello_in) {
     return Window{static_cast<int>(s.assign.windows[r].begin),
                   static_cast<int>(s.assign.windows[r].end)};
   };
-  if (s.assign.prefetch && k > 1) {
-    s.prefetch = std::make_unique<WindowPrefetcher>(s.engine->weights(), file_.bytes());
+  // Residency (docs/residency.md): measure from a baseline taken before any window is read.
+  s.pages = std::make_unique<residency::MappedPages>(file_.bytes(), opt_.model_path);
+  s.meter = std::make_unique<residency::DeviceMeter>(*s.pages);
+  std::vector<residency::ByteRange> share;
+  for (size_t r = 0; r < k; ++r) {
+    const auto rr = window_ranges(s.engine->weights(), window_of(r));
+    share.insert(share.end(), rr.begin(), rr.end());
+  }
+  const bool release =
+      residency::release_enabled(opt_.residency.release, s.pages->span_bytes(share),
+                                 s.pages->resident_bytes(share), s.meter->baseline());
+  // With k = 1 the next window is the one just used: nothing to prefetch or release.
+  const bool prefetch = s.assign.prefetch && k > 1;
+  if (prefetch || (release && k > 1)) {
+    s.prefetch = std::make_unique<WindowPrefetcher>(s.engine->weights(), *s.pages, prefetch,
+                                                    opt_.residency.method, release);
     s.prefetch->request(window_of(0));  // warm the first window while the head sets up
   }
+  // The last round in which this device has layers ends its part of a token step.
+  size_t last_round = 0;
+  for (size_t r = 0; r < k; ++r) {
+    if (!window_of(r).empty()) last_round = r;
+  }
+  double idle_since = 0;  // end of our last send; the time until the next hidden state is wait
+  uint64_t advised0 = 0, released0 = 0;
   control_->send(s.head, net::Ready{now_ms() - t0, 0});
   log::info("worker {}: device {} of {}, {} layers in {} rounds, successor {}",
             control_->endpoint(), s.assign.ring_position, s.assign.n_devices, eo.layers.size(),
@@ -240,12 +264,19 @@ void Worker::run_session(const net::Incoming& hello_in) {
               "Activations token {}: only one sequence at consecutive positions is supported", i));
         }
       }
+      if (idle_since > 0) s.meter->add_wait_ms(now_ms() - idle_since);
+      const Window this_window = window_of(act->round);
+      auto foreign = [&] { return s.prefetch ? s.prefetch->own_major_faults() : 0; };
+      s.meter->compute_begin(window_ranges(s.engine->weights(), this_window), foreign());
       s.engine->forward_layers(act->seq_ids[0], static_cast<int>(win.begin),
                                static_cast<int>(win.end), act->hidden.data(), act->positions[0],
                                static_cast<int64_t>(n));
+      s.meter->compute_end(foreign());
       // While the others compute, bring in the window this device needs next (the next
       // round's, or round 0's of the next token after the last round).
-      if (s.prefetch) s.prefetch->request(window_of((act->round + 1) % k));
+      if (s.prefetch) s.prefetch->request(window_of((act->round + 1) % k), this_window);
+      const double t_send = now_ms();
+      const uint32_t round = act->round;
       act->next_layer = win.end;
       if (win.end == n_layers) {
         act->final = true;
@@ -255,6 +286,23 @@ void Worker::run_session(const net::Incoming& hello_in) {
         s.head_inbox->send(*act, rid);
       } else {
         (s.successor ? *s.successor : *s.head_inbox).send(*act, rid);
+      }
+      idle_since = now_ms();
+      s.meter->add_comm_ms(idle_since - t_send);
+      if (round == last_round) {
+        if (s.prefetch) {
+          s.meter->add_prefetch(s.prefetch->bytes_advised() - advised0,
+                                s.prefetch->bytes_released() - released0);
+          advised0 = s.prefetch->bytes_advised();
+          released0 = s.prefetch->bytes_released();
+        }
+        net::Stats st;
+        st.device = s.assign.ring_position;
+        st.token = rid;
+        for (auto& [key, value] : residency::to_fields(s.meter->finish_step())) {
+          st.metrics.push_back(net::Metric{std::move(key), value});
+        }
+        control_->send(s.head, st, rid);
       }
     } catch (const NetError&) {
       throw;  // a broken ring ends the session; the head sees it too

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "hearth/cluster/prefetcher.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
 
@@ -25,6 +26,9 @@ struct WorkerOptions {
   int threads = 0;         // 0: what the head asks for (0 there too: all cores)
   std::string name;        // device name in the head's table; "" = listen address
   net::TransportOptions transport;
+  // Prefetch method and release of used windows on this device (the head decides only
+  // whether prefetch is on, through Assign.prefetch).
+  ResidencyOptions residency;
 };
 
 class Worker {

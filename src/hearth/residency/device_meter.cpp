@@ -1,0 +1,94 @@
+#include "hearth/residency/device_meter.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "hearth/base/clock.h"
+
+namespace hearth::residency {
+namespace {
+
+struct Field {
+  const char* key;
+  double StepStats::*member;
+};
+
+constexpr Field kFields[] = {
+    {"compute_ms", &StepStats::compute_ms},
+    {"comm_ms", &StepStats::comm_ms},
+    {"wait_ms", &StepStats::wait_ms},
+    {"major_faults", &StepStats::major_faults},
+    {"reload_bytes", &StepStats::reload_bytes},
+    {"prefetch_bytes", &StepStats::prefetch_bytes},
+    {"release_bytes", &StepStats::release_bytes},
+    {"pressure", &StepStats::pressure},
+};
+
+uint64_t faults(int who) {
+  rusage ru{};
+  if (::getrusage(who, &ru) != 0) return 0;
+  return static_cast<uint64_t>(ru.ru_majflt);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> to_fields(const StepStats& s) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& f : kFields) out.emplace_back(f.key, s.*f.member);
+  return out;
+}
+
+StepStats from_fields(std::span<const std::pair<std::string, double>> fields) {
+  StepStats s;
+  for (const auto& [key, value] : fields) {
+    for (const auto& f : kFields) {
+      if (key != f.key) continue;
+      s.*f.member = std::isfinite(value) && value > 0 ? value : 0.0;
+    }
+  }
+  s.pressure = std::min(s.pressure, 1.0);
+  return s;
+}
+
+void DeviceTotals::add(const StepStats& s) {
+  ++steps;
+  for (const auto& f : kFields) sum.*f.member += s.*f.member;
+  pressure_max = std::max(pressure_max, s.pressure);
+}
+
+uint64_t process_major_faults() {
+  return faults(RUSAGE_SELF);
+}
+
+uint64_t thread_major_faults() {
+  return faults(RUSAGE_THREAD);
+}
+
+DeviceMeter::DeviceMeter(const MappedPages& pages) : pages_(pages), base_(read_memory_status()) {}
+
+void DeviceMeter::compute_begin(std::span<const ByteRange> ranges, uint64_t foreign_faults) {
+  step_.reload_bytes +=
+      static_cast<double>(pages_.span_bytes(ranges) - pages_.resident_bytes(ranges));
+  foreign0_ = foreign_faults;
+  faults0_ = process_major_faults();
+  t0_ = now_ms();
+}
+
+void DeviceMeter::compute_end(uint64_t foreign_faults) {
+  step_.compute_ms += now_ms() - t0_;
+  const uint64_t all = process_major_faults() - faults0_;
+  const uint64_t foreign = foreign_faults - foreign0_;
+  step_.major_faults += static_cast<double>(all > foreign ? all - foreign : 0);
+}
+
+StepStats DeviceMeter::finish_step() {
+  step_.pressure = memory_pressure(base_, read_memory_status());
+  const StepStats s = step_;
+  totals_.add(s);
+  step_ = StepStats{};
+  return s;
+}
+
+}  // namespace hearth::residency

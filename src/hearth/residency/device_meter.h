@@ -1,0 +1,85 @@
+// Per-token, per-device residency metrics of the ring (issue 4; prima.cpp v2 A.14): time in
+// compute / communication / waiting, bytes prefetched and released, and, for each window
+// computed, the bytes that had to be reloaded during compute (pages of the window not in the
+// page cache just before compute, by mincore) and the major page faults taken meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hearth/residency/memory_status.h"
+#include "hearth/residency/page_ranges.h"
+
+namespace hearth::residency {
+
+// One token step of one device (sums over its rounds).
+struct StepStats {
+  double compute_ms = 0;
+  double comm_ms = 0;  // sending hidden states
+  double wait_ms = 0;  // idle, waiting for the hidden state to come round
+  double major_faults = 0;
+  double reload_bytes = 0;    // window bytes not resident just before its compute
+  double prefetch_bytes = 0;  // bytes asked for by the prefetcher during the step
+  double release_bytes = 0;   // resident bytes released during the step
+  double pressure = 0;        // memory pressure at the end of the step, [0, 1]
+};
+
+// Keys and values as carried in net::Stats metrics, in a fixed order.
+std::vector<std::pair<std::string, double>> to_fields(const StepStats& s);
+// Unknown keys are ignored; non-finite or negative values are treated as 0 (a peer's bad
+// numbers must not poison the head's totals).
+StepStats from_fields(std::span<const std::pair<std::string, double>> fields);
+
+// Sums of a device's steps.
+struct DeviceTotals {
+  uint64_t steps = 0;
+  StepStats sum;  // sum.pressure is the sum of per-step pressures
+  double pressure_max = 0;
+  void add(const StepStats& s);
+  double pressure_mean() const { return steps ? sum.pressure / static_cast<double>(steps) : 0.0; }
+};
+
+// Major page faults of this process so far (getrusage RUSAGE_SELF), and of the calling
+// thread (RUSAGE_THREAD).
+uint64_t process_major_faults();
+uint64_t thread_major_faults();
+
+// Measures one device. Not thread-safe: the thread that computes calls it.
+class DeviceMeter {
+ public:
+  // Takes the memory baseline now (before this device's windows are read in).
+  explicit DeviceMeter(const MappedPages& pages);
+
+  // Just before computing a window over `ranges`: counts non-resident bytes (the reload
+  // this compute will do) and starts the fault and time counters. `foreign_faults` is the
+  // count of major faults made by our own helper threads (the prefetcher's touching),
+  // which are excluded from the compute's faults.
+  void compute_begin(std::span<const ByteRange> ranges, uint64_t foreign_faults);
+  void compute_end(uint64_t foreign_faults);
+  void add_compute_ms(double ms) { step_.compute_ms += ms; }  // outside any window (logits)
+  void add_comm_ms(double ms) { step_.comm_ms += ms; }
+  void add_wait_ms(double ms) { step_.wait_ms += ms; }
+  void add_prefetch(uint64_t bytes, uint64_t released) {
+    step_.prefetch_bytes += static_cast<double>(bytes);
+    step_.release_bytes += static_cast<double>(released);
+  }
+
+  // Ends the step: samples memory pressure, adds the step to the totals, returns it.
+  StepStats finish_step();
+  const DeviceTotals& totals() const { return totals_; }
+  const MemoryStatus& baseline() const { return base_; }
+
+ private:
+  const MappedPages& pages_;
+  MemoryStatus base_;
+  StepStats step_;
+  DeviceTotals totals_;
+  double t0_ = 0;
+  uint64_t faults0_ = 0;
+  uint64_t foreign0_ = 0;
+};
+
+}  // namespace hearth::residency
