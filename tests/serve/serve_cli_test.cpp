@@ -1,0 +1,508 @@
+// `hearth serve` end to end: a real server process on a free local port and HTTP clients.
+// Greedy outputs are compared between a request alone and the same request among others.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "serve/serve_process.h"
+
+namespace hearth::serve::testing {
+namespace {
+
+using nlohmann::json;
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ =
+        std::make_unique<ServeProc>(std::vector<std::string>{"--parallel", "4", "-c", "4096"});
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  static inline std::unique_ptr<ServeProc> server_;
+
+  static json post_ok(const std::string& path, const json& body) {
+    auto c = server_->client();
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r) << path;
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+  // Status and error object of a request expected to fail.
+  static std::pair<int, json> post_err(const std::string& path, const std::string& body) {
+    auto c = server_->client();
+    auto r = c.Post(path.c_str(), body, "application/json");
+    EXPECT_TRUE(r) << path;
+    if (!r) return {0, {}};
+    auto j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << r->body;
+    if (j.is_object() && j.contains("error")) {
+      for (const char* k : {"message", "type", "param", "code"}) {
+        EXPECT_TRUE(j["error"].contains(k)) << k << " missing in " << r->body;
+      }
+      EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+    }
+    return {r->status, j.is_object() ? j["error"] : json()};
+  }
+  static SseStream stream(const std::string& path, json body) {
+    body["stream"] = true;
+    auto c = server_->client();
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    return parse_sse(r->body);
+  }
+  static json chat(const std::string& user, int max_tokens) {
+    return {
+        {"messages",
+         {{{"role", "system"}, {"content", "be brief"}}, {{"role", "user"}, {"content", user}}}},
+        {"max_tokens", max_tokens},
+        {"temperature", 0},
+        {"ignore_eos", true}};
+  }
+  static double metric(const std::string& name) {
+    auto c = server_->client();
+    auto r = c.Get("/metrics");
+    if (!r) return -1;
+    const size_t at = r->body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(r->body.substr(at + name.size() + 2));
+  }
+};
+
+TEST_F(ServeTest, BindsLoopbackByDefault) {
+  EXPECT_NE(server_->first_line().find("http://127.0.0.1:"), std::string::npos)
+      << server_->first_line();
+}
+
+TEST_F(ServeTest, ModelsHealthAndMetrics) {
+  auto c = server_->client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json mj = json::parse(m->body);
+  EXPECT_EQ(mj["object"], "list");
+  ASSERT_EQ(mj["data"].size(), 1u);
+  EXPECT_EQ(mj["data"][0]["id"], "serve_tiny");
+  EXPECT_EQ(mj["data"][0]["meta"]["n_ctx"], 4096);
+
+  const double before = metric("hearth_tokens_generated_total");
+  post_ok("/v1/chat/completions", chat("count", 6));
+  EXPECT_EQ(metric("hearth_tokens_generated_total"), before + 6);
+  auto r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  for (const char* name : {"hearth_ttft_seconds_bucket{le=\"+Inf\"}", "hearth_tpot_seconds_count",
+                           "hearth_queue_depth", "hearth_active_sequences"}) {
+    EXPECT_NE(r->body.find(name), std::string::npos) << name;
+  }
+  EXPECT_GE(metric("hearth_ttft_seconds_count"), 1);
+}
+
+TEST_F(ServeTest, ChatCompletionShapeAndUsage) {
+  const json r = post_ok("/v1/chat/completions", chat("hello there", 8));
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["model"], "serve_tiny");
+  EXPECT_EQ(r["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 8);
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 4);
+  EXPECT_EQ(r["usage"]["total_tokens"].get<int>(), r["usage"]["prompt_tokens"].get<int>() + 8);
+}
+
+TEST_F(ServeTest, StreamingEqualsNonStreamingAndEndsWithDone) {
+  json body = chat("tell me a story", 10);
+  const json whole = post_ok("/v1/chat/completions", body);
+  body["stream_options"] = {{"include_usage", true}};
+  const SseStream s = stream("/v1/chat/completions", body);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.text, whole["choices"][0]["message"]["content"].get<std::string>());
+  EXPECT_EQ(s.finish_reason, "length");
+  ASSERT_TRUE(s.usage.is_object());
+  EXPECT_EQ(s.usage["completion_tokens"], 10);
+  EXPECT_EQ(s.usage["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+  ASSERT_FALSE(s.events.empty());
+  EXPECT_EQ(s.events.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(s.events.back()["choices"].empty());  // the usage chunk comes last
+  // Without include_usage there is no usage chunk.
+  body.erase("stream_options");
+  EXPECT_TRUE(stream("/v1/chat/completions", body).usage.is_null());
+}
+
+TEST_F(ServeTest, CompletionsPlainAndStreamed) {
+  const json body = {
+      {"prompt", "once upon a time"}, {"max_tokens", 7}, {"temperature", 0}, {"ignore_eos", true}};
+  const json r = post_ok("/v1/completions", body);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 7);
+  const SseStream s = stream("/v1/completions", body);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.text, r["choices"][0]["text"].get<std::string>());
+  // A prompt given as token ids is the same prompt.
+  const json tok = post_ok("/tokenize", {{"content", "once upon a time"}, {"add_special", true}});
+  json by_ids = body;
+  by_ids["prompt"] = tok["tokens"];
+  EXPECT_EQ(post_ok("/v1/completions", by_ids)["choices"][0]["text"], r["choices"][0]["text"]);
+}
+
+TEST_F(ServeTest, SeededSamplingRepeats) {
+  json body = chat("random please", 12);
+  body["temperature"] = 1.5;
+  body["seed"] = 1234;
+  const auto a = post_ok("/v1/chat/completions", body)["choices"][0]["message"]["content"];
+  const auto b = post_ok("/v1/chat/completions", body)["choices"][0]["message"]["content"];
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(ServeTest, StopStringsEndTheReply) {
+  const std::string full = post_ok("/v1/completions", {{"prompt", "abc"},
+                                                       {"max_tokens", 16},
+                                                       {"temperature", 0},
+                                                       {"ignore_eos", true}})["choices"][0]["text"];
+  // Two printable ASCII bytes from the middle of the reply (the model emits any bytes).
+  size_t at = 2;
+  auto printable = [](char ch) { return ch > 0x20 && ch < 0x7f; };
+  while (at + 1 < full.size() && !(printable(full[at]) && printable(full[at + 1]))) ++at;
+  ASSERT_LT(at + 1, full.size()) << full;
+  const std::string stop = full.substr(at, 2);
+  for (const json& s : {json(stop), json::array({"\x01\x02never", stop})}) {
+    const json r = post_ok("/v1/completions", {{"prompt", "abc"},
+                                               {"max_tokens", 16},
+                                               {"temperature", 0},
+                                               {"ignore_eos", true},
+                                               {"stop", s}});
+    EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find(stop)));
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    const SseStream st = stream("/v1/completions", {{"prompt", "abc"},
+                                                    {"max_tokens", 16},
+                                                    {"temperature", 0},
+                                                    {"ignore_eos", true},
+                                                    {"stop", s}});
+    EXPECT_EQ(st.text, full.substr(0, full.find(stop)));
+  }
+}
+
+TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {
+  const json t = post_ok("/tokenize", {{"content", "hello world"}});
+  ASSERT_TRUE(t["tokens"].is_array());
+  ASSERT_FALSE(t["tokens"].empty());
+  EXPECT_EQ(post_ok("/detokenize", {{"tokens", t["tokens"]}})["content"], "hello world");
+}
+
+// N concurrent streaming clients: every stream completes and equals the request alone.
+TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSingleRequests) {
+  constexpr int kClients = 6;  // more than --parallel 4: two wait in the queue
+  std::vector<json> bodies;
+  std::vector<std::string> alone;
+  for (int i = 0; i < kClients; ++i) {
+    bodies.push_back(
+        chat("question number " + std::to_string(i) + std::string(i * 7, 'x'), 12 + i));
+    alone.push_back(
+        post_ok("/v1/chat/completions", bodies.back())["choices"][0]["message"]["content"]);
+  }
+  std::vector<SseStream> got(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      json b = bodies[i];
+      b["stream_options"] = {{"include_usage", true}};
+      got[i] = stream("/v1/chat/completions", b);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_TRUE(got[i].done) << i;
+    EXPECT_EQ(got[i].text, alone[i]) << i;
+    EXPECT_EQ(got[i].usage["completion_tokens"], 12 + i) << i;
+  }
+}
+
+// Every bad input gets a 4xx and an OpenAI error object.
+TEST_F(ServeTest, BadInputsGetErrorObjects) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{\"messages\": [", 400, ""},
+      {"/v1/chat/completions", "[1,2]", 400, ""},
+      {"/v1/chat/completions", "{}", 400, "messages"},
+      {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
+      {"/v1/chat/completions", R"({"messages": "hi"})", 400, "messages"},
+      {"/v1/chat/completions", R"({"messages": [{"content": "hi"}]})", 400, "messages[0].role"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "hi"}]})", 400,
+       "messages[0].role"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 5}]})", 400,
+       "messages[0].content"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "temperature": "hot"})", 400, "temperature"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "temperature": 9})", 400, "temperature"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "top_p": -1})", 400, "top_p"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "max_tokens": 0})", 400, "max_tokens"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "max_tokens": 2.5})", 400, "max_tokens"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "stop": 5})", 400, "stop"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "stop": ["a", 1]})", 400, "stop"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "stream": "yes"})", 400, "stream"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "seed": "x"})", 400, "seed"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "n": 3})", 400, "n"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "stream_options": 1})", 400, "stream_options"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "model": 7})", 400, "model"},
+      {"/v1/chat/completions", "{" + msgs + R"(, "model": "gpt-9"})", 404, "model"},
+      {"/v1/completions", R"({"prompt": 5})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": [1, 99999]})", 400, "prompt"},
+      {"/v1/completions", R"({})", 400, "prompt"},
+      {"/tokenize", R"({"content": 3})", 400, "content"},
+      {"/detokenize", R"({"tokens": [1, -4]})", 400, "tokens"},
+      {"/detokenize", R"({"tokens": [100000]})", 400, "tokens"},
+      {"/v1/cancel", R"({"id": "chatcmpl-nope"})", 404, "id"},
+      {"/v1/cancel", R"({"id": 3})", 400, "id"},
+  };
+  for (const auto& c : cases) {
+    const auto [status, err] = post_err(c.path, c.body);
+    EXPECT_EQ(status, c.status) << c.path << " " << c.body;
+    if (!c.param.empty()) {
+      EXPECT_EQ(err["param"], c.param) << c.body;
+    }
+  }
+  // Context overflow: a prompt longer than -c 4096.
+  std::string long_text;
+  for (int i = 0; i < 2500; ++i) long_text += "word" + std::to_string(i) + " ";
+  const auto [status, err] =
+      post_err("/v1/chat/completions",
+               json{{"messages", {{{"role", "user"}, {"content", long_text}}}}}.dump());
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(err["code"], "context_length_exceeded");
+  // Unknown route.
+  auto c = server_->client();
+  auto r = c.Get("/v2/nothing");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+}
+
+// A raw TCP connection to the server.
+int connect_to(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void send_all(int fd, const std::string& s) {
+  ASSERT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+}
+
+std::string http_post(const std::string& path, const std::string& body) {
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Waits until `pred` holds, at most `seconds`.
+template <typename F>
+bool eventually(F pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+TEST_F(ServeTest, ClientDisconnectCancelsGeneration) {
+  const std::string key = "hearth_requests_finished_total{reason=\"cancelled\"}";
+  for (const bool streamed : {true, false}) {
+    const double before = std::max(0.0, metric(key));
+    const int fd = connect_to(server_->port());
+    ASSERT_GE(fd, 0);
+    // Far more tokens than the test waits for: only the disconnect can end it early.
+    json body = chat("never ending", 4000);
+    body["stream"] = streamed;
+    send_all(fd, http_post("/v1/chat/completions", body.dump()));
+    if (streamed) {
+      char buf[256];
+      ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // the stream started
+    } else {
+      ASSERT_TRUE(eventually([&] { return metric("hearth_active_sequences") >= 1; }, 10));
+    }
+    close(fd);
+    EXPECT_TRUE(eventually([&] { return metric(key) >= before + 1; }, 20))
+        << "streamed=" << streamed;
+  }
+  EXPECT_TRUE(eventually([&] { return metric("hearth_active_sequences") == 0; }, 20));
+}
+
+TEST_F(ServeTest, CancelById) {
+  auto c = server_->client();
+  std::atomic<bool> started{false};
+  std::string id, body;
+  std::thread t([&] {
+    json b = chat("long one", 4000);
+    b["stream"] = true;
+    auto cc = server_->client();
+    post_streaming(cc, "/v1/chat/completions", {}, b.dump(), [&](const char* data, size_t n) {
+      body.append(data, n);
+      if (id.empty()) {
+        const auto s = parse_sse(body.substr(0, body.rfind("\n\n") + 2));
+        if (!s.events.empty()) {
+          id = s.events.front()["id"];
+          started = true;
+        }
+      }
+      return true;
+    });
+  });
+  ASSERT_TRUE(eventually([&] { return started.load(); }, 20));
+  auto r = c.Post("/v1/cancel", json{{"id", id}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  t.join();
+  const SseStream s = parse_sse(body);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.finish_reason, "cancelled");
+}
+
+// A second server with a key, a small body limit, a short read timeout and a queue of one.
+class GuardedServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = std::make_unique<ServeProc>(
+        std::vector<std::string>{"--api-key", "sesame", "--max-body", "4096", "--read-timeout", "1",
+                                 "--parallel", "1", "--queue", "1", "-c", "4096"});
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  static inline std::unique_ptr<ServeProc> server_;
+  static httplib::Headers auth() { return {{"Authorization", "Bearer sesame"}}; }
+};
+
+TEST_F(GuardedServeTest, ApiKeyRequired) {
+  auto c = server_->client();
+  const std::string body = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
+  auto none = c.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(json::parse(none->body)["error"]["code"], "invalid_api_key");
+  auto wrong =
+      c.Post("/v1/chat/completions", {{"Authorization", "Bearer nope"}}, body, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  auto ok = c.Post("/v1/chat/completions", auth(), body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(GuardedServeTest, BodyTooLarge) {
+  auto c = server_->client();
+  const std::string big = json{{"prompt", std::string(8000, 'a')}}.dump();
+  auto r = c.Post("/v1/completions", auth(), big, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+}
+
+TEST_F(GuardedServeTest, SlowClientIsDropped) {
+  const int fd = connect_to(server_->port());
+  ASSERT_GE(fd, 0);
+  send_all(fd,
+           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
+           "Content-Length: 100\r\n\r\n{\"pro");
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 8000), 1) << "the server kept a silent client past its read timeout";
+  char buf[512];
+  const ssize_t n = recv(fd, buf, sizeof buf, 0);
+  // Closed, or an error response followed by close: never a completion.
+  EXPECT_TRUE(n <= 0 ||
+              std::string(buf, static_cast<size_t>(n)).find(" 200 ") == std::string::npos);
+  close(fd);
+}
+
+TEST_F(GuardedServeTest, FullQueueGets429) {
+  // A occupies the one slot, B waits in the one queue place, C is refused.
+  std::atomic<bool> a_started{false};
+  std::string a_body;
+  std::thread a([&] {
+    auto c = server_->client();
+    const json b = {{"prompt", "x"},
+                    {"max_tokens", 3000},
+                    {"temperature", 0},
+                    {"ignore_eos", true},
+                    {"stream", true}};
+    post_streaming(c, "/v1/completions", auth(), b.dump(), [&](const char* d, size_t n) {
+      a_body.append(d, n);
+      a_started = true;
+      return true;
+    });
+  });
+  ASSERT_TRUE(eventually([&] { return a_started.load(); }, 20));
+  int b_status = 0;
+  std::thread b([&] {
+    auto c = server_->client();
+    auto r =
+        c.Post("/v1/completions", auth(), R"({"prompt":"y","max_tokens":3})", "application/json");
+    if (r) b_status = r->status;
+  });
+  auto c = server_->client();
+  auto queued = [&] {
+    auto m = c.Get("/metrics", auth());
+    return m && m->body.find("\nhearth_queue_depth 1\n") != std::string::npos;
+  };
+  ASSERT_TRUE(eventually(queued, 20));
+  auto r =
+      c.Post("/v1/completions", auth(), R"({"prompt":"z","max_tokens":3})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "queue_full");
+  // Cancel A (its id is in its first chunk); B then runs and succeeds.
+  const auto first = a_body.find("\"id\":\"");
+  ASSERT_NE(first, std::string::npos);
+  const std::string id = a_body.substr(first + 6, a_body.find('"', first + 6) - first - 6);
+  auto cr = c.Post("/v1/cancel", auth(), json{{"id", id}}.dump(), "application/json");
+  ASSERT_TRUE(cr);
+  EXPECT_EQ(cr->status, 200);
+  a.join();
+  b.join();
+  EXPECT_EQ(b_status, 200);
+}
+
+TEST(ServeShutdown, SigtermStopsCleanlyWithRunningStreams) {
+  ServeProc s;
+  std::thread t([&] {
+    auto c = s.client();
+    c.Post("/v1/completions", R"({"prompt":"x","max_tokens":200,"ignore_eos":true,"stream":true})",
+           "application/json");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int status = s.terminate();
+  t.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+}  // namespace
+}  // namespace hearth::serve::testing

@@ -1,0 +1,182 @@
+// A real `hearth serve` child process on a free port, a tiny synthetic model for it, and
+// small HTTP helpers shared by the serve integration tests.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hearth/model/synth.h"
+#include "hearth/serve/http_lib.h"
+
+extern char** environ;
+
+namespace hearth::serve::testing {
+
+namespace fs = std::filesystem;
+
+inline fs::path test_dir() {
+  const auto d = fs::temp_directory_path() / ("hearth_serve_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// 2 layers, dim 128, vocab 512: fast enough under ASan, big enough for a chat template.
+inline std::string tiny_model() {
+  static const std::string path = [] {
+    model::SynthOptions opt;
+    opt.hp.arch = model::Arch::kLlama;
+    opt.hp.n_layers = 2;
+    opt.hp.dim = 128;
+    opt.hp.n_heads = 4;
+    opt.hp.n_kv_heads = 2;
+    opt.hp.head_dim = 32;
+    opt.hp.ffn = 256;
+    opt.hp.vocab = 512;
+    opt.hp.ctx_train = 4096;
+    opt.types = model::parse_type_recipe("q8_0");
+    opt.seed = 11;
+    opt.name = "serve-tiny";
+    opt.threads = 1;
+    const std::string p = (test_dir() / "serve_tiny.gguf").string();
+    model::write_synthetic_model(opt, p);
+    return p;
+  }();
+  return path;
+}
+
+class ServeProc {
+ public:
+  explicit ServeProc(std::vector<std::string> extra = {}) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    log_ = (test_dir() / ("serve_" + std::to_string(counter_++) + ".log")).string();
+    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> argv_s = {HEARTH_BIN_PATH, "serve", "-m", tiny_model(),
+                                       "--port",        "0",     "-t", "1"};
+    argv_s.insert(argv_s.end(), extra.begin(), extra.end());
+    if (std::find(extra.begin(), extra.end(), "-c") == extra.end()) {
+      argv_s.insert(argv_s.end(), {"-c", "256"});
+    }
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (rc != 0) throw std::runtime_error("spawn hearth serve");
+    FILE* f = fdopen(out[0], "r");
+    char line[512] = {};
+    if (f && fgets(line, sizeof line, f)) first_line_ = line;
+    if (f) fclose(f);
+    const auto colon = first_line_.rfind(':');
+    if (first_line_.find("listening on http://") == std::string::npos ||
+        colon == std::string::npos) {
+      throw std::runtime_error("hearth serve did not start: " + first_line_ + " (log " + log_ +
+                               ")");
+    }
+    port_ = std::stoi(first_line_.substr(colon + 1));
+  }
+  ~ServeProc() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+    }
+  }
+  ServeProc(const ServeProc&) = delete;
+  ServeProc& operator=(const ServeProc&) = delete;
+
+  int port() const { return port_; }
+  const std::string& first_line() const { return first_line_; }
+  const std::string& log() const { return log_; }
+  // Stops with SIGTERM; returns the exit status (for the clean-shutdown test).
+  int terminate() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+ private:
+  static inline int counter_ = 0;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string first_line_, log_;
+};
+
+// POST whose response body arrives piece by piece in `on_data` (httplib 0.11's Post has no
+// receiver overload). Returns the status, 0 when the request failed.
+template <typename F>
+int post_streaming(httplib::Client& c, const std::string& path, const httplib::Headers& headers,
+                   const std::string& body, F on_data) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = headers;
+  req.set_header("Content-Type", "application/json");
+  req.body = body;
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) { return on_data(d, n); };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  return c.send(req, res, err) ? res.status : 0;
+}
+
+// One parsed SSE stream: the JSON payloads in order and whether it ended with [DONE].
+struct SseStream {
+  std::vector<nlohmann::json> events;
+  bool done = false;
+  std::string text;  // concatenated delta content (chat) or text (completions)
+  std::string finish_reason;
+  nlohmann::json usage;
+};
+
+inline SseStream parse_sse(const std::string& body) {
+  SseStream s;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    const std::string ev = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (ev.rfind("data: ", 0) != 0) continue;
+    const std::string data = ev.substr(6);
+    if (data == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    auto j = nlohmann::json::parse(data);
+    for (const auto& c : j.value("choices", nlohmann::json::array())) {
+      if (c.contains("delta") && c["delta"].contains("content")) {
+        s.text += c["delta"]["content"].get<std::string>();
+      }
+      if (c.contains("text")) s.text += c["text"].get<std::string>();
+      if (!c["finish_reason"].is_null()) s.finish_reason = c["finish_reason"];
+    }
+    if (j.contains("usage")) s.usage = j["usage"];
+    s.events.push_back(std::move(j));
+  }
+  return s;
+}
+
+}  // namespace hearth::serve::testing
