@@ -1,0 +1,44 @@
+// The official OpenAI Node SDK (npm `openai`) against a real `hearth serve`: one
+// non-streaming and one streaming chat completion (tests/node/openai_sdk_check.mjs).
+// The SDK is installed into tests/node/node_modules on first run.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "serve/serve_process.h"
+
+namespace hearth::serve::testing {
+namespace {
+
+// Runs a shell command, returning its exit status and (merged) output.
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(OpenAiNodeSdk, ChatCompletionPlainAndStreamed) {
+  if (run("command -v node && command -v npm").first != 0) GTEST_SKIP() << "node/npm not installed";
+  const std::string dir = std::string(HEARTH_SOURCE_DIR) + "/tests/node";
+  if (!fs::exists(dir + "/node_modules/openai/package.json")) {
+    const auto [rc, out] = run("npm install --prefix '" + dir + "' --no-audit --no-fund");
+    ASSERT_EQ(rc, 0) << "npm install failed:\n" << out;
+  }
+  ServeProc server({"--api-key", "node-key"});
+  const std::string base = "http://127.0.0.1:" + std::to_string(server.port()) + "/v1";
+  const auto [rc, out] =
+      run("node '" + dir + "/openai_sdk_check.mjs' " + base + " node-key serve_tiny");
+  EXPECT_EQ(rc, 0) << out << "\n(server log: " << server.log() << ")";
+  EXPECT_NE(out.find("openai sdk check: ok"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace hearth::serve::testing
