@@ -50,7 +50,8 @@ if [[ ! -f "$MODEL" ]]; then
 fi
 for i in 1 2 3; do [[ -f "$DIR/m$i.gguf" ]] || cp "$MODEL" "$DIR/m$i.gguf"; done
 
-# start_worker INDEX [CGROUP]: a worker on its own model copy, optionally in a memory cgroup.
+# start_worker INDEX [CGROUP]: a worker on its own model copy, optionally in a memory cgroup;
+# sets ADDR. Not called in a subshell, so PIDS keeps the pid for cleanup.
 start_worker() {
   local i=$1 cg=${2:-} out="$DIR/w$1.out"
   : > "$out"
@@ -62,7 +63,7 @@ start_worker() {
   fi
   PIDS+=($!)
   for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.1; done
-  awk '/listening/ {print $3}' "$out"
+  ADDR=$(awk '/listening/ {print $3}' "$out")
 }
 
 run_head() {  # run_head WORKERS PLAN PREFETCH -> JSON line
@@ -77,7 +78,7 @@ A_JSON="[]"
 T1=""
 for n in 1 2 3 4; do
   addrs=""
-  for ((i = 1; i < n; i++)); do addrs+="${addrs:+,}$(start_worker $i)"; done
+  for ((i = 1; i < n; i++)); do start_worker $i; addrs+="${addrs:+,}$ADDR"; done
   j=$(run_head "$addrs" "" "")
   cleanup
   tpot=$(jq .tpot_ms <<< "$j")
@@ -104,7 +105,8 @@ else
       mkdir -p "$cg"
       CGS+=("$cg")
       echo $((LIMIT_MB << 20)) > "$cg/memory.limit_in_bytes"
-      addrs+="${addrs:+,}$(start_worker $i "$cg")"
+      start_worker $i "$cg"
+      addrs+="${addrs:+,}$ADDR"
     done
     j=$(run_head "$addrs" "$plan" "$pf")
     cleanup
