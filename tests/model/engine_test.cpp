@@ -24,8 +24,11 @@ struct Case {
   float freq_scale = 1.0f;
   // Largest |engine - reference| over the logits, relative to the reference logits' rms.
   // f32/f16 weights: only the f16 KV cache rounds (2^-11 relative) -> 1e-2 leaves margin.
-  // Quantized weights: the engine also quantizes activations to 8 bits (Q8_0/Q8_K, relative
-  // error ~2^-8 per product, compounded over 2 layers and the output) -> 6e-2.
+  // Quantized weights: the engine also rounds activations to 8 bits per 32-element block
+  // (Q8_0/Q8_K) before each matmul: about 1.4% rms relative error per matmul (step
+  // max/127, uniform rounding, max/rms ~3 for these activations), compounded over the ~5
+  // matmuls of a path through 2 layers and the output (~3% rms); the maximum over 12 x 512
+  // logits is ~4 sigma -> 0.15.
   double tol;
 };
 
@@ -90,7 +93,7 @@ TEST_P(EngineVsReference, LogitsMatchTokenByToken) {
   }
   EXPECT_LT(worst, c.tol) << c.name;
   RecordProperty("worst_rel_error", std::to_string(worst));
-  std::printf("[ %s ] worst logit error / rms = %.2e (tolerance %.0e)\n", c.name.c_str(), worst,
+  std::printf("[ %s ] worst logit error / rms = %.2e (tolerance %.2g)\n", c.name.c_str(), worst,
               c.tol);
 }
 
@@ -123,13 +126,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"llama_f32_gqa2", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 1e-2},
         Case{"llama_f16_tied_ropefreqs", Arch::kLlama, "f16", 4, 1, true, true, 0.5f, 1e-2},
-        Case{"llama_q8_0_mha", Arch::kLlama, "q8_0", 4, 4, false, false, 1.0f, 6e-2},
-        Case{"llama_q4_k_m_gqa4", Arch::kLlama, "q4_k_m", 8, 2, false, false, 1.0f, 6e-2},
-        Case{"llama_q4_0", Arch::kLlama, "q4_0", 4, 2, false, false, 1.0f, 6e-2},
-        Case{"llama_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 6e-2},
-        Case{"llama_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 6e-2},
+        Case{"llama_q8_0_mha", Arch::kLlama, "q8_0", 4, 4, false, false, 1.0f, 1.5e-1},
+        Case{"llama_q4_k_m_gqa4", Arch::kLlama, "q4_k_m", 8, 2, false, false, 1.0f, 1.5e-1},
+        Case{"llama_q4_0", Arch::kLlama, "q4_0", 4, 2, false, false, 1.0f, 1.5e-1},
+        Case{"llama_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 1.5e-1},
+        Case{"llama_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 1.5e-1},
         Case{"qwen2_f32_bias", Arch::kQwen2, "f32", 4, 2, false, false, 1.0f, 1e-2},
-        Case{"qwen2_q4_k_m_tied", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 6e-2}),
+        Case{"qwen2_q4_k_m_tied", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 1.5e-1}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Engine, ContextFullAndBadTokensAreErrors) {

@@ -206,7 +206,12 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
     });
   };
   const float in_dim = 1.0f / std::sqrt(static_cast<float>(hp.dim));
-  add("token_embd.weight", -1, {hp.dim, hp.vocab}, {0.0f, 1.0f});
+  // The embedding is small next to what the layers add (norm ~2 vs ~sqrt(dim / 2L) per
+  // layer), so the residual stream is shaped by the layers rather than being a copy of the
+  // input token; with tied embeddings this also keeps the output logits ~N(0, 4) instead of
+  // letting the last input token win by a margin of ~dim (a model that only repeats itself
+  // makes a weak test).
+  add("token_embd.weight", -1, {hp.dim, hp.vocab}, {0.0f, 2.0f * in_dim});
   if (hp.rope_freqs) {
     // Llama 3.1 style factors: 1 for high frequencies rising to 8 for the lowest.
     const uint32_t n = hp.head_dim / 2;
