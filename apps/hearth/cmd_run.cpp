@@ -5,15 +5,19 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/cluster/auto_plan.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
+#include "hearth/model/hparams.h"
+#include "hearth/profile/device_profiler.h"
 #include "hearth/residency/device_meter.h"
 #include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"
@@ -61,6 +65,54 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
   return out;
 }
 
+// --plan auto: profile this device (cached), gather the workers' profiles and links, run
+// Halda, print the plan; docs/ring.md.
+cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
+                                 const std::vector<std::string>& workers,
+                                 const std::string& profile_file) {
+  profile::ProfilerOptions po;
+  po.model_path = mo.model;
+  po.threads = mo.threads;
+  po.version = HEARTH_VERSION;
+  profile::ProfileResult head;
+  if (profile_file.empty()) {
+    head = profile::device_profile(po);
+  } else {
+    head.profile = profile::load_device_file(profile_file);
+    head.from_cache = true;
+    head.cache_path = profile_file;
+  }
+  fmt::print(stderr, "hearth run: --plan auto: head profile {} ({})\n",
+             head.from_cache ? "from cache" : fmt::format("measured in {:.0f} ms", head.measure_ms),
+             head.cache_path);
+  cluster::AutoPlanOptions ao;
+  ao.workers = workers;
+  const auto hp = model::load_hparams(file);
+  ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
+  auto a = cluster::plan_ring(file, head.profile, ao);
+  const auto& p = a.plan;
+  fmt::print(stderr, "hearth run: Halda plan (k = {}, W = {}, ctx {}), solved in {:.1f} ms\n", p.k,
+             p.W, p.ctx, p.solve_ms);
+  fmt::print(stderr, "  {:<28} {:>4} {:>10} {:>10} {:>8} {:>8} {:>9}\n", "device", "w", "compute",
+             "memory", "disk", "comm", "total ms");
+  for (const auto& d : p.devices) {
+    if (d.dropped) {
+      fmt::print(stderr, "  {:<28} {:>4}   dropped: told to idle\n", d.name, 0);
+      continue;
+    }
+    const auto& c = d.cost;
+    fmt::print(stderr, "  {:<28} {:>4} {:>10.2f} {:>10.2f} {:>8.2f} {:>8.2f} {:>9.2f}{}\n", d.name,
+               d.w, c.compute_s * 1e3, c.memory_s * 1e3, c.disk_s * 1e3, c.comm_s * 1e3,
+               c.total_s() * 1e3, d.relay ? "  relay (given w = 1)" : "");
+  }
+  for (size_t i = 0; i < a.links.size(); ++i) {
+    fmt::print(stderr, "  link head -> {}: rtt {:.3f} ms, hidden state {:.3f} ms\n",
+               a.devices[i + 1].name, a.links[i].rtt_s * 1e3, a.links[i].hidden_s * 1e3);
+  }
+  fmt::print(stderr, "hearth run: predicted TPOT {:.2f} ms\n", p.predicted_tpot_ms);
+  return a;
+}
+
 int run_run(const Args& args) {
   CLI::App app{"Generate a completion of a prompt and stream it to stdout", "run"};
   ModelOptions mo;
@@ -83,6 +135,10 @@ int run_run(const Args& args) {
   app.add_option("--plan", plan,
                  "with --workers: layer window per device incl. this one (w0,w1,...), "
                  "'even' or 'auto'");
+  std::string profile_file;
+  app.add_option("--profile", profile_file,
+                 "with --plan auto: this device's profile from a file (one device object as "
+                 "`hearth profile --json` prints) instead of measuring");
   std::string prefetch = "on";
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
@@ -102,6 +158,7 @@ int run_run(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   std::unique_ptr<model::Engine> local_engine;
   std::unique_ptr<cluster::RingSource> ring;
+  std::optional<cluster::AutoPlan> auto_plan;
   if (workers.empty()) {
     local_engine =
         std::make_unique<model::Engine>(file, model::EngineOptions{mo.threads, mo.ctx, {}});
@@ -114,7 +171,9 @@ int run_run(const Args& args) {
     }
     const int n_devices = static_cast<int>(ro.workers.size()) + 1;
     if (plan == "auto") {
-      fmt::print(stderr, "hearth run: --plan auto is not available yet, using even\n");
+      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file);
+      ro.workers = auto_plan->workers;
+      ro.plan = auto_plan->w;
     } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
@@ -124,7 +183,7 @@ int run_run(const Args& args) {
     ro.residency.method = residency::parse_prefetch_method(method);
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);
-    fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", n_devices,
+    fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", ring->devices().size(),
                ring->rounds(), ring->rounds() == 1 ? "" : "s");
     fmt::print(stderr, "  {:<3} {:<28} {:>4}   layers per round\n", "dev", "name", "w");
     for (size_t m = 0; m < ring->devices().size(); ++m) {
@@ -163,6 +222,18 @@ int run_run(const Args& args) {
              "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
              r.prompt_tokens, r.prefill_tok_s, r.ids.size(), r.ttft_ms, r.tpot_ms,
              r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.stop_reason);
+  // The plan is costed for a full context; this run's KV cache held prompt + generated
+  // tokens, on average the prompt plus half the generation while decoding.
+  const uint32_t run_ctx = static_cast<uint32_t>(r.prompt_tokens + r.ids.size() / 2);
+  const double predicted_run_ms =
+      auto_plan ? cluster::predicted_tpot_ms_at(*auto_plan, run_ctx) : 0.0;
+  if (auto_plan) {
+    fmt::print(stderr,
+               "hearth run: TPOT predicted {:.2f} ms at ctx {} ({:.2f} ms at this run's mean ctx "
+               "{}), measured {:.2f} ms\n",
+               auto_plan->plan.predicted_tpot_ms, auto_plan->plan.ctx, predicted_run_ms, run_ctx,
+               r.tpot_ms);
+  }
   if (json) {
     nlohmann::json j;
     j["ids"] = r.ids;
@@ -182,6 +253,14 @@ int run_run(const Args& args) {
       for (const auto& d : ring->devices())
         devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
       j["plan"] = {{"devices", devs}, {"k", ring->rounds()}};
+      if (auto_plan) {
+        j["plan"]["scheduler"] = "halda";
+        j["plan"]["predicted_tpot_ms"] = auto_plan->plan.predicted_tpot_ms;
+        j["plan"]["ctx"] = auto_plan->plan.ctx;
+        j["plan"]["predicted_tpot_run_ctx_ms"] = predicted_run_ms;
+        j["plan"]["run_ctx"] = run_ctx;
+        j["plan"]["halda"] = cluster::auto_plan_to_json(*auto_plan);
+      }
       j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring->prefetched_bytes()}};
       j["devices"] = device_stats_json(ring->devices(), dev_stats);
       j["head_release"] = ring->head_releases();

@@ -3,10 +3,12 @@
 #include <csignal>
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/worker.h"
+#include "hearth/profile/device_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
 
@@ -38,10 +40,28 @@ int run_worker(const Args& args) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--prefetch-method", method, "how to prefetch the next window")
       ->check(CLI::IsMember({"willneed", "touch", "both"}));
+  std::string profile_file;
+  app.add_option("--profile", profile_file,
+                 "device profile to give a --plan auto head instead of measuring (one device "
+                 "object as `hearth profile --json` prints)");
   if (auto code = parse(app, args)) return *code;
   o.residency.release = residency::parse_release_mode(release);
   o.residency.method = residency::parse_prefetch_method(method);
 
+  // A --plan auto head asks for this device's profile; measured on first request (a few
+  // seconds) and cached per host and model file, so later heads get it at once.
+  profile::ProfilerOptions po;
+  po.model_path = o.model_path;
+  po.threads = o.threads;
+  po.version = HEARTH_VERSION;
+  if (!profile_file.empty()) {
+    const auto d = profile::load_device_file(profile_file);  // validated now, not at a head
+    o.profile = [d] { return profile::device_to_json(d).dump(); };
+  } else {
+    o.profile = [po] {
+      return profile::device_to_json(profile::device_profile(po).profile).dump();
+    };
+  }
   cluster::Worker worker(o);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

@@ -71,6 +71,24 @@ Worker::Worker(WorkerOptions options)
 
 Worker::~Worker() = default;
 
+// --plan auto set-up (docs/ring.md): before Assign the head may ask for this device's
+// profile (a Profile with empty json) and time the link (Ping, and Activations of one
+// hidden state, each answered with a Pong carrying the request id).
+bool Worker::answer_setup_probe(const net::Envelope& msg, const net::PeerId& head) {
+  const uint64_t rid = msg.header.request_id;
+  if (std::holds_alternative<net::Profile>(msg.body)) {
+    if (!profile_json_ && opt_.profile) profile_json_ = opt_.profile();
+    control_->send(head, net::Profile{profile_json_.value_or("")}, rid);
+  } else if (const auto* ping = std::get_if<net::Ping>(&msg.body)) {
+    control_->send(head, net::Pong{ping->nonce, ping->send_ns}, rid);
+  } else if (std::holds_alternative<net::Activations>(msg.body)) {
+    control_->send(head, net::Pong{rid, 0}, rid);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 const std::string& Worker::endpoint() const {
   return control_->endpoint();
 }
@@ -145,6 +163,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
       s.assign = std::move(*a);
       break;
     }
+    if (answer_setup_probe(in->msg, s.head)) continue;
     log::warn("worker {}: ignored {} before Assign", control_->endpoint(),
               net::msg_type_name(in->msg.header.type));
   }

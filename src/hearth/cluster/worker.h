@@ -11,7 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hearth/cluster/prefetcher.h"
@@ -25,6 +27,9 @@ struct WorkerOptions {
   std::string model_path;  // local copy of the model
   int threads = 0;         // 0: what the head asks for (0 there too: all cores)
   std::string name;        // device name in the head's table; "" = listen address
+  // This device's profile as DEVICES.json device JSON, computed on the first request of a
+  // --plan auto head (cached by the caller); unset: an empty Profile is answered.
+  std::function<std::string()> profile;
   net::TransportOptions transport;
   // Prefetch method and release of used windows on this device (the head decides only
   // whether prefetch is on, through Assign.prefetch).
@@ -44,12 +49,14 @@ class Worker {
  private:
   struct Session;
   void run_session(const net::Incoming& hello);
+  bool answer_setup_probe(const net::Envelope& msg, const net::PeerId& head);
 
   WorkerOptions opt_;
   gguf::GgufFile file_;
   net::ModelIdentity identity_;
   std::unique_ptr<net::Listener> control_;
   std::unique_ptr<net::Listener> inbox_;
+  std::optional<std::string> profile_json_;  // computed once, on the first request
   const std::atomic<bool>* stop_ = nullptr;  // set by serve(); sessions end when it turns true
 };
 

@@ -52,7 +52,6 @@ std::string host_name() {
 // FLOP/s of compute::matvec on a (rows, kCols) matrix of `type`: the best of three windows
 // of repeated calls (on a shared machine the best window is the one nobody preempted).
 double matvec_flops(compute::ThreadPool& pool, gguf::TensorType type, double budget_s) {
-  const auto& info = gguf::tensor_type_info(type);
   const uint64_t row = *gguf::row_bytes(type, kCols);
   const int64_t rows = std::max<int64_t>(64, static_cast<int64_t>(kWeightBytes / row));
   std::vector<uint8_t> w(static_cast<size_t>(rows) * row);  // (rows, kCols) in `type` blocks
@@ -60,20 +59,18 @@ double matvec_flops(compute::ThreadPool& pool, gguf::TensorType type, double bud
   std::vector<float> x(kCols);  // (kCols) f32
   std::normal_distribution<float> nd(0.f, 1.f);
   for (auto& v : x) v = nd(rng);
-  if (info.block_elems == 1) {
-    // Float types: real values (random bits could be NaNs, which some kernels special-case).
-    std::vector<float> src(kCols);  // (kCols) f32 one row
-    const auto& tr = quant::traits(type);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& v : src) v = nd(rng);
-      tr.quantize(src.data(), w.data() + r * row, kCols);
-    }
-  } else {
-    // Block types: the kernels' speed does not depend on the values, and quantizing 4 MiB
-    // with the reference quantizers would take longer than the measurement.
-    std::uniform_int_distribution<int> byte(0, 255);
-    for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  // Real quantized rows (random bytes would make f16 scales denormal or NaN, and denormal
+  // arithmetic is far slower): quantize a few rows and tile them over the matrix, which
+  // keeps the bytes the kernel streams through its cache the same as for distinct rows.
+  constexpr int64_t kDistinct = 16;
+  const auto& tr = quant::traits(type);
+  std::vector<float> src(static_cast<size_t>(kCols));  // (kCols) f32 one row
+  for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
+    for (auto& v : src) v = nd(rng);
+    tr.quantize(src.data(), w.data() + r * row, kCols);
   }
+  for (int64_t r = kDistinct; r < rows; ++r)
+    std::copy_n(w.data() + (r % kDistinct) * row, row, w.data() + r * row);
   std::vector<float> y(static_cast<size_t>(rows));  // (rows) f32
   const compute::WeightView view{type, rows, kCols, w.data()};
   compute::matvec(pool, view, x.data(), y.data());  // warm caches and the pool
@@ -218,6 +215,18 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
       "link not measured here (the head measures it at ring set-up)",
       threads, mem.source, o.model_path, disk.method);
   return d;
+}
+
+DeviceProfile load_device_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("{}: cannot open", path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw FormatError(fmt::format("{}: not JSON: {}", path, e.what()));
+  }
+  return device_from_json(j, path);
 }
 
 ProfileResult device_profile(const ProfilerOptions& o) {

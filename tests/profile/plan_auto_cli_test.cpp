@@ -1,0 +1,228 @@
+// `hearth run --workers ... --plan auto` end to end: real `hearth worker` processes on
+// 127.0.0.1, a small synthetic model. Workers send their profiles at set-up, the head runs
+// Halda and applies its windows; greedy ids must equal the single-device run, and the
+// summary carries the plan with its predicted TPOT beside the measured one.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hearth/model/synth.h"
+#include "hearth/profile/device_profile.h"
+
+extern char** environ;
+
+namespace hearth::profile {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path test_dir() {
+  const auto d =
+      fs::temp_directory_path() / ("hearth_plan_auto_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string make_model() {
+  const std::string path = (test_dir() / "m.gguf").string();
+  if (fs::exists(path)) return path;
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 8;
+  opt.hp.dim = 256;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 512;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q8_0");
+  opt.seed = 11;
+  opt.threads = 1;
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+// A device profile with `ram_gib` of memory and a 0.2 GB/s disk: small enough that the
+// model (5 MiB) does not fit one device, so Halda spreads it over the ring.
+std::string write_profile(const std::string& name, double ram_gib) {
+  const nlohmann::json j = {{"name", name},
+                            {"os", "linux"},
+                            {"cores", 1},
+                            {"ram_total_gib", ram_gib},
+                            {"ram_available_gib", ram_gib},
+                            {"disk_seq_read_gbps", 0.2},
+                            {"disk_random_read_gbps", 0.2},
+                            {"cpu",
+                             {{"gflops",
+                               {{"f32", 8},
+                                {"f16", 12},
+                                {"bf16", 12},
+                                {"q8_0", 20},
+                                {"q4_0", 20},
+                                {"q4_k", 30},
+                                {"q5_k", 22},
+                                {"q6_k", 22}}},
+                              {"mem_read_gbps", 10},
+                              {"kv_copy_ms", 0.00001}}},
+                            {"link", {{"rtt_ms", 0}, {"bandwidth_mbps", 10000}}}};
+  const std::string path = (test_dir() / (name + ".json")).string();
+  std::ofstream(path) << j.dump();
+  return path;
+}
+
+class WorkerProc {
+ public:
+  explicit WorkerProc(const std::vector<std::string>& extra) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    const std::string log =
+        (test_dir() / ("worker_" + std::to_string(counter_++) + ".log")).string();
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> argv_s = {HEARTH_BIN_PATH,     "worker", "--listen",
+                                       "tcp://127.0.0.1:0", "-t",     "1"};
+    argv_s.insert(argv_s.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ) != 0)
+      throw std::runtime_error("spawn worker");
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[256] = {};
+    if (f && fgets(line, sizeof line, f)) {
+      std::string s(line);
+      const std::string prefix = "listening on ";
+      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
+    }
+    if (f) fclose(f);
+  }
+  ~WorkerProc() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  const std::string& address() const { return address_; }
+
+ private:
+  static inline int counter_ = 0;
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+struct RunResult {
+  int status = -1;
+  std::string err;
+  nlohmann::json summary;
+};
+
+RunResult run_head(const std::string& model, const std::string& extra) {
+  const std::string err = (test_dir() / "head.err").string();
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
+                          " -p 'the fire in the hearth' -t 1 -c 256 --temp 0 --ignore-eos --json "
+                          "-n 12 " +
+                          extra + " 2>" + err;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  r.status = pclose(p);
+  std::ifstream in(err);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto last = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+  try {
+    r.summary = nlohmann::json::parse(last);
+  } catch (const std::exception&) {
+  }
+  return r;
+}
+
+TEST(PlanAutoCli, HaldaPlanRunsTheRingAndMatchesOneDevice) {
+  const auto model = make_model();
+  const auto single = run_head(model, "");
+  ASSERT_EQ(single.status, 0) << single.err;
+  WorkerProc w1({"-m", model, "--name", "w1", "--profile", write_profile("w1", 0.006)});
+  WorkerProc w2({"-m", model, "--name", "w2", "--profile", write_profile("w2", 0.006)});
+  ASSERT_FALSE(w1.address().empty());
+  ASSERT_FALSE(w2.address().empty());
+  const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
+                                        " --plan auto --profile " + write_profile("head", 0.006));
+  ASSERT_EQ(ring.status, 0) << ring.err;
+  EXPECT_EQ(ring.summary["ids"], single.summary["ids"]) << ring.err;
+  const auto& plan = ring.summary["plan"];
+  ASSERT_TRUE(plan.contains("predicted_tpot_ms")) << plan.dump();
+  EXPECT_GT(plan["predicted_tpot_ms"].get<double>(), 0);
+  EXPECT_GT(ring.summary["tpot_ms"].get<double>(), 0);
+  // Memory this small forces a split: every device gets layers, and the windows the ring
+  // ran are the ones Halda chose (w sums to the 8 layers, k = 1).
+  const auto& devs = plan["devices"];
+  ASSERT_EQ(devs.size(), 3u) << plan.dump();
+  int sum = 0;
+  const auto& halda = plan["halda"]["devices"];
+  for (size_t m = 0; m < devs.size(); ++m) {
+    EXPECT_GE(devs[m]["w"].get<int>(), 1);
+    EXPECT_EQ(devs[m]["w"], halda[m]["w"]) << plan.dump();
+    sum += devs[m]["w"].get<int>();
+  }
+  EXPECT_EQ(sum, 8);
+  EXPECT_EQ(plan["halda"]["links"].size(), 2u);
+  EXPECT_NE(ring.err.find("predicted"), std::string::npos) << ring.err;
+  EXPECT_NE(ring.err.find("measured"), std::string::npos) << ring.err;
+  EXPECT_TRUE(w1.alive());
+  EXPECT_TRUE(w2.alive());
+}
+
+TEST(PlanAutoCli, DroppedWorkerIdlesAndServesTheNextHead) {
+  const auto model = make_model();
+  const auto single = run_head(model, "");
+  ASSERT_EQ(single.status, 0) << single.err;
+  // One roomy worker with a fast CPU, one tiny slow one: Halda drops the slow one.
+  const auto roomy = write_profile("roomy", 4.0);
+  WorkerProc w1({"-m", model, "--name", "roomy", "--profile", roomy});
+  const std::string slow = (test_dir() / "slow.json").string();
+  {
+    auto j = nlohmann::json::parse(std::ifstream(write_profile("slow", 0.006)));
+    for (auto& [k, v] : j["cpu"]["gflops"].items()) v = v.get<double>() / 50;
+    std::ofstream(slow) << j.dump();
+  }
+  WorkerProc w2({"-m", model, "--name", "slow", "--profile", slow});
+  const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
+                                        " --plan auto --profile " + write_profile("head", 0.006));
+  ASSERT_EQ(ring.status, 0) << ring.err;
+  EXPECT_EQ(ring.summary["ids"], single.summary["ids"]) << ring.err;
+  const auto& dropped = ring.summary["plan"]["halda"]["dropped_workers"];
+  ASSERT_EQ(dropped.size(), 1u) << ring.summary["plan"].dump();
+  EXPECT_EQ(dropped[0], w2.address());
+  EXPECT_EQ(ring.summary["plan"]["devices"].size(), 2u);
+  EXPECT_NE(ring.err.find("told to idle"), std::string::npos) << ring.err;
+  // The dropped worker went back to waiting: an even ring with both workers still runs.
+  const auto again = run_head(model, "--workers " + w1.address() + "," + w2.address());
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(again.summary["ids"], single.summary["ids"]);
+}
+
+}  // namespace
+}  // namespace hearth::profile
