@@ -37,9 +37,11 @@ fs::path test_dir() {
 }
 
 // 8 layers so plans with k = 1, 2, 4 rounds and a partial last round all fit.
-std::string make_model(const std::string& file, const std::string& name) {
+std::string make_model(const std::string& file, const std::string& name,
+                       model::Arch arch = model::Arch::kLlama) {
   model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.arch = arch;
+  opt.hp.qkv_bias = arch == model::Arch::kQwen2;
   opt.hp.n_layers = 8;
   opt.hp.dim = 256;
   opt.hp.n_heads = 4;
@@ -212,6 +214,24 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
   }
   EXPECT_TRUE(w1.alive());
   EXPECT_TRUE(w2.alive());
+}
+
+// qwen2 (neox rope, q/k/v biases) on four devices: k = 1, k = 2, and a partial last round.
+TEST(RingQwen2, FourDevicesGiveTheSingleDeviceIds) {
+  const std::string qwen = make_model("ring-qwen2.gguf", "hearth-ring-qwen2", model::Arch::kQwen2);
+  const auto base = run_head(qwen, "");
+  ASSERT_EQ(base.status, 0) << base.err;
+  const auto want = base.summary["ids"].get<std::vector<int>>();
+  WorkerProc w1(qwen), w2(qwen), w3(qwen);
+  const std::string addrs = w1.address() + "," + w2.address() + "," + w3.address();
+  for (const auto& [plan, k] : std::vector<std::pair<std::string, int>>{
+           {"even", 1}, {"1,1,1,1", 2}, {"2,1,1,1", 2}, {"1,1,1,1 --prefetch off", 2}}) {
+    const auto r = run_head(qwen, "--workers " + addrs + " --plan " + plan);
+    ASSERT_EQ(r.status, 0) << plan << "\n" << r.err << "\n" << w1.log() << w2.log() << w3.log();
+    EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want) << "plan " << plan;
+    EXPECT_EQ(r.summary["plan"]["k"].get<int>(), k) << "plan " << plan;
+    EXPECT_EQ(r.summary["plan"]["devices"].size(), 4u);
+  }
 }
 
 TEST_F(Ring, WorkerWithAnotherModelIsRefused) {
