@@ -14,6 +14,7 @@
 #include "hearth/model/generate.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
+#include "load_progress.h"
 #include "model_options.h"
 
 namespace hearth::cli {
@@ -37,6 +38,7 @@ int run_chat(const Args& args) {
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
+  warm_model_pages(file);
   model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
   model::LocalSource source(engine);
   const bool interactive = isatty(STDIN_FILENO) != 0;
