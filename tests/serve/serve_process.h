@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -31,33 +33,39 @@ inline fs::path test_dir() {
   return d;
 }
 
-// 2 layers, dim 128, vocab 512: fast enough under ASan, big enough for a chat template.
+// dim 128, vocab 512: fast enough under ASan, big enough for a chat template. 2 layers for
+// one device, 4 for a ring of three.
+inline std::string write_tiny_model(int n_layers) {
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = n_layers;
+  opt.hp.dim = 128;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 32;
+  opt.hp.ffn = 256;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q8_0");
+  opt.seed = 11;
+  opt.name = "serve-tiny";
+  opt.threads = 1;
+  const std::string p = (test_dir() / (n_layers == 2 ? "serve_tiny.gguf"
+                                                     : fmt::format("serve_tiny{}.gguf", n_layers)))
+                            .string();
+  model::write_synthetic_model(opt, p);
+  return p;
+}
+
 inline std::string tiny_model() {
-  static const std::string path = [] {
-    model::SynthOptions opt;
-    opt.hp.arch = model::Arch::kLlama;
-    opt.hp.n_layers = 2;
-    opt.hp.dim = 128;
-    opt.hp.n_heads = 4;
-    opt.hp.n_kv_heads = 2;
-    opt.hp.head_dim = 32;
-    opt.hp.ffn = 256;
-    opt.hp.vocab = 512;
-    opt.hp.ctx_train = 4096;
-    opt.types = model::parse_type_recipe("q8_0");
-    opt.seed = 11;
-    opt.name = "serve-tiny";
-    opt.threads = 1;
-    const std::string p = (test_dir() / "serve_tiny.gguf").string();
-    model::write_synthetic_model(opt, p);
-    return p;
-  }();
+  static const std::string path = write_tiny_model(2);
   return path;
 }
 
 class ServeProc {
  public:
-  explicit ServeProc(std::vector<std::string> extra = {}) {
+  explicit ServeProc(std::vector<std::string> extra = {}, std::string model = {}) {
+    if (model.empty()) model = tiny_model();
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t fa;
@@ -66,7 +74,7 @@ class ServeProc {
     posix_spawn_file_actions_addclose(&fa, out[0]);
     log_ = (test_dir() / ("serve_" + std::to_string(counter_++) + ".log")).string();
     posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s = {HEARTH_BIN_PATH, "serve", "-m", tiny_model(),
+    std::vector<std::string> argv_s = {HEARTH_BIN_PATH, "serve", "-m", model,
                                        "--port",        "0",     "-t", "1"};
     argv_s.insert(argv_s.end(), extra.begin(), extra.end());
     if (std::find(extra.begin(), extra.end(), "-c") == extra.end()) {
