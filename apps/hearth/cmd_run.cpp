@@ -69,7 +69,7 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
 // Halda, print the plan; docs/ring.md.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
                                  const std::vector<std::string>& workers,
-                                 const std::string& profile_file) {
+                                 const std::string& profile_file, bool no_select) {
   profile::ProfilerOptions po;
   po.model_path = mo.model;
   po.threads = mo.threads;
@@ -87,6 +87,7 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
              head.cache_path);
   cluster::AutoPlanOptions ao;
   ao.workers = workers;
+  ao.select_devices = !no_select;
   const auto hp = model::load_hparams(file);
   ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
   auto a = cluster::plan_ring(file, head.profile, ao);
@@ -139,6 +140,9 @@ int run_run(const Args& args) {
   app.add_option("--profile", profile_file,
                  "with --plan auto: this device's profile from a file (one device object as "
                  "`hearth profile --json` prints) instead of measuring");
+  bool no_select = false;
+  app.add_flag("--no-select", no_select,
+               "with --plan auto: keep every device (Halda without device selection)");
   std::string prefetch = "on";
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
@@ -171,7 +175,7 @@ int run_run(const Args& args) {
     }
     const int n_devices = static_cast<int>(ro.workers.size()) + 1;
     if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file);
+      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file, no_select);
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
     } else if (plan != "even") {

@@ -224,5 +224,26 @@ TEST(PlanAutoCli, DroppedWorkerIdlesAndServesTheNextHead) {
   EXPECT_EQ(again.summary["ids"], single.summary["ids"]);
 }
 
+TEST(PlanAutoCli, NoSelectKeepsEveryDevice) {
+  const auto model = make_model();
+  const auto single = run_head(model, "");
+  ASSERT_EQ(single.status, 0) << single.err;
+  // Roomy devices: with selection Halda would run the head alone (no hop is cheaper than
+  // one); --no-select keeps both workers with at least one layer each.
+  WorkerProc w1({"-m", model, "--name", "a", "--profile", write_profile("a", 4.0)});
+  WorkerProc w2({"-m", model, "--name", "b", "--profile", write_profile("b", 4.0)});
+  const std::string workers = "--workers " + w1.address() + "," + w2.address();
+  const std::string head = " --plan auto --profile " + write_profile("head", 4.0);
+  const auto selected = run_head(model, workers + head);
+  ASSERT_EQ(selected.status, 0) << selected.err;
+  EXPECT_EQ(selected.summary["plan"]["devices"].size(), 1u) << selected.err;
+  const auto all = run_head(model, workers + head + " --no-select");
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(all.summary["ids"], single.summary["ids"]);
+  const auto& devs = all.summary["plan"]["devices"];
+  ASSERT_EQ(devs.size(), 3u) << all.err;
+  for (const auto& d : devs) EXPECT_GE(d["w"].get<int>(), 1);
+}
+
 }  // namespace
 }  // namespace hearth::profile

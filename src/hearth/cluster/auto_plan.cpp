@@ -133,7 +133,9 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
   p.devices = out.devices;
   p.model = profile::profile_model_file(file.path());
   p.options.ctx = o.ctx;
-  out.plan = plan::halda(p);
+  plan::HaldaOptions ho;
+  ho.select_devices = o.select_devices;
+  out.plan = plan::halda(p, ho);
   if (!out.plan.feasible || out.plan.W == 0)
     throw UsageError(fmt::format("--plan auto: Halda found no feasible plan: {}", out.plan.reason));
   for (size_t m = 0; m < out.plan.devices.size(); ++m) {

@@ -29,6 +29,7 @@ struct AutoPlanOptions {
   int handshake_timeout_ms = 5000;
   int profile_timeout_ms = 120000;  // a worker measuring itself for the first time
   int link_probes = 7;              // messages of each kind; the median is kept
+  bool select_devices = true;       // false: Halda keeps every device (hearth plan --no-select)
   net::TransportOptions transport;
 };
 
