@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 #include "hearth/serve/http_lib.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -72,6 +74,7 @@ struct Server::Impl {
   Scheduler scheduler;
   httplib::Server http;
   int bound_port = -1;
+  int listen_fd = -1;  // the listening socket, captured as httplib creates it
   std::atomic<uint64_t> next_id{1};
   const uint64_t id_salt;
   const int64_t created = unix_now();
@@ -379,6 +382,10 @@ struct Server::Impl {
       }
       res.set_content(dump(error_json(msg, "invalid_request_error", {}, code)), "application/json");
     });
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     http.set_payload_max_length(opt.max_body_bytes);
     http.set_read_timeout(opt.read_timeout_s, 0);
     http.set_write_timeout(opt.write_timeout_s, 0);
@@ -412,6 +419,9 @@ int Server::bind() {
     throw UsageError(fmt::format("cannot listen on {}:{} (address in use or not local?)",
                                  im.opt.host, im.opt.port));
   }
+  // The library listens with a backlog of 5: a burst of clients connecting at once would see
+  // SYNs dropped and retried a second later. Listening again only raises the backlog.
+  if (im.listen_fd >= 0) ::listen(im.listen_fd, SOMAXCONN);
   return im.bound_port;
 }
 
