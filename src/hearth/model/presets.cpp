@@ -11,57 +11,43 @@ namespace hearth::model {
 
 namespace {
 
-constexpr HParams llama3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
-                         bool tied) {
+// A transformer of the given size; the family fixes vocabulary, context, norm epsilon, rope
+// base and the q/k/v biases.
+constexpr HParams shape(Arch arch, uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv,
+                        uint32_t ffn, bool tied) {
+  const bool qwen = arch == Arch::kQwen2;
   HParams hp;
-  hp.arch = Arch::kLlama;
+  hp.arch = arch;
   hp.n_layers = layers;
   hp.dim = dim;
   hp.n_heads = heads;
   hp.n_kv_heads = kv;
   hp.head_dim = dim / heads;
   hp.ffn = ffn;
-  hp.vocab = 128256;
-  hp.ctx_train = 8192;
-  hp.rms_eps = 1e-5f;
-  hp.rope_base = 500000.0f;
+  hp.vocab = qwen ? 152064 : 128256;
+  hp.ctx_train = qwen ? 32768 : 8192;
+  hp.rms_eps = qwen ? 1e-6f : 1e-5f;
+  hp.rope_base = qwen ? 1000000.0f : 500000.0f;
   hp.tied_embeddings = tied;
+  hp.qkv_bias = qwen;
   return hp;
+}
+
+constexpr HParams llama3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
+                         bool tied) {
+  return shape(Arch::kLlama, layers, dim, heads, kv, ffn, tied);
 }
 
 constexpr HParams qwen25(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
                          bool tied) {
-  HParams hp;
-  hp.arch = Arch::kQwen2;
-  hp.n_layers = layers;
-  hp.dim = dim;
-  hp.n_heads = heads;
-  hp.n_kv_heads = kv;
-  hp.head_dim = dim / heads;
-  hp.ffn = ffn;
-  hp.vocab = 152064;
-  hp.ctx_train = 32768;
-  hp.rms_eps = 1e-6f;
-  hp.rope_base = 1000000.0f;
-  hp.tied_embeddings = tied;
-  hp.qkv_bias = true;
-  return hp;
+  return shape(Arch::kQwen2, layers, dim, heads, kv, ffn, tied);
 }
 
 constexpr HParams tiny(Arch arch) {
-  HParams hp;
-  hp.arch = arch;
-  hp.n_layers = 4;
-  hp.dim = 256;
-  hp.n_heads = 4;
-  hp.n_kv_heads = 2;
-  hp.head_dim = 64;
-  hp.ffn = 512;
+  HParams hp = shape(arch, 4, 256, 4, 2, 512, false);
   hp.vocab = 1024;
   hp.ctx_train = 512;
-  hp.rms_eps = arch == Arch::kQwen2 ? 1e-6f : 1e-5f;
   hp.rope_base = 10000.0f;
-  hp.qkv_bias = arch == Arch::kQwen2;
   return hp;
 }
 
