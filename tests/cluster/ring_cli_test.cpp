@@ -22,6 +22,7 @@
 
 #include "hearth/model/synth.h"
 #include "hearth/net/transport.h"
+#include "support/worker_process.h"
 
 extern char** environ;
 
@@ -59,62 +60,10 @@ std::string make_model(const std::string& file, const std::string& name,
   return path;
 }
 
-// A `hearth worker` child process; its first stdout line names the bound address.
-class WorkerProc {
+// A worker serving `model`.
+class WorkerProc : public hearth::testing::WorkerProcess {
  public:
-  explicit WorkerProc(const std::string& model) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    log_ = (test_dir() / ("worker_" + std::to_string(counter_++) + ".log")).string();
-    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s = {
-        HEARTH_BIN_PATH, "worker", "--listen", "tcp://127.0.0.1:0", "-m", model, "-t", "1"};
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ) != 0) {
-      throw std::runtime_error("spawn worker");
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    char line[256] = {};
-    if (f && fgets(line, sizeof line, f)) {
-      std::string s(line);
-      const std::string prefix = "listening on ";
-      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
-    }
-    if (f) fclose(f);
-  }
-  ~WorkerProc() { kill_with(SIGTERM); }
-  void kill_with(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  void signal(int sig) const {
-    if (pid_ > 0) ::kill(pid_, sig);
-  }
-  bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
-  const std::string& address() const { return address_; }
-  std::string log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  std::string address_;
-  std::string log_;
+  explicit WorkerProc(const std::string& model) : WorkerProcess({"-m", model}) {}
 };
 
 struct RunResult {

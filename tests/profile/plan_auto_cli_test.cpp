@@ -19,6 +19,7 @@
 
 #include "hearth/model/synth.h"
 #include "hearth/profile/device_profile.h"
+#include "support/worker_process.h"
 
 extern char** environ;
 
@@ -82,51 +83,7 @@ std::string write_profile(const std::string& name, double ram_gib) {
   return path;
 }
 
-class WorkerProc {
- public:
-  explicit WorkerProc(const std::vector<std::string>& extra) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    const std::string log =
-        (test_dir() / ("worker_" + std::to_string(counter_++) + ".log")).string();
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s = {HEARTH_BIN_PATH,     "worker", "--listen",
-                                       "tcp://127.0.0.1:0", "-t",     "1"};
-    argv_s.insert(argv_s.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("spawn worker");
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    char line[256] = {};
-    if (f && fgets(line, sizeof line, f)) {
-      std::string s(line);
-      const std::string prefix = "listening on ";
-      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
-    }
-    if (f) fclose(f);
-  }
-  ~WorkerProc() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-  bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
-  const std::string& address() const { return address_; }
-
- private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  std::string address_;
-};
+using WorkerProc = hearth::testing::WorkerProcess;
 
 struct RunResult {
   int status = -1;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "support/worker_process.h"
 
 extern char** environ;
 
@@ -39,45 +40,18 @@ std::string shell(const std::string& cmd) {
   return out;
 }
 
-// A worker child with its own flags; the first stdout line names its address.
-class Worker {
+// A worker child with its own flags.
+class Worker : public hearth::testing::WorkerProcess {
  public:
-  Worker(const std::string& model, const std::vector<std::string>& extra) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    std::vector<std::string> args = {
-        HEARTH_BIN_PATH, "worker", "--listen", "tcp://127.0.0.1:0", "-m", model, "-t", "1"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(out[1]);
-    FILE* f = ::fdopen(out[0], "r");
-    char line[256] = {};
-    if (f && std::fgets(line, sizeof line, f)) {
-      const std::string s(line), prefix = "listening on ";
-      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
-    }
-    if (f) std::fclose(f);
-  }
-  ~Worker() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
+  Worker(const std::string& model, std::vector<std::string> extra)
+      : WorkerProcess(with_model(model, std::move(extra))) {}
 
  private:
-  pid_t pid_ = -1;
-  std::string address_;
+  static std::vector<std::string> with_model(const std::string& model,
+                                             std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"-m", model});
+    return extra;
+  }
 };
 
 TEST(RingStats, HeadReportsEveryDevicesResidencyMetrics) {

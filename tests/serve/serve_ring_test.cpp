@@ -5,54 +5,19 @@
 #include <thread>
 
 #include "serve/serve_process.h"
+#include "support/worker_process.h"
 
 namespace hearth::serve::testing {
 namespace {
 
 using nlohmann::json;
 
-// A `hearth worker` child; its first stdout line names the bound address.
-class WorkerProc {
+// A worker serving `model`; throws when it does not start.
+class WorkerProc : public hearth::testing::WorkerProcess {
  public:
-  explicit WorkerProc(const std::string& model) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    const std::string log =
-        (test_dir() / ("worker_" + std::to_string(counter_++) + ".log")).string();
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s = {
-        HEARTH_BIN_PATH, "worker", "--listen", "tcp://127.0.0.1:0", "-m", model, "-t", "1"};
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, HEARTH_BIN_PATH, &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    if (rc != 0) throw std::runtime_error("spawn worker");
-    FILE* f = fdopen(out[0], "r");
-    char line[256] = {};
-    if (f && fgets(line, sizeof line, f)) {
-      const std::string s(line), prefix = "listening on ";
-      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
-    }
-    if (f) fclose(f);
-    if (address_.empty()) throw std::runtime_error("worker did not start (log " + log + ")");
+  explicit WorkerProc(const std::string& model) : WorkerProcess({"-m", model}) {
+    if (address().empty()) throw std::runtime_error("worker did not start:\n" + log());
   }
-  ~WorkerProc() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  std::string address_;
 };
 
 json chat(int i) {
