@@ -23,11 +23,12 @@ configure: $(BUILD)/build.ninja
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Every test: the Release suite, then the sanitizer pass over parsers and wire code.
+# Every test: the Release suite, the NEON kernels under qemu, then the sanitizer pass over
+# the parsers, the wire protocol and the server.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	$(MAKE) --no-print-directory test-asan
 	$(MAKE) --no-print-directory test-arm
+	$(MAKE) --no-print-directory test-asan
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
