@@ -178,6 +178,18 @@ int run_demo(const Args& args) {
       "demo: memory pressure on this host: {:.2f}% (drop of available memory over total); "
       "weights stay in the page cache through mmap\n",
       100.0 * std::max(0.0, mem_before.first - mem_after.first) / mem_after.second);
+  // Per device, averaged over token steps (workers report theirs in Stats messages);
+  // pressure is the largest drop of available memory over total seen by that device.
+  const auto stats = ring.device_stats();
+  fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>14}\n", "device", "compute ms", "comm ms",
+             "wait ms", "reload MiB", "mem pressure");
+  for (size_t i = 0; i < stats.size() && i < ring.devices().size(); ++i) {
+    const auto& t = stats[i];
+    const double n = t.steps > 0 ? static_cast<double>(t.steps) : 1.0;
+    fmt::print("  {:<10} {:>10.2f} {:>10.2f} {:>10.2f} {:>12.2f} {:>13.2f}%\n",
+               ring.devices()[i].name, t.sum.compute_ms / n, t.sum.comm_ms / n, t.sum.wait_ms / n,
+               t.sum.reload_bytes / n / 1048576.0, 100.0 * t.pressure_max);
+  }
   return 0;
 }
 
