@@ -11,7 +11,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "commands.h"
 #include "hearth/base/clock.h"
@@ -22,6 +21,7 @@
 #include "hearth/model/generate.h"
 #include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
+#include "hearth/residency/memory_status.h"
 #include "hearth/text/vocab.h"
 
 extern char** environ;
@@ -88,19 +88,6 @@ class LocalWorker {
   std::string address_;
 };
 
-// MemAvailable (bytes) and MemTotal from /proc/meminfo.
-std::pair<double, double> meminfo() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double value, avail = 0, total = 0;
-  std::string unit;
-  while (in >> key >> value >> unit) {
-    if (key == "MemAvailable:") avail = value * 1024;
-    if (key == "MemTotal:") total = value * 1024;
-  }
-  return {avail, total};
-}
-
 int run_demo(const Args& args) {
   CLI::App app{"Run the main job on an embedded default model: a head and local workers", "demo"};
   std::string cache = ".cache/demo";
@@ -129,7 +116,7 @@ int run_demo(const Args& args) {
   }
   const auto file = gguf::GgufFile::open(path);
   const text::Tokenizer tokenizer(text::load_vocab(file), path);
-  const auto mem_before = meminfo();
+  const auto mem_before = residency::read_memory_status();
 
   std::vector<std::unique_ptr<LocalWorker>> procs;
   cluster::RingOptions ro;
@@ -169,7 +156,7 @@ int run_demo(const Args& args) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
-  const auto mem_after = meminfo();
+  const auto mem_after = residency::read_memory_status();
   fmt::print(
       "\n---\ndemo: {} prompt tokens, {} generated; TTFT {:.1f} ms, TPOT {:.2f} ms ({:.0f} "
       "tok/s)\n",
@@ -177,7 +164,7 @@ int run_demo(const Args& args) {
   fmt::print(
       "demo: memory pressure on this host: {:.2f}% (drop of available memory over total); "
       "weights stay in the page cache through mmap\n",
-      100.0 * std::max(0.0, mem_before.first - mem_after.first) / mem_after.second);
+      100.0 * residency::memory_pressure(mem_before, mem_after));
   // Per device, averaged over token steps (workers report theirs in Stats messages);
   // pressure is the largest drop of available memory over total seen by that device.
   const auto stats = ring.device_stats();

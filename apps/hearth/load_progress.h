@@ -7,28 +7,18 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/residency/memory_status.h"
 
 namespace hearth::cli {
-
-inline uint64_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
 
 // Touches one byte per page of the tensor data (the kernel reads ahead in larger blocks).
 // Returns true when it warmed the file.
 inline bool warm_model_pages(const gguf::GgufFile& file) {
   const auto bytes = file.bytes();
-  if (bytes.size() > mem_available_bytes() / 2) return false;
+  if (bytes.size() > residency::read_memory_status().available / 2) return false;
   const bool bar = isatty(STDERR_FILENO) != 0;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t step = 64ull << 20;  // report every 64 MiB
