@@ -69,7 +69,6 @@ class Engine {
                      int64_t n);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
 
-  const gguf::GgufFile& file_;
   ModelWeights weights_;
   int64_t n_ctx_;
   std::vector<int> layers_;       // owned model layers, ascending
