@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "hearth/base/error.h"
@@ -166,6 +167,137 @@ TEST(Engine, SplitStagesEqualWholeModel) {
   tail.forward_layers(0, 1, 2, hidden.data(), 0, kPrompt.size());
   head.logits(hidden.data() + (kPrompt.size() - 1) * dim, got.data());
   EXPECT_EQ(want, got);  // same kernels, same order: bit-identical
+}
+
+// Continuous batching: each sequence's logits are bitwise the same whether it runs alone or
+// stacked with other sequences of different lengths (prefill chunks and decode rows mixed in
+// one forward pass), and the greedy tokens therefore too.
+struct SeqPlan {
+  int64_t seq;
+  std::vector<int> chunks;  // prompt chunk sizes, then greedy decode steps of one token
+  int decode_steps;
+  int start_step;  // batched run: the step at which this sequence joins
+};
+
+std::vector<std::vector<float>> run_alone(Engine& e, const SeqPlan& p) {
+  const int64_t vocab = e.hparams().vocab;
+  std::vector<std::vector<float>> out;
+  size_t used = 0;
+  for (int c : p.chunks) {
+    out.emplace_back(vocab);
+    e.eval(p.seq, std::span<const int32_t>(kPrompt.data() + used, c), out.back().data());
+    used += c;
+  }
+  for (int d = 0; d < p.decode_steps; ++d) {
+    const int32_t tok = argmax(out.back());
+    out.emplace_back(vocab);
+    e.eval(p.seq, std::span<const int32_t>(&tok, 1), out.back().data());
+  }
+  return out;
+}
+
+std::vector<std::vector<std::vector<float>>> run_batched(Engine& e,
+                                                         const std::vector<SeqPlan>& plans) {
+  const int64_t vocab = e.hparams().vocab;
+  std::vector<std::vector<std::vector<float>>> out(plans.size());
+  std::vector<size_t> used(plans.size(), 0);
+  std::vector<int32_t> next(plans.size());
+  for (int step = 0;; ++step) {
+    std::vector<EvalItem> items;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const SeqPlan& p = plans[i];
+      const size_t done = out[i].size();
+      if (step < p.start_step || done >= p.chunks.size() + p.decode_steps) continue;
+      out[i].emplace_back(vocab);
+      if (done < p.chunks.size()) {
+        items.push_back({p.seq, std::span<const int32_t>(kPrompt.data() + used[i], p.chunks[done]),
+                         out[i].back().data()});
+        used[i] += p.chunks[done];
+      } else {
+        next[i] = argmax(out[i][done - 1]);
+        items.push_back({p.seq, std::span<const int32_t>(&next[i], 1), out[i].back().data()});
+      }
+      who.push_back(i);
+    }
+    if (items.empty() && step > 8) break;
+    if (!items.empty()) e.eval_batch(items);
+  }
+  return out;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class EngineBatched : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EngineBatched, SequencesAloneEqualBatchedBitwise) {
+  const Case& c = GetParam();
+  const auto path = make_model(c);
+  const auto file = gguf::GgufFile::open(path);
+  // Lengths chosen so that the stacked row count passes through 1, 4 (a four-token kernel
+  // group), odd counts and groups that straddle sequences.
+  const std::vector<SeqPlan> plans = {
+      {7, {12}, 6, 0},       // whole prompt at once, then decode
+      {3, {5, 4, 3}, 7, 0},  // chunked prefill next to the others' decode
+      {11, {1}, 9, 2},       // one-token prompt, joins late
+      {5, {7, 5}, 3, 4},     // joins while the others decode
+  };
+  Engine alone(file, EngineOptions{2, 64, {}});
+  Engine batched(file, EngineOptions{2, 64, {}});
+  const auto got = run_batched(batched, plans);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto want = run_alone(alone, plans[i]);
+    ASSERT_EQ(got[i].size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_TRUE(bitwise_equal(got[i][k], want[k]))
+          << c.name << ": sequence " << plans[i].seq << " result " << k
+          << " differs between alone and batched (rel error " << rel_error(got[i][k], want[k])
+          << ")";
+    }
+    EXPECT_EQ(batched.seq_length(plans[i].seq), alone.seq_length(plans[i].seq));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, EngineBatched,
+    ::testing::Values(Case{"batch_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0},
+                      Case{"batch_f16_ropefreqs", Arch::kLlama, "f16", 4, 1, true, true, 0.5f, 0},
+                      Case{"batch_q8_0", Arch::kLlama, "q8_0", 4, 4, false, false, 1.0f, 0},
+                      Case{"batch_q4_k_m", Arch::kLlama, "q4_k_m", 8, 2, false, false, 1.0f, 0},
+                      Case{"batch_q4_0", Arch::kLlama, "q4_0", 4, 2, false, false, 1.0f, 0},
+                      Case{"batch_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 0},
+                      Case{"batch_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 0},
+                      Case{"batch_qwen2_q4_k_m", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f,
+                           0}),
+    [](const auto& info) { return info.param.name; });
+
+// A refused batch (a sequence twice, context full for one member, a bad token in one member)
+// changes no sequence's cache.
+TEST(Engine, RefusedBatchChangesNothing) {
+  const auto path = make_model(Case{"refuse", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0});
+  const auto file = gguf::GgufFile::open(path);
+  Engine engine(file, EngineOptions{1, 8, {}});
+  std::vector<float> la(engine.hparams().vocab), lb(engine.hparams().vocab);
+  const std::vector<int32_t> three = {1, 2, 3}, six = {1, 2, 3, 4, 5, 6}, bad = {4, 512};
+  engine.eval(1, three, la.data());
+  const std::vector<EvalItem> twice = {{1, three, la.data()}, {1, three, lb.data()}};
+  EXPECT_THROW(engine.eval_batch(twice), UsageError);
+  const std::vector<EvalItem> full = {{2, three, la.data()}, {1, six, lb.data()}};
+  EXPECT_THROW(engine.eval_batch(full), UsageError);
+  const std::vector<EvalItem> bad_id = {{2, three, la.data()}, {1, bad, lb.data()}};
+  EXPECT_THROW(engine.eval_batch(bad_id), UsageError);
+  const std::vector<EvalItem> empty = {{2, three, la.data()}, {1, {}, lb.data()}};
+  EXPECT_THROW(engine.eval_batch(empty), UsageError);
+  EXPECT_EQ(engine.seq_length(1), 3);
+  EXPECT_EQ(engine.seq_length(2), 0);
+  // A stage refuses a batch whose cache lengths disagree with the positions.
+  Engine stage(file, EngineOptions{1, 8, {1}});
+  std::vector<float> hidden(2 * 256);
+  const std::vector<BatchSegment> segs = {{1, 0, 1}, {2, 3, 1}};
+  EXPECT_THROW(stage.forward_batch(segs, 1, 2, hidden.data()), UsageError);
+  EXPECT_EQ(stage.seq_length(1), 0);
 }
 
 }  // namespace

@@ -120,27 +120,48 @@ void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
 void Engine::forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden,
                             int64_t pos0, int64_t n_tokens) {
   if (n_tokens <= 0) return;
-  if (pos0 + n_tokens > n_ctx_) {
-    throw UsageError(
-        fmt::format("context full: {} positions do not fit in the context of {} (use -c)",
-                    pos0 + n_tokens, n_ctx_));
-  }
-  compute::KvCache& kv = cache_for(seq);
-  rope_.compute_range(pos0, n_tokens);
+  const BatchSegment one{seq, pos0, n_tokens};
+  forward_batch(std::span<const BatchSegment>(&one, 1), layer_begin, layer_end, hidden);
+}
+
+void Engine::forward_batch(std::span<const BatchSegment> segments, int layer_begin, int layer_end,
+                           float* hidden) {
+  const int64_t n = batch_rows(segments);
   for (int l = layer_begin; l < layer_end; ++l) {
     if (!owns_layer(l)) throw UsageError(fmt::format("layer {} is not assigned to this device", l));
-    const int local = local_index_[l];
-    if (kv.length(local) != pos0) {
+  }
+  // Check every segment before touching any cache: a refused batch changes nothing.
+  for (const BatchSegment& s : segments) {
+    if (s.pos0 + s.n_tokens > n_ctx_) {
       throw UsageError(
-          fmt::format("sequence {} has {} cached positions in layer {}, batch starts at {}", seq,
-                      kv.length(local), l, pos0));
+          fmt::format("context full: {} positions do not fit in the context of {} (use -c)",
+                      s.pos0 + s.n_tokens, n_ctx_));
     }
-    layer_forward(weights_.layers[l], kv, local, hidden, pos0, n_tokens);
+    const auto it = caches_.find(s.seq);
+    for (int l = layer_begin; l < layer_end; ++l) {
+      const int64_t have = it == caches_.end() ? 0 : it->second->length(local_index_[l]);
+      if (have != s.pos0) {
+        throw UsageError(
+            fmt::format("sequence {} has {} cached positions in layer {}, batch starts at {}",
+                        s.seq, have, l, s.pos0));
+      }
+    }
+  }
+  batch_caches_.clear();
+  positions_.clear();
+  for (const BatchSegment& s : segments) {
+    batch_caches_.push_back(&cache_for(s.seq));
+    for (int64_t t = 0; t < s.n_tokens; ++t) positions_.push_back(s.pos0 + t);
+  }
+  rope_.compute(positions_);
+  for (int l = layer_begin; l < layer_end; ++l) {
+    layer_forward(weights_.layers[l], segments, batch_caches_, local_index_[l], hidden, n);
   }
 }
 
-void Engine::layer_forward(const LayerWeights& L, compute::KvCache& kv, int local, float* x,
-                           int64_t pos0, int64_t n) {
+void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> segments,
+                           std::span<compute::KvCache* const> caches, int local, float* x,
+                           int64_t n) {
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
   grow(xn_, n * dim);
@@ -152,7 +173,7 @@ void Engine::layer_forward(const LayerWeights& L, compute::KvCache& kv, int loca
   grow(gate_, n * ffn);
   grow(up_, n * ffn);
 
-  // Attention block.
+  // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
   project(L.wq, xn_.data(), n, q_.data());
   project(L.wk, xn_.data(), n, k_.data());
@@ -166,49 +187,104 @@ void Engine::layer_forward(const LayerWeights& L, compute::KvCache& kv, int loca
   }
   compute::rope(q_.data(), 0, n, static_cast<int>(hp.n_heads), q_dim, rope_);
   compute::rope(k_.data(), 0, n, static_cast<int>(hp.n_kv_heads), kv_dim, rope_);
-  kv.store(local, pos0, n, k_.data(), v_.data());
+  // K/V and attention per sequence, each against its own cache.
+  int64_t row = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    caches[i]->store(local, segments[i].pos0, segments[i].n_tokens, k_.data() + row * kv_dim,
+                     v_.data() + row * kv_dim);
+    row += segments[i].n_tokens;
+  }
   const compute::AttentionShape shape{static_cast<int>(hp.n_heads), static_cast<int>(hp.n_kv_heads),
                                       static_cast<int>(hp.head_dim), 0.0f};
-  const compute::KvLayerView view = kv.view(local);
-  pool_.run([&](int i, int parts) {
-    const auto r = compute::attention_split(shape, parts, i);
-    if (r.begin < r.end) {
-      compute::attention(shape, view, q_.data(), q_dim, attn_.data(), q_dim, pos0, n, r.begin,
-                         r.end);
+  // One pool dispatch for all sequences: part i takes its heads of every sequence.
+  pool_.run([&](int part, int parts) {
+    const auto r = compute::attention_split(shape, parts, part);
+    if (r.begin >= r.end) return;
+    int64_t row0 = 0;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const BatchSegment& s = segments[i];
+      compute::attention(shape, caches[i]->view(local), q_.data() + row0 * q_dim, q_dim,
+                         attn_.data() + row0 * q_dim, q_dim, s.pos0, s.n_tokens, r.begin, r.end);
+      row0 += s.n_tokens;
     }
   });
   project(L.wo, attn_.data(), n, proj_.data());
   compute::add(x, proj_.data(), x, n * dim);
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block (SwiGLU). silu_mul row by row so that a row's elements meet the same
+  // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
   project(L.w_gate, xn_.data(), n, gate_.data());
   project(L.w_up, xn_.data(), n, up_.data());
-  compute::silu_mul(gate_.data(), up_.data(), gate_.data(), n * ffn);
+  for (int64_t t = 0; t < n; ++t) {
+    compute::silu_mul(gate_.data() + t * ffn, up_.data() + t * ffn, gate_.data() + t * ffn, ffn);
+  }
   project(L.w_down, gate_.data(), n, proj_.data());
   compute::add(x, proj_.data(), x, n * dim);
 }
 
 void Engine::logits(const float* hidden_row, float* logits_out) {
+  logits_rows(hidden_row, 1, logits_out);
+}
+
+void Engine::logits_rows(const float* rows, int64_t n_rows, float* logits_out) {
+  if (n_rows <= 0) return;
   const HParams& hp = weights_.hp;
-  grow(xn_, hp.dim);
-  compute::rmsnorm(hidden_row, weights_.output_norm, xn_.data(), 1, hp.dim, hp.rms_eps);
-  compute::matvec(pool_, weights_.output, xn_.data(), logits_out);
+  grow(last_rows_, n_rows * hp.dim);
+  compute::rmsnorm(rows, weights_.output_norm, last_rows_.data(), n_rows, hp.dim, hp.rms_eps);
+  project(weights_.output, last_rows_.data(), n_rows, logits_out);
 }
 
 void Engine::eval(int64_t seq, std::span<const int32_t> tokens, float* logits_out) {
   if (tokens.empty()) return;
+  const EvalItem one{seq, tokens, logits_out};
+  eval_batch(std::span<const EvalItem>(&one, 1));
+}
+
+void Engine::eval_batch(std::span<const EvalItem> items) {
   if (layers_.size() != weights_.hp.n_layers) {
     throw UsageError(
         "eval() needs an engine that owns every layer; use forward_layers() on a stage");
   }
-  const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t dim = weights_.hp.dim;
-  std::vector<float> hidden(n * dim);  // (n, dim)
-  embed(tokens, hidden.data());
-  const int64_t pos0 = seq_length(seq);
-  forward_layers(seq, layers_.front(), layers_.back() + 1, hidden.data(), pos0, n);
-  if (logits_out != nullptr) logits(hidden.data() + (n - 1) * dim, logits_out);
+  std::vector<BatchSegment> segments;
+  for (const EvalItem& it : items) {
+    segments.push_back(
+        BatchSegment{it.seq, seq_length(it.seq), static_cast<int64_t>(it.tokens.size())});
+  }
+  const int64_t n = batch_rows(segments);
+  grow(hidden_, n * dim);
+  int64_t row = 0;
+  for (const EvalItem& it : items) {  // every id is checked before any cache changes
+    embed(it.tokens, hidden_.data() + row * dim);
+    row += static_cast<int64_t>(it.tokens.size());
+  }
+  forward_batch(segments, layers_.front(), layers_.back() + 1, hidden_.data());
+  batch_logits(items, hidden_.data());
+}
+
+void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) {
+  const int64_t dim = weights_.hp.dim, vocab = weights_.hp.vocab;
+  // The last row of every sequence that wants logits, stacked: (n_want, dim).
+  std::vector<float*> want;
+  std::vector<float> last;
+  int64_t row = 0;
+  for (const EvalItem& it : items) {
+    row += static_cast<int64_t>(it.tokens.size());
+    if (it.logits == nullptr) continue;
+    want.push_back(it.logits);
+    last.insert(last.end(), hidden + (row - 1) * dim, hidden + row * dim);
+  }
+  if (want.size() == 1) {
+    logits_rows(last.data(), 1, want[0]);
+  } else if (!want.empty()) {
+    const int64_t k = static_cast<int64_t>(want.size());
+    grow(logits_tmp_, k * vocab);  // (k, vocab)
+    logits_rows(last.data(), k, logits_tmp_.data());
+    for (int64_t i = 0; i < k; ++i) {
+      std::copy_n(logits_tmp_.begin() + i * vocab, vocab, want[i]);
+    }
+  }
 }
 
 }  // namespace hearth::model

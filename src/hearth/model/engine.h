@@ -7,6 +7,10 @@
 // Each layer: rmsnorm -> Q,K,V (+bias) -> rope -> KV cache -> GQA attention -> output
 // projection -> residual add; rmsnorm -> SwiGLU feed-forward -> residual add.
 // Decode (n = 1) uses matvec; prefill (n > 1) uses the tiled matmul.
+//
+// Continuous batching: forward_batch()/eval_batch() run several sequences' rows stacked
+// into one hidden (n_total, dim) (see batch.h); the single-sequence calls are its
+// one-segment case, so a sequence's results are bitwise the same alone or batched.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +22,7 @@
 #include "hearth/compute/kv_cache.h"
 #include "hearth/compute/rope.h"
 #include "hearth/compute/thread_pool.h"
+#include "hearth/model/batch.h"
 #include "hearth/model/weights.h"
 
 namespace hearth::model {
@@ -51,12 +56,28 @@ class Engine {
   void forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden, int64_t pos0,
                       int64_t n_tokens);
 
+  // The same over a batch of sequences: hidden (batch_rows(segments), dim) in place, rows in
+  // segment order. Everything is checked (see batch_rows(), context, cache lengths) before
+  // any cache changes, so a refused batch leaves every sequence as it was.
+  void forward_batch(std::span<const BatchSegment> segments, int layer_begin, int layer_end,
+                     float* hidden);
+
   // Head: final norm and output projection of one hidden row (dim) -> logits (vocab).
   void logits(const float* hidden_row, float* logits);
+  // The same for n_rows rows at once (one pass over the output matrix): rows (n_rows, dim)
+  // -> logits (n_rows, vocab).
+  void logits_rows(const float* rows, int64_t n_rows, float* logits);
+
+  // Head of a batch: `hidden` (rows of all items, stacked in item order, dim) after the last
+  // layer; writes each item's logits (of its last row) where the item asks for them, with
+  // one pass over the output matrix for all of them.
+  void batch_logits(std::span<const EvalItem> items, const float* hidden);
 
   // Single device: all layers over `tokens` appended to `seq` at its current length; writes
   // the logits of the last token (vocab) when `logits_out` is not null.
   void eval(int64_t seq, std::span<const int32_t> tokens, float* logits_out);
+  // Single device, several sequences in one forward pass (each item as eval() would do it).
+  void eval_batch(std::span<const EvalItem> items);
 
   // Positions cached for `seq` (0 for an unknown sequence).
   int64_t seq_length(int64_t seq) const;
@@ -65,8 +86,8 @@ class Engine {
 
  private:
   compute::KvCache& cache_for(int64_t seq);
-  void layer_forward(const LayerWeights& L, compute::KvCache& kv, int local, float* x, int64_t pos0,
-                     int64_t n);
+  void layer_forward(const LayerWeights& L, std::span<const BatchSegment> segments,
+                     std::span<compute::KvCache* const> caches, int local, float* x, int64_t n);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
 
   ModelWeights weights_;
@@ -79,6 +100,11 @@ class Engine {
 
   // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+  std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
+  std::vector<float> last_rows_;    // (n_seq, dim) f32: each sequence's last row, normed
+  std::vector<float> logits_tmp_;   // (n_seq, vocab) f32
+  std::vector<int64_t> positions_;  // (n) position of each row
+  std::vector<compute::KvCache*> batch_caches_;  // (n_seq) cache of each segment
 };
 
 }  // namespace hearth::model
