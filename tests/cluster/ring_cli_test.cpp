@@ -220,7 +220,7 @@ TEST_F(Ring, GarbageFromAPeerDoesNotKillTheWorker) {
       c->send_raw(junk);
     }
     c->send(net::Stop{"not in a session"});
-    c->send(net::Activations{0, 0, false, 1, {0}, {0}, {1.0f}});
+    c->send(net::Activations{0, 0, false, 1, {{0, 0, 1}}, {1.0f}});
     c->send(net::Ping{1, 2});
     EXPECT_TRUE(std::holds_alternative<net::Pong>(c->recv(net::Millis{5000}, "Pong").body));
   }

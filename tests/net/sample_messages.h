@@ -2,6 +2,7 @@
 // (re)generate the golden files in tests/fixtures/wire/.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -17,9 +18,11 @@ inline Activations sample_activations(uint32_t n_tokens, uint32_t dim) {
   a.next_layer = 12;
   a.final = false;
   a.dim = dim;
-  for (uint32_t i = 0; i < n_tokens; ++i) {
-    a.seq_ids.push_back(i % 3);
-    a.positions.push_back(100 + i);
+  // Segments of 1, 2, 3, ... rows (the last one takes what is left), distinct sequences.
+  for (uint32_t used = 0, k = 0; used < n_tokens; ++k) {
+    const uint32_t rows = std::min(k + 1, n_tokens - used);
+    a.segments.push_back(SeqSegment{10 + 7 * k, 100 * (k + 1), rows});
+    used += rows;
   }
   a.hidden.resize(size_t{n_tokens} * dim);  // (n_tokens, dim) f32
   for (size_t i = 0; i < a.hidden.size(); ++i) {

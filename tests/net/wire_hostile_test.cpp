@@ -90,7 +90,7 @@ TEST(WireHostile, WrongMagicVersionTypeFlags) {
   m = good;
   m[4] = kProtocolVersion + 1;
   reseal(m);
-  expect_refused(m, {"version", "protocol 2"}, "version");
+  expect_refused(m, {"version", "protocol " + std::to_string(kProtocolVersion + 1)}, "version");
   for (uint16_t t : {0, kMaxMsgType + 1, 0xFFFF}) {
     m = good;
     m[6] = static_cast<uint8_t>(t);
@@ -146,11 +146,36 @@ TEST(WireHostile, HugeCountsInsidePayloads) {
   expect_refused(
       frame(MsgType::kStats, payload([](auto& w) { w.u32(0), w.u64(0), w.u32(0xFFFFFFFF); })),
       {"Stats.metrics", "exceeds limit"}, "stats count");
+  // Segment count against the bytes left, then the rows the segments declare against the
+  // bytes left, including counts whose byte size overflows u64.
   expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
-                         w.u32(0), w.u32(0), w.u8(0), w.u32(4096), w.u32(0xFFFFFFFF);
+                         w.u32(0), w.u32(0), w.u8(0), w.u32(4096), w.u32(0xFFFF);
                          w.u32(1);
                        })),
-                 {"Activations.n_tokens", "need"}, "activations tokens");
+                 {"Activations.segments", "needs at least"}, "activations segments short");
+  expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
+                         w.u32(0), w.u32(0), w.u8(0), w.u32(4096), w.u32(0xFFFFFFFF);
+                       })),
+                 {"Activations.segments", "exceeds limit"}, "activations segments huge");
+  expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
+                         w.u32(0), w.u32(0), w.u8(0), w.u32(4096), w.u32(1);
+                         w.u32(3), w.u32(0xFFFFFFF0), w.u32(0x10);
+                         w.u32(1);
+                       })),
+                 {"Activations.segments", "overflow"}, "activations positions overflow");
+  expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
+                         w.u32(0), w.u32(0), w.u8(0), w.u32(4096), w.u32(1);
+                         w.u32(3), w.u32(0), w.u32(0x7FFFFFFF);
+                         w.u32(1);
+                       })),
+                 {"Activations.hidden", "need"}, "activations rows vs bytes");
+  expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
+                         w.u32(0), w.u32(0), w.u8(0), w.u32(kMaxHiddenDim), w.u32(kMaxSegments);
+                         for (uint32_t i = 0; i < kMaxSegments; ++i) {
+                           w.u32(i), w.u32(0), w.u32(0xFFFFFFFE);
+                         }
+                       })),
+                 {"Activations.hidden", "overflowing"}, "activations row bytes past u64");
   expect_refused(frame(MsgType::kActivations, payload([](auto& w) {
                          w.u32(0), w.u32(0), w.u8(0), w.u32(0xFFFFFFFF), w.u32(1);
                        })),
@@ -192,12 +217,25 @@ TEST(WireHostile, InvalidFieldValues) {
                  {"commands", "reversed"}, "kv range");
   expect_refused(frame(MsgType::kActivations,
                        payload([](auto& w) { w.u32(0), w.u32(0), w.u8(0), w.u32(4), w.u32(0); })),
-                 {"n_tokens", "empty"}, "empty batch");
+                 {"segments", "empty"}, "empty batch");
+  auto two_segments = [](uint32_t seq_a, uint32_t n_a, uint32_t seq_b, uint32_t n_b) {
+    return frame(MsgType::kActivations, payload([&](auto& w) {
+                   w.u32(0), w.u32(0), w.u8(0), w.u32(2), w.u32(2);
+                   w.u32(seq_a), w.u32(0), w.u32(n_a);
+                   w.u32(seq_b), w.u32(5), w.u32(n_b);
+                   for (uint32_t i = 0; i < 2 * (n_a + n_b); ++i) w.u32(0x3F000000);  // 0.5f
+                 }));
+  };
+  EXPECT_NO_THROW(decode(two_segments(1, 1, 2, 3), "p"));
+  expect_refused(two_segments(4, 1, 4, 3), {"Activations.segments", "sequence 4 appears twice"},
+                 "duplicate seq");
+  expect_refused(two_segments(1, 0, 2, 3), {"Activations.segments", "no tokens"}, "empty segment");
   expect_refused(frame(MsgType::kHello, payload([](auto& w) {
                          w.u16(kProtocolVersion + 3), w.u64(0), w.u64(0), w.u64(0), w.str(""),
                              w.str("");
                        })),
-                 {"Hello.protocol_version", "protocol 4"}, "hello version");
+                 {"Hello.protocol_version", "protocol " + std::to_string(kProtocolVersion + 3)},
+                 "hello version");
 }
 
 // Every byte string must either decode or throw FormatError; the random inputs include

@@ -108,19 +108,28 @@ TEST(Wire, ActivationsKeepFloatBitsAndShape) {
   EXPECT_EQ(b.n_tokens(), 5u);
   EXPECT_EQ(b.hidden.size(), 5u * 16u);
   EXPECT_TRUE(b.final);
-  EXPECT_EQ(b.positions[4], 104u);
+  ASSERT_EQ(b.segments.size(), 3u);  // 1 + 2 + 2 rows
+  EXPECT_EQ(b.segments[2], (SeqSegment{24, 300, 2}));
   EXPECT_TRUE(a == b);
-  // Payload size is exactly the documented layout: 17 fixed bytes + n * (8 + 4 * dim).
-  EXPECT_EQ(env.header.payload_len, 17u + 5u * (8u + 4u * 16u));
+  // Payload size is exactly the documented layout: 17 fixed bytes + 12 per segment + 4 * dim
+  // per row.
+  EXPECT_EQ(env.header.payload_len, 17u + 3u * 12u + 5u * 4u * 16u);
 }
 
 TEST(Wire, EncoderRefusesMessagesThatBreakLimits) {
   Activations a = testing::sample_activations(2, 4);
   a.hidden.pop_back();
   EXPECT_THROW(encode(a), UsageError);
-  a = testing::sample_activations(2, 4);
-  a.positions.pop_back();
+  a = testing::sample_activations(3, 4);
+  a.segments[1].seq = a.segments[0].seq;  // one sequence twice
   EXPECT_THROW(encode(a), UsageError);
+  a = testing::sample_activations(3, 4);
+  a.segments[1].n_tokens = 0;
+  EXPECT_THROW(encode(a), UsageError);
+  a = testing::sample_activations(1, 4);
+  a.segments[0].pos0 = UINT32_MAX;  // positions past u32
+  EXPECT_THROW(encode(a), UsageError);
+  a.segments[0].pos0 = 0;
   a.dim = 0;
   EXPECT_THROW(encode(a), UsageError);
   EXPECT_THROW(encode(Activations{}), UsageError);

@@ -214,6 +214,8 @@ TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSingleRequests) {
     alone.push_back(
         post_ok("/v1/chat/completions", bodies.back())["choices"][0]["message"]["content"]);
   }
+  const double passes0 = metric("hearth_forward_passes_total");
+  const double seqs0 = metric("hearth_batch_sequences_total");
   std::vector<SseStream> got(kClients);
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
@@ -229,6 +231,11 @@ TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSingleRequests) {
     EXPECT_EQ(got[i].text, alone[i]) << i;
     EXPECT_EQ(got[i].usage["completion_tokens"], 12 + i) << i;
   }
+  // The streams overlapped, so forward passes carried several sequences at once.
+  const double passes = metric("hearth_forward_passes_total") - passes0;
+  const double seqs = metric("hearth_batch_sequences_total") - seqs0;
+  EXPECT_GT(passes, 0);
+  EXPECT_GT(seqs, 1.5 * passes) << "concurrent requests were not batched";
 }
 
 // Every bad input gets a 4xx and an OpenAI error object.

@@ -38,8 +38,7 @@ double round_trip(net::Connection& c, const net::Message& m, uint64_t rid, int t
 LinkMeasure probe_link(net::Connection& c, uint32_t dim, const AutoPlanOptions& o) {
   net::Activations act;  // one token's hidden state, the size a ring hop carries in decode
   act.dim = dim;
-  act.seq_ids = {0};
-  act.positions = {0};
+  act.segments = {net::SeqSegment{0, 0, 1}};
   act.hidden.assign(dim, 0.25f);  // (1, dim) f32
   std::vector<double> small, big;
   uint64_t rid = 0x4c494e4b00ull;  // "LINK"

@@ -115,7 +115,7 @@ void RingSource::connect_workers(int n_devices, int n_layers,
       peer.control = net::connect(peer.address, opt_.transport);
       net::Hello hello;
       hello.model = identity;
-      hello.capabilities = net::kCapPrefetch;
+      hello.capabilities = net::kCapPrefetch | net::kCapBatching;
       hello.device_name = "head";
       hello.data_endpoint = peer.head_inbox;
       peer.control->send(hello);
@@ -301,19 +301,40 @@ net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiti
 }
 
 void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) throw UsageError("ring: eval of no tokens");
+  if (tokens.empty()) throw UsageError("ring: eval of no tokens");
+  const model::EvalItem one{seq, tokens, logits};
+  eval_batch(std::span<const model::EvalItem>(&one, 1));
+}
+
+void RingSource::eval_batch(std::span<const model::EvalItem> items) {
   const uint32_t dim = engine_->hparams().dim;
   const int n_layers = static_cast<int>(engine_->hparams().n_layers);
-  const int64_t pos0 = engine_->seq_length(seq);
-  hidden_.resize(static_cast<size_t>(n) * dim);
+  std::vector<model::BatchSegment> segments;   // (n_items) head's view of the batch
+  std::vector<net::SeqSegment> wire_segments;  // (n_items) the same on the wire
+  for (const model::EvalItem& it : items) {
+    const int64_t pos0 = engine_->seq_length(it.seq);
+    const auto n_tok = static_cast<int64_t>(it.tokens.size());
+    if (it.seq < 0 || it.seq > UINT32_MAX || pos0 + n_tok > UINT32_MAX) {
+      throw UsageError(fmt::format("ring: sequence {} at position {} does not fit the wire's u32",
+                                   it.seq, pos0 + n_tok));
+    }
+    segments.push_back(model::BatchSegment{it.seq, pos0, n_tok});
+    wire_segments.push_back(net::SeqSegment{
+        static_cast<uint32_t>(it.seq), static_cast<uint32_t>(pos0), static_cast<uint32_t>(n_tok)});
+  }
+  const int64_t n = model::batch_rows(segments);
+  hidden_.resize(static_cast<size_t>(n) * dim);  // (n, dim)
+  int64_t row = 0;
+  for (const model::EvalItem& it : items) {
+    engine_->embed(it.tokens, hidden_.data() + row * dim);
+    row += static_cast<int64_t>(it.tokens.size());
+  }
   auto foreign = [&] { return prefetch_ ? prefetch_->own_major_faults() : 0; };
-  engine_->embed(tokens, hidden_.data());
   const uint64_t step = ++step_;
   for (int r = 0; r < rounds_; ++r) {
     const Window win = devices_[0].windows[r];
     meter_->compute_begin(window_ranges(engine_->weights(), win), foreign());
-    engine_->forward_layers(seq, win.begin, win.end, hidden_.data(), pos0, n);
+    engine_->forward_batch(segments, win.begin, win.end, hidden_.data());
     meter_->compute_end(foreign());
     if (prefetch_) prefetch_->request(devices_[0].windows[(r + 1) % rounds_], win);
     if (win.end == n_layers) break;  // the head ran the last layer itself
@@ -321,9 +342,7 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
     a.round = static_cast<uint32_t>(r);
     a.next_layer = static_cast<uint32_t>(win.end);
     a.dim = dim;
-    a.seq_ids.assign(static_cast<size_t>(n), static_cast<uint32_t>(seq));
-    a.positions.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) a.positions[i] = static_cast<uint32_t>(pos0 + i);
+    a.segments = wire_segments;
     a.hidden = std::move(hidden_);
     const double t_send = now_ms();
     try {
@@ -336,19 +355,20 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
     auto back = wait_hidden(step, fmt::format("round {} of token step {}", r, step));
     meter_->add_wait_ms(now_ms() - t_wait);
     const bool done = back.final;
-    if (back.dim != dim || back.n_tokens() != static_cast<size_t>(n) ||
+    if (back.dim != dim || back.segments != wire_segments ||
         (!done && (back.round != static_cast<uint32_t>(r + 1) || r + 1 >= rounds_ ||
                    back.next_layer != static_cast<uint32_t>(devices_[0].windows[r + 1].begin)))) {
       throw NetError(
-          fmt::format("ring: hidden state came back for round {} layer {} ({} tokens), "
-                      "expected round {}",
-                      back.round, back.next_layer, back.n_tokens(), r + 1));
+          fmt::format("ring: hidden state came back for round {} layer {} ({} tokens in {} "
+                      "sequences), expected round {} with {} tokens in {} sequences",
+                      back.round, back.next_layer, back.n_tokens(), back.segments.size(), r + 1, n,
+                      wire_segments.size()));
     }
     hidden_ = std::move(back.hidden);
     if (done) break;
   }
   const double t_logits = now_ms();
-  engine_->logits(hidden_.data() + static_cast<size_t>(n - 1) * dim, logits);
+  engine_->batch_logits(items, hidden_.data());
   meter_->add_compute_ms(now_ms() - t_logits);
   if (prefetch_) {
     meter_->add_prefetch(prefetch_->bytes_advised() - advised0_,

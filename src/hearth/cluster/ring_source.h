@@ -3,13 +3,13 @@
 //
 // Set-up: connect to each worker's control address in ring order, Hello/HelloAck (refusing a
 // worker whose model identity differs), Assign its windows and successor, wait for Ready.
-// eval(): embed on the head, then per round: the head runs its own window and sends the
-// hidden state (exact f32) to device 1; each device sends straight to the next; the last
-// device of the round (or the one that ran the model's last layer) sends back to the head's
-// inbox. The head then starts the next round or computes logits.
-// Failure: while waiting, the head watches every worker connection: a dead worker (link
-// lost, or ZMTP heartbeats missing for a stalled process) or an ErrorMsg throws NetError
-// naming the worker's address; a step that takes longer than step_timeout_ms names the ring.
+// eval()/eval_batch(): embed on the head, then per round: the head runs its own window and sends
+// the hidden state (exact f32) to device 1; each device sends straight to the next; the last device
+// of the round (or the one that ran the model's last layer) sends back to the head's inbox. The
+// head then starts the next round or computes logits. Failure: while waiting, the head watches
+// every worker connection: a dead worker (link lost, or ZMTP heartbeats missing for a stalled
+// process) or an ErrorMsg throws NetError naming the worker's address; a step that takes longer
+// than step_timeout_ms names the ring.
 #pragma once
 
 #include <memory>
@@ -52,6 +52,9 @@ class RingSource : public model::LogitsSource {
   ~RingSource() override;  // tells the workers to stop
 
   void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
+  // Several sequences in one trip around the ring: one Activations message per hop carries
+  // every item's rows (continuous batching). Each item as eval() would do it alone, bitwise.
+  void eval_batch(std::span<const model::EvalItem> items);
   int64_t vocab() const override;
   int64_t n_ctx() const override;
   int64_t seq_length(int64_t seq) const override;

@@ -133,7 +133,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
             hello_in.peer);
   net::HelloAck ack;
   ack.model = identity_;
-  ack.capabilities = net::kCapPrefetch;
+  ack.capabilities = net::kCapPrefetch | net::kCapBatching;
   ack.device_name = opt_.name;
   ack.data_endpoint = inbox_->endpoint();
   control_->send(s.head, ack, hello_in.msg.header.request_id);
@@ -219,6 +219,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
 
   const bool last = s.assign.ring_position + 1 == s.assign.n_devices;
   const uint32_t dim = s.engine->hparams().dim;
+  std::vector<model::BatchSegment> segments;  // (n_segments) of the batch being computed
   while (!stop_->load()) {
     net::Receiver* rs[] = {control_.get(), inbox_.get(), s.head_inbox.get()};
     const size_t which = net::wait_any(rs, kPoll);
@@ -277,19 +278,21 @@ void Worker::run_session(const net::Incoming& hello_in) {
             "Activations for layer {} in round {}, but this device's window is [{}, {})",
             act->next_layer, act->round, win.begin, win.end));
       }
-      for (size_t i = 0; i < n; ++i) {
-        if (act->seq_ids[i] != act->seq_ids[0] || act->positions[i] != act->positions[0] + i) {
-          throw FormatError(fmt::format(
-              "Activations token {}: only one sequence at consecutive positions is supported", i));
-        }
+      if (act->hidden.size() != n * dim) {
+        throw FormatError(fmt::format("Activations.hidden: {} floats for {} rows of dim {}",
+                                      act->hidden.size(), n, dim));
+      }
+      segments.clear();
+      for (const net::SeqSegment& seg : act->segments) {
+        segments.push_back(model::BatchSegment{seg.seq, seg.pos0, seg.n_tokens});
       }
       if (idle_since > 0) s.meter->add_wait_ms(now_ms() - idle_since);
       const Window this_window = window_of(act->round);
       auto foreign = [&] { return s.prefetch ? s.prefetch->own_major_faults() : 0; };
       s.meter->compute_begin(window_ranges(s.engine->weights(), this_window), foreign());
-      s.engine->forward_layers(act->seq_ids[0], static_cast<int>(win.begin),
-                               static_cast<int>(win.end), act->hidden.data(), act->positions[0],
-                               static_cast<int64_t>(n));
+      // Every sequence of the step in one pass over this window's weights.
+      s.engine->forward_batch(segments, static_cast<int>(win.begin), static_cast<int>(win.end),
+                              act->hidden.data());
       s.meter->compute_end(foreign());
       // While the others compute, bring in the window this device needs next (the next
       // round's, or round 0's of the next token after the last round).

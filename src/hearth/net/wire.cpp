@@ -1,5 +1,6 @@
 #include "hearth/net/wire.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -26,6 +27,7 @@ constexpr uint64_t kMiB = 1024 * kKiB;
 // Wire sizes of fixed-size elements, used to bound counts before allocating.
 constexpr size_t kLayerRangeBytes = 8;
 constexpr size_t kKvCommandBytes = 13;
+constexpr size_t kSegmentBytes = 12;       // Activations segment: seq, pos0, n_tokens
 constexpr size_t kMetricMinBytes = 4 + 8;  // empty key + value
 
 void check_string(std::string_view type, std::string_view field, std::string_view s,
@@ -141,32 +143,58 @@ void read_assign(Reader& r, Assign& m) {
 
 // ---- Activations
 
+// Segments must be non-empty, not overflow u32 positions and name distinct sequences; returns
+// the total rows, or reports the first problem through `fail`.
+uint64_t check_segments(const std::vector<SeqSegment>& segs, auto&& fail) {
+  if (segs.empty()) fail("segments", "empty batch");
+  std::vector<uint32_t> seqs;
+  seqs.reserve(segs.size());
+  uint64_t rows = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const SeqSegment& s = segs[i];
+    if (s.n_tokens == 0)
+      fail("segments", fmt::format("segment {} (seq {}) has no tokens", i, s.seq));
+    // The sequence's length after the segment must still be a u32.
+    if (uint64_t{s.pos0} + s.n_tokens > UINT32_MAX) {
+      fail("segments", fmt::format("segment {} (seq {}): positions {} + {} overflow u32", i, s.seq,
+                                   s.pos0, s.n_tokens));
+    }
+    seqs.push_back(s.seq);
+    rows += s.n_tokens;
+  }
+  std::sort(seqs.begin(), seqs.end());
+  const auto dup = std::adjacent_find(seqs.begin(), seqs.end());
+  if (dup != seqs.end()) fail("segments", fmt::format("sequence {} appears twice", *dup));
+  return rows;
+}
+
 void write_activations(Writer& w, const Activations& m) {
-  const size_t n = m.seq_ids.size();
-  if (m.positions.size() != n) {
-    throw UsageError(
-        fmt::format("wire encode Activations: {} seq_ids but {} positions", n, m.positions.size()));
-  }
+  const auto fail = [](std::string_view field, const std::string& problem) {
+    throw UsageError(fmt::format("wire encode Activations.{}: {}", field, problem));
+  };
   if (m.dim == 0 || m.dim > kMaxHiddenDim) {
-    throw UsageError(
-        fmt::format("wire encode Activations.dim: {} not in [1, {}]", m.dim, kMaxHiddenDim));
+    fail("dim", fmt::format("{} not in [1, {}]", m.dim, kMaxHiddenDim));
   }
-  if (n == 0) throw UsageError("wire encode Activations: empty batch");
+  if (m.segments.size() > kMaxSegments) {
+    fail("segments", fmt::format("{} segments exceed limit {}", m.segments.size(), kMaxSegments));
+  }
+  const uint64_t n = check_segments(m.segments, fail);
   if (m.next_layer > kMaxLayers) {
-    throw UsageError(fmt::format("wire encode Activations.next_layer: {} exceeds limit {}",
-                                 m.next_layer, kMaxLayers));
+    fail("next_layer", fmt::format("{} exceeds limit {}", m.next_layer, kMaxLayers));
   }
   if (m.hidden.size() / m.dim != n || m.hidden.size() % m.dim != 0) {
-    throw UsageError(fmt::format("wire encode Activations.hidden: {} floats, expected {} x {}",
-                                 m.hidden.size(), n, m.dim));
+    fail("hidden", fmt::format("{} floats, expected {} x {}", m.hidden.size(), n, m.dim));
   }
   w.u32(m.round);
   w.u32(m.next_layer);
   w.boolean(m.final);
   w.u32(m.dim);
-  w.u32(static_cast<uint32_t>(n));
-  w.u32_array(m.seq_ids);
-  w.u32_array(m.positions);
+  w.u32(static_cast<uint32_t>(m.segments.size()));
+  for (const SeqSegment& s : m.segments) {
+    w.u32(s.seq);
+    w.u32(s.pos0);
+    w.u32(s.n_tokens);
+  }
   w.f32_array(m.hidden);
 }
 
@@ -181,20 +209,26 @@ void read_activations(Reader& r, Activations& m) {
   if (m.dim == 0 || m.dim > kMaxHiddenDim) {
     r.fail("dim", fmt::format("{} not in [1, {}]", m.dim, kMaxHiddenDim));
   }
-  const uint32_t n = r.u32("n_tokens");
-  if (n == 0) r.fail("n_tokens", "empty batch");
-  // Each token carries a seq id, a position and `dim` floats; the rest of the payload must be
-  // exactly that, checked before anything is allocated.
-  const auto row = checked_mul(uint64_t{m.dim} + 2, 4);
-  const auto total = row ? checked_mul(*row, n) : std::nullopt;
-  if (!total || *total != r.remaining()) {
-    r.fail("n_tokens", fmt::format("{} tokens of dim {} need {} bytes but {} remain", n, m.dim,
-                                   total ? fmt::format("{}", *total) : std::string("overflowing"),
-                                   r.remaining()));
+  const uint32_t n_seg = r.count("segments", kSegmentBytes, kMaxSegments);
+  m.segments.resize(n_seg);
+  for (SeqSegment& s : m.segments) {
+    s.seq = r.u32("segments.seq");
+    s.pos0 = r.u32("segments.pos0");
+    s.n_tokens = r.u32("segments.n_tokens");
   }
-  r.u32_array("seq_ids", m.seq_ids, n);
-  r.u32_array("positions", m.positions, n);
-  r.f32_array("hidden", m.hidden, size_t{n} * m.dim);
+  const uint64_t n = check_segments(
+      m.segments,
+      [&r](std::string_view field, const std::string& problem) { r.fail(field, problem); });
+  // The rest of the payload must be exactly n rows of `dim` floats, checked before anything
+  // is allocated. n can reach 2^48 (2^16 segments of 2^32 rows) and dim 2^20: the byte count
+  // can overflow u64, hence the checked products.
+  const auto total = checked_mul(checked_mul(n, uint64_t{m.dim}).value_or(UINT64_MAX), 4);
+  if (!total || *total != r.remaining()) {
+    r.fail("hidden", fmt::format("{} tokens of dim {} need {} bytes but {} remain", n, m.dim,
+                                 total ? fmt::format("{}", *total) : std::string("overflowing"),
+                                 r.remaining()));
+  }
+  r.f32_array("hidden", m.hidden, static_cast<size_t>(n) * m.dim);
 }
 
 // ---- KvControl
@@ -463,9 +497,15 @@ uint64_t max_payload_bytes(MsgType type) {
   return 0;
 }
 
+size_t Activations::n_tokens() const {
+  size_t n = 0;
+  for (const SeqSegment& s : segments) n += s.n_tokens;
+  return n;
+}
+
 bool Activations::operator==(const Activations& o) const {
   if (round != o.round || next_layer != o.next_layer || final != o.final || dim != o.dim ||
-      seq_ids != o.seq_ids || positions != o.positions || hidden.size() != o.hidden.size()) {
+      segments != o.segments || hidden.size() != o.hidden.size()) {
     return false;
   }
   for (size_t i = 0; i < hidden.size(); ++i) {
@@ -487,7 +527,7 @@ std::vector<uint8_t> encode(const Message& m, uint64_t request_id) {
   std::vector<uint8_t> out;
   size_t hint = kHeaderBytes;
   if (const auto* a = std::get_if<Activations>(&m)) {
-    hint += 17 + a->seq_ids.size() * 8 + a->hidden.size() * 4;
+    hint += 17 + a->segments.size() * kSegmentBytes + a->hidden.size() * 4;
   }
   out.reserve(hint);
   Writer w(out);

@@ -31,12 +31,13 @@
 namespace hearth::net {
 
 inline constexpr uint32_t kMagic = 0x48545248u;  // "HRTH" read as a little-endian u32
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: Activations carry sequence segments
 inline constexpr size_t kHeaderBytes = 32;
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 30;  // 1 GiB, any type
 inline constexpr size_t kMaxStringBytes = 64 * 1024;             // any string field
 inline constexpr uint32_t kMaxHiddenDim = 1u << 20;              // Activations.dim
 inline constexpr uint32_t kMaxLayers = 1u << 16;                 // layer indices and ranges
+inline constexpr uint32_t kMaxSegments = 1u << 16;               // Activations.segments
 
 enum class MsgType : uint16_t {
   kHello = 1,        // head -> worker: who I am and which model I run
@@ -139,17 +140,25 @@ struct Ready {
   bool operator==(const Ready&) const = default;
 };
 
-// A batch of tokens' hidden states travelling the ring. Token i belongs to sequence
-// seq_ids[i] at position positions[i]; several sequences may share one batch.
+// One sequence's rows inside an Activations batch: n_tokens consecutive rows at positions
+// pos0 .. pos0 + n_tokens - 1 of sequence `seq`.
+struct SeqSegment {
+  uint32_t seq = 0;
+  uint32_t pos0 = 0;
+  uint32_t n_tokens = 0;  // >= 1; pos0 + n_tokens <= 2^32 - 1
+  bool operator==(const SeqSegment&) const = default;
+};
+
+// A batch of tokens' hidden states travelling the ring: one continuous-batching step. Rows
+// are stacked segment after segment; each sequence appears in at most one segment.
 struct Activations {
-  uint32_t round = 0;               // round index the receiver continues in
-  uint32_t next_layer = 0;          // first layer the receiver computes
-  bool final = false;               // true: the hidden state after the last layer, for the head
-  uint32_t dim = 0;                 // hidden size e
-  std::vector<uint32_t> seq_ids;    // (n_tokens) u32
-  std::vector<uint32_t> positions;  // (n_tokens) u32
-  std::vector<float> hidden;        // (n_tokens, dim) f32, row-major
-  size_t n_tokens() const { return seq_ids.size(); }
+  uint32_t round = 0;                // round index the receiver continues in
+  uint32_t next_layer = 0;           // first layer the receiver computes
+  bool final = false;                // true: the hidden state after the last layer, for the head
+  uint32_t dim = 0;                  // hidden size e
+  std::vector<SeqSegment> segments;  // (n_segments) in row order
+  std::vector<float> hidden;         // (n_tokens, dim) f32, row-major
+  size_t n_tokens() const;           // rows: sum of the segments' n_tokens
   bool operator==(const Activations&) const;  // bitwise on floats (NaNs compare by bits)
 };
 

@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "hearth/cluster/ring_source.h"
 #include "hearth/model/engine.h"
+#include "hearth/residency/memory_status.h"
+#include "hearth/serve/metrics.h"
 
 namespace hearth::serve {
 
@@ -16,25 +19,38 @@ class Backend {
   // Appends `tokens` to sequence `seq` (its own KV cache) and writes the logits of the last
   // one: (vocab) f32.
   virtual void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) = 0;
+  // Several sequences in one forward pass (one trip around the ring): each item as eval()
+  // would do it alone, bitwise. Items name distinct sequences.
+  virtual void eval_batch(std::span<const model::EvalItem> items) = 0;
   virtual void drop(int64_t seq) = 0;  // frees the sequence's cache on every device
   virtual int64_t vocab() const = 0;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t seq_length(int64_t seq) const = 0;
+  // Memory pressure per device (ring order; one entry for a single device). May talk to
+  // the workers, so only the scheduler thread calls it, between steps.
+  virtual std::vector<DevicePressure> device_pressure() = 0;
 };
 
 class LocalBackend : public Backend {
  public:
-  explicit LocalBackend(model::Engine& engine) : engine_(engine) {}
+  // Takes the memory baseline now: construct it before the weights are read in.
+  explicit LocalBackend(model::Engine& engine)
+      : engine_(engine), base_(residency::read_memory_status()) {}
   void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override {
     engine_.eval(seq, tokens, logits);
   }
+  void eval_batch(std::span<const model::EvalItem> items) override { engine_.eval_batch(items); }
   void drop(int64_t seq) override { engine_.drop(seq); }
   int64_t vocab() const override { return engine_.hparams().vocab; }
   int64_t n_ctx() const override { return engine_.n_ctx(); }
   int64_t seq_length(int64_t seq) const override { return engine_.seq_length(seq); }
+  std::vector<DevicePressure> device_pressure() override;
 
  private:
   model::Engine& engine_;
+  residency::MemoryStatus base_;
+  double pressure_max_ = 0;
+  uint64_t samples_ = 0;
 };
 
 class RingBackend : public Backend {
@@ -43,13 +59,17 @@ class RingBackend : public Backend {
   void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override {
     ring_.eval(seq, tokens, logits);
   }
+  void eval_batch(std::span<const model::EvalItem> items) override { ring_.eval_batch(items); }
   void drop(int64_t seq) override { ring_.drop(seq); }
   int64_t vocab() const override { return ring_.vocab(); }
   int64_t n_ctx() const override { return ring_.n_ctx(); }
   int64_t seq_length(int64_t seq) const override { return ring_.seq_length(seq); }
+  std::vector<DevicePressure> device_pressure() override;
 
  private:
   cluster::RingSource& ring_;
+  std::vector<residency::DeviceTotals> last_;  // (n_devices) totals at the previous sample
+  std::vector<double> recent_;                 // (n_devices) last reported recent pressure
 };
 
 }  // namespace hearth::serve

@@ -72,6 +72,37 @@ void Metrics::set_queue(int64_t waiting, int64_t active) {
   active_ = active;
 }
 
+void Metrics::set_devices(std::vector<DevicePressure> devices) {
+  std::lock_guard lock(mu_);
+  devices_ = std::move(devices);
+}
+
+namespace {
+// A Prometheus label value: backslash, double quote and newline escaped (device names come
+// from peers).
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void Metrics::batch(int64_t sequences, int64_t rows) {
+  std::lock_guard lock(mu_);
+  ++passes_;
+  pass_sequences_ += static_cast<uint64_t>(sequences);
+  pass_rows_ += static_cast<uint64_t>(rows);
+}
+
 std::string Metrics::render() const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -92,8 +123,32 @@ std::string Metrics::render() const {
   for (const auto& [reason, n] : finished_) {
     out += fmt::format("hearth_requests_finished_total{{reason=\"{}\"}} {}\n", reason, n);
   }
+  counter("hearth_forward_passes_total", "Batched forward passes (one per scheduler step).",
+          passes_);
+  counter("hearth_batch_sequences_total",
+          "Sequences summed over forward passes (divide by passes for the mean batch).",
+          pass_sequences_);
+  counter("hearth_batch_rows_total", "Token rows summed over forward passes.", pass_rows_);
   gauge("hearth_queue_depth", "Requests waiting for a sequence slot.", waiting_);
   gauge("hearth_active_sequences", "Sequences being prefilled or decoded.", active_);
+  if (!devices_.empty()) {
+    auto per_device = [&](const char* name, const char* type, const char* help, auto value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+      for (size_t d = 0; d < devices_.size(); ++d) {
+        out += fmt::format("{}{{device=\"{}\",name=\"{}\"}} {}\n", name, d,
+                           label_value(devices_[d].name), value(devices_[d]));
+      }
+    };
+    per_device("hearth_device_memory_pressure", "gauge",
+               "Memory pressure per device (drop of available memory since its baseline over "
+               "total, 0-1), mean over recent steps; device 0 is this process.",
+               [](const DevicePressure& d) { return d.pressure; });
+    per_device("hearth_device_memory_pressure_max", "gauge",
+               "Highest memory pressure seen per device.",
+               [](const DevicePressure& d) { return d.pressure_max; });
+    per_device("hearth_device_steps_total", "counter", "Token steps measured per device.",
+               [](const DevicePressure& d) { return d.steps; });
+  }
   ttft_.render("hearth_ttft_seconds", "Time from request arrival to its first token.", out);
   tpot_.render("hearth_tpot_seconds", "Mean time per output token after the first, per request.",
                out);

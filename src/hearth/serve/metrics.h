@@ -24,6 +24,15 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// Memory pressure of one device (issue 4's metric: drop of available memory since the
+// device's baseline over its total, in [0, 1]); device 0 is this process.
+struct DevicePressure {
+  std::string name;         // device name (a worker's is what it announced)
+  double pressure = 0;      // recent: mean over the steps since the previous sample
+  double pressure_max = 0;  // highest seen
+  uint64_t steps = 0;       // token steps measured on the device
+};
+
 class Metrics {
  public:
   Metrics();
@@ -35,6 +44,9 @@ class Metrics {
   void ttft(double seconds);
   void tpot(double seconds);
   void set_queue(int64_t waiting, int64_t active);
+  void set_devices(std::vector<DevicePressure> devices);
+  // One batched forward pass over `sequences` sequences and `rows` token rows.
+  void batch(int64_t sequences, int64_t rows);
 
   std::string render() const;
 
@@ -44,6 +56,8 @@ class Metrics {
   std::vector<std::pair<std::string, uint64_t>> finished_;  // finish reason -> count
   Histogram ttft_, tpot_;
   int64_t waiting_ = 0, active_ = 0;
+  std::vector<DevicePressure> devices_;
+  uint64_t passes_ = 0, pass_sequences_ = 0, pass_rows_ = 0;
 };
 
 }  // namespace hearth::serve

@@ -1,6 +1,7 @@
 #include "hearth/serve/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "hearth/base/clock.h"
@@ -8,6 +9,10 @@
 #include "hearth/serve/stop_matcher.h"
 
 namespace hearth::serve {
+
+namespace {
+constexpr std::chrono::milliseconds kDevicePoll{2000};
+}  // namespace
 
 struct Scheduler::Slot {
   Slot(std::shared_ptr<Job> j, int64_t s, const text::Tokenizer& tok, int64_t vocab)
@@ -129,35 +134,85 @@ void Scheduler::sample_next(Slot& s) {
   }
 }
 
-void Scheduler::step(Slot& s) {
-  if (s.job->cancelled()) {
-    finish(s, "cancelled");
+void Scheduler::step() {
+  std::vector<Slot*> batch;            // slots in this pass, in item order
+  std::vector<size_t> chunk;           // prompt tokens each slot evaluates (0: decode)
+  std::vector<model::EvalItem> items;  // (batch.size())
+  const size_t chunk_max = static_cast<size_t>(std::max(1, opt_.prefill_chunk));
+  size_t prefill_used = 0;  // prompt tokens in this pass
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.done) continue;
+    if (s.job->cancelled()) {
+      finish(s, "cancelled");
+      continue;
+    }
+    const auto& prompt = s.job->params().prompt;
+    if (s.prefilled < prompt.size()) {
+      // Chunks always start at multiples of prefill_chunk in the prompt, whatever else runs,
+      // so a request is computed in the same pieces alone or among others. Short prompts
+      // share a step while their chunks fit the budget; the first one always runs.
+      const size_t n = std::min(prompt.size() - s.prefilled, chunk_max);
+      if (prefill_used > 0 && prefill_used + n > chunk_max) continue;  // a later step
+      prefill_used += n;
+      items.push_back(
+          {s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n), s.logits.data()});
+      chunk.push_back(n);
+    } else {
+      items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), s.logits.data()});
+      chunk.push_back(0);
+    }
+    batch.push_back(&s);
+  }
+  if (items.empty()) return;
+  try {
+    backend_.eval_batch(items);
+  } catch (const std::exception& e) {
+    // The pass is all or nothing: every sequence in it lost its step.
+    for (Slot* s : batch) {
+      log::warn("serve: request {} failed: {}", s->job->id(), e.what());
+      finish(*s, "error", e.what());
+    }
     return;
   }
-  const auto& prompt = s.job->params().prompt;
-  try {
-    if (s.prefilled < prompt.size()) {
-      const size_t n =
-          std::min(prompt.size() - s.prefilled, static_cast<size_t>(opt_.prefill_chunk));
-      backend_.eval(s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n),
-                    s.logits.data());
-      s.prefilled += n;
-      if (s.prefilled == prompt.size()) sample_next(s);
-    } else {
-      backend_.eval(s.seq, std::span<const int32_t>(&s.last, 1), s.logits.data());
-      sample_next(s);
+  metrics_.batch(static_cast<int64_t>(batch.size()), [&] {
+    int64_t rows = 0;
+    for (const auto& it : items) rows += static_cast<int64_t>(it.tokens.size());
+    return rows;
+  }());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Slot& s = *batch[i];
+    try {
+      if (chunk[i] > 0) {
+        s.prefilled += chunk[i];
+        if (s.prefilled == s.job->params().prompt.size()) sample_next(s);
+      } else {
+        sample_next(s);
+      }
+    } catch (const std::exception& e) {
+      log::warn("serve: request {} failed: {}", s.job->id(), e.what());
+      finish(s, "error", e.what());
     }
+  }
+}
+
+void Scheduler::poll_devices() {
+  try {
+    metrics_.set_devices(backend_.device_pressure());
   } catch (const std::exception& e) {
-    log::warn("serve: request {} failed: {}", s.job->id(), e.what());
-    finish(s, "error", e.what());
+    log::warn("serve: reading device memory pressure: {}", e.what());
   }
 }
 
 void Scheduler::loop() {
+  double last_poll_ms = now_ms();
+  poll_devices();
   while (true) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !active_.empty() || !waiting_.empty(); });
+      // Idle, wake every kDevicePoll anyway to refresh the devices' memory pressure.
+      cv_.wait_for(lock, kDevicePoll,
+                   [&] { return stopping_ || !active_.empty() || !waiting_.empty(); });
       if (stopping_) break;
       // Jobs cancelled while waiting leave the queue at once.
       for (auto it = waiting_.begin(); it != waiting_.end();) {
@@ -178,7 +233,11 @@ void Scheduler::loop() {
       metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
                          static_cast<int64_t>(active_.size()));
     }
-    for (auto& s : active_) step(*s);
+    if (now_ms() - last_poll_ms >= kDevicePoll.count()) {
+      poll_devices();
+      last_poll_ms = now_ms();
+    }
+    step();
     std::vector<std::string> finished;
     for (auto& s : active_) {
       if (s->done) finished.push_back(s->job->id());

@@ -1,13 +1,15 @@
 // The scheduler thread: the only thread that touches the engine (or ring). Requests wait in
 // a bounded queue; up to `parallel` of them are active, each in its own sequence (its own
-// KV cache). Every step serves every active sequence once: a sequence still prefilling
-// evaluates one chunk of at most `prefill_chunk` prompt tokens (so a long prompt cannot stall
-// running streams for longer than one chunk), a decoding sequence evaluates its last token
-// and samples the next.
+// KV cache). Every step is ONE batched forward pass (Backend::eval_batch; one trip around
+// the ring): every decoding sequence contributes its last token, and prefilling sequences
+// contribute their next prompt chunk (at most `prefill_chunk` tokens, cut at the same places
+// whatever else runs), oldest first, as long as the step's prompt tokens stay within one
+// chunk (so a long prompt cannot stall running streams for longer than one chunk; short
+// prompts share a step). After the pass each sequence whose prompt is done samples its next
+// token.
 //
-// Sequences are interleaved step by step: each one goes through the engine separately (the
-// engine runs one sequence per forward pass), so a request's tokens are computed exactly as
-// they would be alone, and greedy output does not depend on what else is running.
+// The engine computes every row of a batch independently of the others, so a request's
+// tokens are bitwise the same as alone, and greedy output does not depend on other traffic.
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +32,7 @@ namespace hearth::serve {
 struct SchedulerOptions {
   int parallel = 4;         // active sequences at most
   int max_queue = 64;       // waiting requests at most; submit() refuses beyond
-  int prefill_chunk = 256;  // prompt tokens per step per sequence
+  int prefill_chunk = 256;  // prompt tokens per step, over all prefilling sequences
 };
 
 class Scheduler {
@@ -53,7 +55,9 @@ class Scheduler {
  private:
   struct Slot;
   void loop();
-  void step(Slot& s);
+  void step();
+  void poll_devices();  // memory pressure of every device into the metrics  // one batched forward
+                        // pass over the active sequences
   void sample_next(Slot& s);
   void finish(Slot& s, const std::string& reason, const std::string& error = {});
 
