@@ -1,14 +1,23 @@
 // `hearth bench serve`: aggregate throughput and per-request TPOT of `hearth serve` under 1,
 // 2, 4, 8, 16 concurrent streaming requests (the shape of the paper's Fig. 11), measured
-// end to end through HTTP against an in-process server on a free loopback port.
+// end to end through HTTP against an in-process server on a free loopback port: first on
+// this device alone, then at the head of a local ring of --ring processes (the head plus
+// `hearth worker` children of this same binary on 127.0.0.1, layers split evenly).
 //
 // Each level starts N clients at once; each streams a completion of --gen-tokens tokens
 // (greedy, end-of-generation ignored, so every request has the same length). Per request:
 // TTFT = request sent -> first content chunk, TPOT = (last chunk - first chunk) / (n - 1).
-// Aggregate tokens/s = N * gen-tokens / wall time of the level.
+// Aggregate tokens/s = N * gen-tokens / wall time of the level. --compare adds, per table, the
+// same levels with the scheduler's batching off (one forward pass per sequence).
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +26,8 @@
 
 #include "bench_registry.h"
 #include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/cluster/ring_source.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/serve/backend.h"
@@ -26,8 +37,60 @@
 #include "hearth/text/vocab.h"
 #include "model_options.h"
 
+extern char** environ;
+
 namespace hearth::cli {
 namespace {
+
+// A `hearth worker` child on a free loopback port (this binary); SIGTERM and reaped at the end.
+class WorkerChild {
+ public:
+  WorkerChild(const std::string& model, int threads) {
+    int out[2];
+    if (pipe(out) != 0) throw IoError("bench serve: pipe for a worker");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    const std::string self = "/proc/self/exe";
+    std::vector<std::string> argv_s = {
+        "hearth", "worker", "--listen", "tcp://127.0.0.1:0", "-t", std::to_string(threads),
+        "-m",     model};
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, self.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (rc != 0) {
+      close(out[0]);
+      pid_ = -1;
+      throw IoError("bench serve: cannot start a hearth worker");
+    }
+    FILE* f = fdopen(out[0], "r");
+    char line[256] = {};
+    if (f != nullptr && fgets(line, sizeof line, f) != nullptr) {
+      const std::string s(line), prefix = "listening on ";
+      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
+    }
+    if (f != nullptr) fclose(f);
+    if (address_.empty()) throw IoError("bench serve: a hearth worker did not start");
+  }
+  ~WorkerChild() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  WorkerChild(const WorkerChild&) = delete;
+  WorkerChild& operator=(const WorkerChild&) = delete;
+  const std::string& address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+};
 
 struct RequestTiming {
   double ttft_ms = 0, tpot_ms = 0;
@@ -71,36 +134,22 @@ RequestTiming one_request(int port, int gen_tokens, int index) {
   return t;
 }
 
-int run_bench_serve(const Args& args) {
-  CLI::App app{"Concurrent-request throughput of hearth serve on this device", "bench serve"};
-  ModelOptions mo;
-  add_model_options(app, mo);
-  std::vector<int> levels = {1, 2, 4, 8, 16};
-  int gen_tokens = 32;
-  app.add_option("--levels", levels, "concurrent request counts")->delimiter(',');
-  app.add_option("--gen-tokens", gen_tokens, "tokens per request")->check(CLI::Range(2, 4096));
-  if (auto code = parse(app, args)) return *code;
+// Runs every concurrency level against a server over `backend` and prints one table.
+void bench_levels(serve::Backend& backend, const text::Tokenizer& tokenizer,
+                  const std::vector<int>& levels, int gen_tokens, bool batched) {
   const int max_level = *std::max_element(levels.begin(), levels.end());
-
-  const auto file = gguf::GgufFile::open(mo.model);
-  const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
-  serve::LocalBackend backend(engine);
   serve::ServerOptions so;
   so.port = 0;
   so.model_id = "bench";
   so.scheduler.parallel = max_level;
   so.scheduler.max_queue = max_level;
+  so.scheduler.batched = batched;
   serve::Server server(backend, tokenizer,
                        std::string(text::builtin_chat_template("chatml").value()), so);
   const int port = server.bind();
   std::thread serving([&] { server.run(); });
-
-  fmt::print(
-      "hearth bench serve: {} ({} layers, dim {}), {} threads, {} cores, {} tokens per request\n",
-      mo.model, engine.hparams().n_layers, engine.hparams().dim, engine.pool().size(),
-      std::thread::hardware_concurrency(), gen_tokens);
-  fmt::print("scheduling: sequences interleaved step by step (one engine pass per sequence)\n");
+  fmt::print("{}\n", batched ? "continuous batching (one forward pass per step for all sequences):"
+                             : "baseline, interleaved (one forward pass per sequence per step):");
   fmt::print("{:>5} {:>12} {:>12} {:>12} {:>12} {:>10}\n", "conc", "agg tok/s", "TPOT mean",
              "TPOT max", "TTFT mean", "wall s");
   one_request(port, 4, 0);  // warm-up: page in the weights
@@ -123,13 +172,74 @@ int run_bench_serve(const Args& args) {
     fmt::print("{:>5} {:>12.1f} {:>9.2f} ms {:>9.2f} ms {:>9.1f} ms {:>10.2f}{}\n", n,
                n * gen_tokens / wall, tpot_sum / n, tpot_max, ttft_sum / n, wall,
                failed ? fmt::format("  ({} failed)", failed) : "");
+    std::fflush(stdout);
   }
   server.stop();
   serving.join();
+}
+
+int run_bench_serve(const Args& args) {
+  CLI::App app{"Concurrent-request throughput of hearth serve, one device and a local ring",
+               "bench serve"};
+  ModelOptions mo;
+  add_model_options(app, mo);
+  std::vector<int> levels = {1, 2, 4, 8, 16};
+  int gen_tokens = 32;
+  int ring = 3;
+  int worker_threads = 1;
+  app.add_option("--levels", levels, "concurrent request counts")->delimiter(',');
+  app.add_option("--gen-tokens", gen_tokens, "tokens per request")->check(CLI::Range(2, 4096));
+  app.add_option("--ring", ring, "devices of the local ring to bench too (0: single device only)")
+      ->check(CLI::Range(0, 16));
+  app.add_option("--worker-threads", worker_threads, "compute threads of each ring worker")
+      ->check(CLI::Range(1, 1024));
+  bool compare = false;
+  app.add_flag("--compare", compare,
+               "also run each table with sequences interleaved (one pass per sequence), the "
+               "pre-batching scheduler, for a side-by-side baseline");
+  if (auto code = parse(app, args)) return *code;
+  if (levels.empty()) throw UsageError("bench serve: --levels is empty");
+
+  const auto file = gguf::GgufFile::open(mo.model);
+  const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
+  {
+    model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+    serve::LocalBackend backend(engine);
+    fmt::print(
+        "hearth bench serve: {} ({} layers, dim {}), {} threads, {} cores, {} tokens per "
+        "request\n",
+        mo.model, engine.hparams().n_layers, engine.hparams().dim, engine.pool().size(),
+        std::thread::hardware_concurrency(), gen_tokens);
+    fmt::print("\nsingle device:\n");
+    bench_levels(backend, tokenizer, levels, gen_tokens, true);
+    if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
+  }
+  if (ring >= 2) {
+    std::vector<std::unique_ptr<WorkerChild>> workers;
+    cluster::RingOptions ro;
+    for (int i = 1; i < ring; ++i) {
+      workers.push_back(std::make_unique<WorkerChild>(mo.model, worker_threads));
+      ro.workers.push_back(workers.back()->address());
+    }
+    ro.threads = mo.threads;
+    ro.n_ctx = mo.ctx;
+    cluster::RingSource source(file, ro);
+    serve::RingBackend backend(source);
+    std::string plan;
+    for (const auto& d : source.devices()) plan += (plan.empty() ? "" : ",") + std::to_string(d.w);
+    fmt::print(
+        "\n{}-process ring on 127.0.0.1 (head + {} workers of {} thread(s), plan {}, {} "
+        "round(s)); batched, one Activations message per hop carries the whole step:\n",
+        ring, ring - 1, worker_threads, plan, source.rounds());
+    bench_levels(backend, tokenizer, levels, gen_tokens, true);
+    if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
+  }
   return 0;
 }
 
-HEARTH_BENCH("serve", "hearth serve: aggregate tok/s and TPOT for 1-16 concurrent requests",
+HEARTH_BENCH("serve",
+             "hearth serve: aggregate tok/s and TPOT for 1-16 concurrent requests, one device "
+             "and a local 3-process ring",
              run_bench_serve);
 
 }  // namespace

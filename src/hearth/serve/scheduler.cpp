@@ -166,7 +166,11 @@ void Scheduler::step() {
   }
   if (items.empty()) return;
   try {
-    backend_.eval_batch(items);
+    if (opt_.batched) {
+      backend_.eval_batch(items);
+    } else {
+      for (const auto& it : items) backend_.eval_batch(std::span<const model::EvalItem>(&it, 1));
+    }
   } catch (const std::exception& e) {
     // The pass is all or nothing: every sequence in it lost its step.
     for (Slot* s : batch) {

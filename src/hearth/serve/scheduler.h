@@ -33,6 +33,9 @@ struct SchedulerOptions {
   int parallel = 4;         // active sequences at most
   int max_queue = 64;       // waiting requests at most; submit() refuses beyond
   int prefill_chunk = 256;  // prompt tokens per step, over all prefilling sequences
+  // false: the step's sequences go through the backend one by one (one forward pass each),
+  // the pre-batching behaviour; kept as the baseline `hearth bench serve --compare` measures.
+  bool batched = true;
 };
 
 class Scheduler {
