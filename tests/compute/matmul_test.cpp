@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -110,6 +111,52 @@ INSTANTIATE_TEST_SUITE_P(Types, MatTest,
                          [](const auto& info) {
                            return std::string(gguf::tensor_type_name(info.param));
                          });
+
+// The contract batched decode relies on: matmul's row for token t has exactly the bits of
+// matvec on x[t] alone, for every weight type and every ISA this CPU runs. Token counts
+// cover the four-token kernels' leftovers; 768 columns leave a partial block group (Q8_0
+// packs 16 blocks per group) after the whole ones.
+class MatmulBitwise : public ::testing::TestWithParam<std::tuple<quant::Isa, T>> {};
+
+TEST_P(MatmulBitwise, EveryTokenEqualsMatvec) {
+  const auto [isa, type] = GetParam();
+  if (!quant::isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << quant::isa_name(isa);
+  const int64_t rows = 37, cols = 768;
+  const auto m = make_matrix(type, rows, cols, 21);
+  for (int64_t n_tokens : {2, 4, 5, 11, 64}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * cols));  // (n_tokens, cols) f32
+    std::mt19937 rng(static_cast<uint32_t>(n_tokens) + 100);
+    std::normal_distribution<float> dist;
+    for (auto& v : x) v = dist(rng);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);  // (n_tokens, rows)
+      matmul(pool, {type, rows, cols, m.bytes.data()}, x.data(), n_tokens, y.data(), isa);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        std::vector<float> yt(static_cast<size_t>(rows), NAN);  // (rows) f32
+        matvec(pool, {type, rows, cols, m.bytes.data()}, x.data() + t * cols, yt.data(), isa);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::memcmp(&yt[r], &y[t * rows + r], sizeof(float)), 0)
+              << quant::isa_name(isa) << " " << gguf::tensor_type_name(type) << " n_tokens "
+              << n_tokens << " token " << t << " row " << r << ": matvec " << yt[r] << ", matmul "
+              << y[t * rows + r];
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllIsas, MatmulBitwise,
+    ::testing::Combine(::testing::Values(quant::Isa::kScalar, quant::Isa::kAvx2,
+                                         quant::Isa::kAvx512, quant::Isa::kNeon,
+                                         quant::Isa::kNeonDotprod),
+                       ::testing::Values(T::kF32, T::kF16, T::kBF16, T::kQ8_0, T::kQ4_0, T::kQ4_K,
+                                         T::kQ5_K, T::kQ6_K)),
+    [](const auto& info) {
+      return std::string(quant::isa_name(std::get<0>(info.param))) + "_" +
+             std::string(gguf::tensor_type_name(std::get<1>(info.param)));
+    });
 
 TEST(Matvec, RejectsBadShapesAndTypes) {
   ThreadPool pool(2);

@@ -75,7 +75,7 @@ const Isa kSimdIsas[] = {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDotprod
 std::vector<int64_t> lengths(T type) {
   const uint32_t be = gguf::tensor_type_info(type).block_elems;
   if (be == 1) return {7, 64, 1000, 4096};
-  if (be == 32) return {32, 96, 160, 4096, 14336};
+  if (be == 32) return {32, 96, 160, 544, 4096, 14336};  // 544: a Q8_0 group + 1 block
   return {256, 768, 4096, 14336};
 }
 
@@ -145,6 +145,39 @@ TEST_P(SimdDot, FourTokenKernelMatchesReference) {
       ref.vec_dot(n, d[0].w.data(), d[t].act.data(), &want);
       EXPECT_NEAR(got[t], want, 4 * std::max(d[0].tol, d[t].tol))
           << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << " token " << t;
+    }
+  }
+}
+
+// The packed prefill kernels: against the reference (same tolerance as the one-token
+// kernel: they form the same integer sums) and bitwise against this ISA's vec_dot, which
+// matmul's contract with matvec requires.
+TEST_P(SimdDot, PackedKernelMatchesReferenceAndVecDotBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const auto& simd = traits_for_isa(type, isa);
+  if (simd.packed == nullptr) GTEST_SKIP() << "no packed kernel";
+  const auto& pk = *simd.packed;
+  const auto& ref = traits_for_isa(type, Isa::kScalar);
+  for (int64_t n : lengths(type)) {
+    DotData d[4];
+    for (uint32_t t = 0; t < 4; ++t) d[t] = make_data(type, n, 300 + t, t % 2 == 1);
+    std::vector<uint8_t> pw(pk.w_row_bytes(n));  // packed weight row
+    pk.pack_w(n, d[0].w.data(), pw.data());
+    const size_t stride = pk.a_row_bytes(n) + 64;
+    std::vector<uint8_t> pa(4 * stride);  // (4, stride) packed activation rows
+    for (int t = 0; t < 4; ++t) pk.pack_a(n, d[t].act.data(), pa.data() + t * stride);
+    float got[4];
+    pk.dot_x4(n, pw.data(), pa.data(), stride, got);
+    for (int t = 0; t < 4; ++t) {
+      float want = 0, one = 0;
+      ref.vec_dot(n, d[0].w.data(), d[t].act.data(), &want);
+      simd.vec_dot(n, d[0].w.data(), d[t].act.data(), &one);
+      EXPECT_NEAR(got[t], want, 4 * std::max(d[0].tol, d[t].tol))
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << " token " << t;
+      EXPECT_EQ(std::memcmp(&got[t], &one, sizeof(float)), 0)
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << " token " << t
+          << ": packed " << got[t] << ", vec_dot " << one;
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "hearth/compute/thread_pool.h"
 #include "hearth/gguf/tensor_type.h"
+#include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
 
@@ -27,6 +28,16 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
 // y[t] = W x[t] for each token t. x: (n_tokens, cols) f32, y: (n_tokens, rows) f32.
 // Tiled so that each block of weight rows is read from memory once per call and reused from
 // cache for every token.
+//
+// Contract (batched decode relies on it): row t of y is bitwise identical to what matvec
+// gives for x[t] alone, for every weight type and ISA; the multi-token kernels compute each
+// (row, token) dot with the same operations in the same order as the one-token kernel.
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tokens, float* y);
+
+// The same with the kernels of a given ISA instead of the active one (tests and benchmarks
+// compare ISAs in one process). UsageError if this CPU lacks it.
+void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, quant::Isa isa);
+void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tokens, float* y,
+            quant::Isa isa);
 
 }  // namespace hearth::compute

@@ -240,41 +240,190 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
-// Q8_0 x Q8_0 with 256-bit VNNI, one block per vector: |w| (unsigned) times a with w's sign
-// (a is never -128, so the sign flip cannot overflow). Eight blocks share one scale vector.
+// Q8_0 x Q8_0. Both the decode kernel and the packed prefill kernel end each group of 16
+// blocks with one int32 vector holding the 16 blocks' exact integer dots, lane L belonging
+// to block kQ8LaneBlock[L], then acc = fma(d_w * d_a, float(isum), acc) per lane with the
+// same lane order, and finally the same lane reduction and scalar tail. The integer sums
+// are exact whichever way they are formed, so the two kernels agree bitwise (matmul's
+// contract with matvec) while forming them differently:
+//  - decode (one activation row, weights as stored): two blocks per 512-bit vector, |w| times
+//    a with w's sign under a byte mask (a is never -128), vpdpbusd, then a shuffle tree that
+//    sums each block's 8 lanes into one lane;
+//  - prefill (packed): weights and activations transposed so that 4-byte column j of all 16
+//    blocks forms one vector; 8 vpdpbusd per token and group, with the activation stored as
+//    a + 128 (unsigned) and -128 * sum(w) per block as the starting value.
+constexpr int kQ8Group = 16;  // blocks per group
+// Block of the group held by lane L = 4c + k: c + {0, 8, 4, 12}[k] (what the tree yields).
+constexpr int kQ8LaneBlock[16] = {0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15};
+
+inline __m512i load_block_pair(const BlockQ8_0& lo, const BlockQ8_0& hi) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo.qs))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi.qs)), 1);
+}
+
+// (16) f32 scales of a group's blocks in lane order, from the fp16 fields.
+inline __m512 q8_group_scales(const BlockQ8_0* b) {
+  uint64_t q[4];
+  for (int c = 0; c < 4; ++c) {
+    q[c] = 0;
+    for (int k = 0; k < 4; ++k)
+      q[c] |= static_cast<uint64_t>(b[kQ8LaneBlock[4 * c + k]].d) << (16 * k);
+  }
+  return _mm512_cvtph_ps(_mm256_set_epi64x(static_cast<int64_t>(q[3]), static_cast<int64_t>(q[2]),
+                                           static_cast<int64_t>(q[1]), static_cast<int64_t>(q[0])));
+}
+
+// Scalar dot of blocks [i, nb): the tail after the last whole group (both kernels).
+inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
+  float tail = 0;
+  for (; i < nb; ++i) {
+    int32_t isum = 0;
+    for (int e = 0; e < kQK0; ++e) isum += x[i].qs[e] * y[i].qs[e];
+    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+  }
+  return tail;
+}
+
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t nb = n / kQK0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    const __m256 scales =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ8_0)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
-    for (int k = 0; k < 8; k += 2) {
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + k].qs));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + k + 1].qs));
-      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k].qs));
-      const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k + 1].qs));
-      const __m256i d0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w0),
-                                             _mm256_sign_epi8(a0, w0));
-      const __m256i d1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w1),
-                                             _mm256_sign_epi8(a1, w1));
-      acc0 = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(k), scales),
-                             _mm256_cvtepi32_ps(d0), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(k + 1), scales),
-                             _mm256_cvtepi32_ps(d1), acc1);
+  const int64_t ng = nb / kQ8Group;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ8_0* xg = x + g * kQ8Group;
+    const BlockQ8_0* yg = y + g * kQ8Group;
+    __m512i v[8];  // v[p]: lanes 0..7 block 2p, 8..15 block 2p + 1 (partial dots)
+    for (int p = 0; p < 8; ++p) {
+      const __m512i wq = load_block_pair(xg[2 * p], xg[2 * p + 1]);
+      const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
+      const __m512i as =
+          _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
+      v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
+    }
+    // 128-bit chunk c of u[q] = block 4q + c (4 partials each).
+    __m512i u[4];
+    for (int q = 0; q < 4; ++q) {
+      u[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0x88),
+                              _mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0xdd));
+    }
+    // Chunk c of h0: lanes 0-1 block c, 2-3 block 4 + c; of h1: blocks 8 + c, 12 + c.
+    const __m512i h0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
+    const __m512i h1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
+    const __m512i s0 = _mm512_add_epi32(h0, _mm512_shuffle_epi32(h0, _MM_PERM_CDAB));
+    const __m512i s1 = _mm512_add_epi32(h1, _mm512_shuffle_epi32(h1, _MM_PERM_CDAB));
+    const __m512i isum = _mm512_mask_blend_epi32(0xaaaa, s0, s1);  // lane order kQ8LaneBlock
+    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), q8_group_scales(yg));
+    acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc) + q8_tail(x, y, ng * kQ8Group, nb);
+}
+
+// Packed rows: per group, weights = (16) f32 scales | (16) i32 -128 * sum(w) | (8, 16) 4-byte
+// columns; activations = (16) f32 scales | (8, 16) 4-byte columns of a + 128. Lane order
+// kQ8LaneBlock. The blocks after the last whole group follow unchanged (34 bytes each).
+constexpr size_t kQ8PackedW = 64 + 64 + 512;
+constexpr size_t kQ8PackedA = 64 + 512;
+
+size_t q8_packed_w_bytes(int64_t n) {
+  const int64_t nb = n / kQK0;
+  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedW +
+         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
+}
+
+size_t q8_packed_a_bytes(int64_t n) {
+  const int64_t nb = n / kQK0;
+  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedA +
+         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
+}
+
+// Byte offsets (from the group's first block) of 4-byte column 0 of each lane's block.
+inline __m512i q8_gather_offsets() {
+  alignas(64) int32_t off[16];
+  for (int l = 0; l < 16; ++l) off[l] = kQ8LaneBlock[l] * static_cast<int>(sizeof(BlockQ8_0)) + 2;
+  return _mm512_load_si512(off);
+}
+
+// Transposes one group into 8 column vectors at dst (64 bytes each); returns nothing.
+template <bool kOffset>
+inline void q8_pack_columns(const BlockQ8_0* g, uint8_t* dst, __m512i* corr) {
+  const __m512i off = q8_gather_offsets();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i sum = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    __m512i col = _mm512_i32gather_epi32(_mm512_add_epi32(off, _mm512_set1_epi32(4 * j)), g, 1);
+    if (kOffset) {
+      col = _mm512_xor_si512(col, flip);  // a + 128 as unsigned bytes
+    } else {
+      sum = _mm512_dpbusd_epi32(sum, flip, col);  // 128 * sum(w) per lane's block
+    }
+    _mm512_storeu_si512(dst + 64 * j, col);
+  }
+  if (corr != nullptr) *corr = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
+}
+
+void q8_pack_w(int64_t n, const void* w_row, void* dst) {
+  const auto* x = static_cast<const BlockQ8_0*>(w_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedW) {
+    __m512i corr;
+    q8_pack_columns<false>(x + g * kQ8Group, out + 128, &corr);
+    _mm512_storeu_ps(out, q8_group_scales(x + g * kQ8Group));
+    _mm512_storeu_si512(out + 64, corr);
+  }
+  std::memcpy(out, x + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+void q8_pack_a(int64_t n, const void* act_row, void* dst) {
+  const auto* y = static_cast<const BlockQ8_0*>(act_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedA) {
+    q8_pack_columns<true>(y + g * kQ8Group, out + 64, nullptr);
+    _mm512_storeu_ps(out, q8_group_scales(y + g * kQ8Group));
+  }
+  std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+// Four tokens per call: the weight group (scales, offsets, 8 columns) is loaded once and
+// each token costs 8 activation loads, 8 vpdpbusd, one scale multiply, a convert and an fma.
+void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, size_t a_stride,
+                      float* out) {
+  constexpr int NT = 4;
+  const auto* pw = static_cast<const uint8_t*>(packed_w);
+  const auto* pa = static_cast<const uint8_t*>(packed_a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* wg = pw + static_cast<size_t>(g) * kQ8PackedW;
+    const __m512 wd = _mm512_loadu_ps(wg);
+    const __m512i corr = _mm512_loadu_si512(wg + 64);
+    __m512i wc[8];
+    for (int j = 0; j < 8; ++j) wc[j] = _mm512_loadu_si512(wg + 128 + 64 * j);
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* ag = pa + t * a_stride + static_cast<size_t>(g) * kQ8PackedA;
+      __m512i isum = corr;
+      for (int j = 0; j < 8; ++j)
+        isum = _mm512_dpbusd_epi32(isum, _mm512_loadu_si512(ag + 64 + 64 * j), wc[j]);
+      const __m512 sc = _mm512_mul_ps(wd, _mm512_loadu_ps(ag));
+      acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
     }
   }
-  float tail = 0;
-  for (; i < nb; ++i) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK0; ++j) isum += x[i].qs[j] * y[i].qs[j];
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+  const auto* xt = reinterpret_cast<const BlockQ8_0*>(pw + static_cast<size_t>(ng) * kQ8PackedW);
+  for (int t = 0; t < NT; ++t) {
+    const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
+                                                        static_cast<size_t>(ng) * kQ8PackedA);
+    out[t] = _mm512_reduce_add_ps(acc[t]) + q8_tail(xt, yt, 0, nb - ng * kQ8Group);
   }
-  *out = hsum256(_mm256_add_ps(acc0, acc1)) + tail;
 }
+
+constexpr PackedDot kQ8PackedDot{q8_packed_w_bytes, q8_packed_a_bytes, q8_pack_w, q8_pack_a,
+                                 q8_packed_dot_x4};
 
 // Q4_0 x Q8_0, one block per 256-bit vector: the 16 bytes are broadcast to both lanes and
 // the upper lane shifted by 4, giving quants 0..15 in element order; the -8 offset is
@@ -381,6 +530,10 @@ VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type) {
     default:
       return nullptr;
   }
+}
+
+const PackedDot* avx512_packed_dot(gguf::TensorType type) {
+  return type == gguf::TensorType::kQ8_0 ? &kQ8PackedDot : nullptr;
 }
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {

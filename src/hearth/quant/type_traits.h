@@ -21,6 +21,21 @@ namespace hearth::quant {
 
 using gguf::TensorType;
 
+// Optional prefill path for a weight type on one ISA: weight rows and activation rows are
+// repacked once per matmul call into a layout whose kernel keeps whole blocks in SIMD lanes,
+// so no per-block shuffles are paid per token. Contract: dot_x4 gives every token exactly
+// the bits vec_dot gives on the unpacked rows (same integer sums, same float operations in
+// the same order), so matmul and matvec agree bitwise.
+struct PackedDot {
+  size_t (*w_row_bytes)(int64_t n);  // bytes of one packed weight row of n elements
+  size_t (*a_row_bytes)(int64_t n);  // bytes of one packed activation row
+  void (*pack_w)(int64_t n, const void* w_row, void* dst);    // w_row in the weight type
+  void (*pack_a)(int64_t n, const void* act_row, void* dst);  // act_row in vec_dot_type
+  // out[t] = dot(w, act t) for t < 4; packed activation rows at a_stride bytes.
+  void (*dot_x4)(int64_t n, const void* packed_w, const void* packed_a, size_t a_stride,
+                 float* out);
+};
+
 struct TypeTraits {
   TensorType type;
   TensorType vec_dot_type;  // format the dot product expects for the activation row
@@ -35,6 +50,7 @@ struct TypeTraits {
   // bytes) for t = 0..3, decoding the weights once for four activation rows. Prefill uses it.
   void (*vec_dot_x4)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                      float* out) = nullptr;
+  const PackedDot* packed = nullptr;  // optional, see PackedDot
 };
 
 enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
