@@ -218,17 +218,155 @@ inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y
   return hsum(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
-void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_blocks_q8_0_act(
-      n / kQK0, static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(a),
-      [](const BlockQ8_0& xb, const BlockQ8_0& yb) {
-        return dot_s8_32(loadu(xb.qs), loadu(yb.qs));
-      },
-      [](const BlockQ8_0& xb, const BlockQ8_0& yb) {
-        const __m256i d = dot_s8_32(loadu(xb.qs), loadu(yb.qs));
-        return h2f(xb.d) * h2f(yb.d) * hsum(_mm256_cvtepi32_ps(d));
-      });
+// Q8_0 x Q8_0 in groups of 8 blocks. As in the AVX-512 file, the decode kernel and the
+// packed prefill kernel both end a group with one (8) int32 vector of the blocks' exact
+// integer dots (lane b = block b), then acc = fma(d_w * d_a, float(isum), acc), the same
+// horizontal sum and the same scalar tail, so they agree bitwise (matmul == matvec). Decode
+// sums each block's 8 partial lanes with a vphaddd tree; prefill packs weights and
+// activations as 4-byte columns of the 8 blocks so no per-block reduction is needed.
+constexpr int kQ8Group = 8;
+
+inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
+  float tail = 0;
+  for (; i < nb; ++i) {
+    int32_t isum = 0;
+    for (int e = 0; e < kQK0; ++e) isum += x[i].qs[e] * y[i].qs[e];
+    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+  }
+  return tail;
 }
+
+void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int64_t nb = n / kQK0;
+  const int64_t ng = nb / kQ8Group;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ8_0* xg = x + g * kQ8Group;
+    const BlockQ8_0* yg = y + g * kQ8Group;
+    __m256i v[8];  // (8) i32 partial dots of block b
+    for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(yg[b].qs));
+    // Per 128-bit half: h0 = blocks 0..3, h1 = blocks 4..7 (partials of that half).
+    const __m256i h0 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                          _mm256_permute2x128_si256(h0, h1, 0x31));
+    const __m256 sc =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ8_0)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
+    acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
+  }
+  *out = hsum(acc) + q8_tail(x, y, ng * kQ8Group, nb);
+}
+
+// Packed rows, per group of 8 blocks: weights = (8) f32 scales | (8, 8) 4-byte columns of |w|
+// | (8, 8) columns of w; activations = (8) f32 scales | (8, 8) columns of a. Column j, lane b
+// = bytes 4j..4j+3 of block b. Blocks after the last whole group follow unchanged.
+constexpr size_t kQ8PackedW = 32 + 256 + 256;
+constexpr size_t kQ8PackedA = 32 + 256;
+
+size_t q8_packed_w_bytes(int64_t n) {
+  const int64_t nb = n / kQK0;
+  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedW +
+         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
+}
+
+size_t q8_packed_a_bytes(int64_t n) {
+  const int64_t nb = n / kQK0;
+  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedA +
+         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
+}
+
+// The 8 columns of a group, gathered from the blocks' quants.
+inline void q8_columns(const BlockQ8_0* g, __m256i col[8]) {
+  const __m256i off = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+  static_assert(sizeof(BlockQ8_0) == 34);
+  const auto* base = reinterpret_cast<const int*>(g->qs);
+  for (int j = 0; j < 8; ++j) {
+    col[j] = _mm256_i32gather_epi32(base, _mm256_add_epi32(off, _mm256_set1_epi32(4 * j)), 1);
+  }
+}
+
+void q8_pack_w(int64_t n, const void* w_row, void* dst) {
+  const auto* x = static_cast<const BlockQ8_0*>(w_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedW) {
+    const BlockQ8_0* xg = x + g * kQ8Group;
+    _mm256_storeu_ps(reinterpret_cast<float*>(out),
+                     load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ8_0)));
+    __m256i col[8];
+    q8_columns(xg, col);
+    for (int j = 0; j < 8; ++j) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 + 32 * j),
+                          _mm256_sign_epi8(col[j], col[j]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 288 + 32 * j), col[j]);
+    }
+  }
+  std::memcpy(out, x + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+void q8_pack_a(int64_t n, const void* act_row, void* dst) {
+  const auto* y = static_cast<const BlockQ8_0*>(act_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedA) {
+    const BlockQ8_0* yg = y + g * kQ8Group;
+    _mm256_storeu_ps(reinterpret_cast<float*>(out),
+                     load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
+    __m256i col[8];
+    q8_columns(yg, col);
+    for (int j = 0; j < 8; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 + 32 * j), col[j]);
+  }
+  std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+}
+
+// Four tokens per call; per token, column and group: the sign flip, vpmaddubsw, vpmaddwd
+// and an add (no VNNI on plain AVX2), with |w| and w loaded once for the four tokens.
+void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, size_t a_stride,
+                      float* out) {
+  constexpr int NT = 4;
+  const auto* pw = static_cast<const uint8_t*>(packed_w);
+  const auto* pa = static_cast<const uint8_t*>(packed_a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* wg = pw + static_cast<size_t>(g) * kQ8PackedW;
+    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ8PackedA;
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i wabs = loadu(wg + 32 + 32 * j);
+      const __m256i wq = loadu(wg + 288 + 32 * j);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i aq = loadu(ag + t * a_stride + 32 + 32 * j);
+        const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+      }
+    }
+    const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(wg));
+    for (int t = 0; t < NT; ++t) {
+      const __m256 sc =
+          _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(ag + t * a_stride)));
+      acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+  }
+  const auto* xt = reinterpret_cast<const BlockQ8_0*>(pw + static_cast<size_t>(ng) * kQ8PackedW);
+  for (int t = 0; t < NT; ++t) {
+    const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
+                                                        static_cast<size_t>(ng) * kQ8PackedA);
+    out[t] = hsum(acc[t]) + q8_tail(xt, yt, 0, nb - ng * kQ8Group);
+  }
+}
+
+constexpr PackedDot kQ8PackedDot{q8_packed_w_bytes, q8_packed_a_bytes, q8_pack_w, q8_pack_a,
+                                 q8_packed_dot_x4};
 
 // Q4_0 nibbles -> signed quants -8..7 in element order, then the signed dot.
 inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
@@ -296,6 +434,10 @@ void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
 }
 
 }  // namespace
+
+const PackedDot* avx2_packed_dot(gguf::TensorType type) {
+  return type == gguf::TensorType::kQ8_0 ? &kQ8PackedDot : nullptr;
+}
 
 VecDotFn avx2_vec_dot(gguf::TensorType type) {
   using T = gguf::TensorType;

@@ -56,6 +56,7 @@ Table build_table(Isa isa) {
     if (table[i].vec_dot == nullptr) continue;
     if (VecDotFn fn = isa_dot(isa, table[i].type)) table[i].vec_dot = fn;
 #if defined(__x86_64__)
+    if (isa == Isa::kAvx2) table[i].packed = avx2_packed_dot(table[i].type);
     if (isa == Isa::kAvx512) {
       table[i].vec_dot_x4 = avx512_vec_dot_x4(table[i].type);
       table[i].packed = avx512_packed_dot(table[i].type);
