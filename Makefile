@@ -8,7 +8,7 @@ CMAKE_GEN  := -G Ninja
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= .cache/demo
 
-.PHONY: all deps configure build test test-unit test-asan test-arm demo bench fuzz format tidy clean
+.PHONY: all deps configure build test test-unit test-asan test-arm demo bench bench-cluster fuzz format tidy clean
 
 all: build
 
@@ -55,6 +55,14 @@ demo: build
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target hearth_benches
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-60}
+
+# The emulated home cluster (bench/cluster/, docs/cluster-bench.md): four devices in network
+# namespaces and cgroups, every system on Llama-shaped synthetic models, then
+# bench/results/REPORT*.md and PNG plots. Root only. PROFILE=small (about 10 min) or full.
+PROFILE ?= small
+bench-cluster: build
+	@HEARTH_BENCH_DEPS=1 scripts/install-deps
+	bench/cluster/bench.sh --profile $(PROFILE) --bin $(BUILD)/bin/hearth
 
 # Bounded libFuzzer run of the GGUF reader from the committed seed corpus.
 FUZZ_SECONDS ?= 120

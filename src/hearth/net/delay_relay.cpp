@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -258,7 +259,8 @@ struct DelayRelay::Impl {
         down_bucket(opts.rate_bytes_per_s, opts.burst_bytes) {}
 
   void accept_loop() {
-    const sockaddr_in target = resolve(opts.target_host, opts.target_port);
+    const sockaddr_in fixed_target =
+        opts.transparent ? sockaddr_in{} : resolve(opts.target_host, opts.target_port);
     while (!stop) {
       // Reap connections whose both directions ended.
       links.remove_if(
@@ -267,10 +269,26 @@ struct DelayRelay::Impl {
       if (::poll(&p, 1, kPollMs) <= 0) continue;
       const int client = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (client < 0) continue;
+      sockaddr_in target = fixed_target;
+      if (opts.transparent) {
+        // The redirect rule rewrote the destination; the kernel keeps the original one.
+        socklen_t len = sizeof target;
+        if (::getsockopt(client, SOL_IP, SO_ORIGINAL_DST, &target, &len) != 0) {
+          log::warn("relay :{}: connection without an original destination: {}", port,
+                    std::strerror(errno));
+          ::close(client);
+          continue;
+        }
+      }
       const int t = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (t >= 0 && opts.mark != 0) {
+        ::setsockopt(t, SOL_SOCKET, SO_MARK, &opts.mark, sizeof opts.mark);
+      }
       if (t < 0 || ::connect(t, reinterpret_cast<const sockaddr*>(&target), sizeof target) != 0) {
-        log::warn("relay :{}: cannot reach target {}:{}: {}", port, opts.target_host,
-                  opts.target_port, std::strerror(errno));
+        char host[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &target.sin_addr, host, sizeof host);
+        log::warn("relay :{}: cannot reach target {}:{}: {}", port, host, ntohs(target.sin_port),
+                  std::strerror(errno));
         if (t >= 0) ::close(t);
         ::close(client);
         continue;
@@ -295,13 +313,14 @@ struct DelayRelay::Impl {
 
 DelayRelay::DelayRelay(RelayOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   const RelayOptions& o = impl_->opts;
-  if (o.delay_ms < 0 || o.rate_bytes_per_s < 0 || o.burst_bytes == 0 || o.target_port == 0) {
+  if (o.delay_ms < 0 || o.rate_bytes_per_s < 0 || o.burst_bytes == 0 ||
+      (!o.transparent && o.target_port == 0)) {
     throw UsageError(fmt::format(
         "relay: needs delay_ms >= 0 ({}), rate >= 0 ({}), burst > 0 ({}), a target port ({})",
         o.delay_ms, o.rate_bytes_per_s, o.burst_bytes, o.target_port));
   }
   const sockaddr_in addr = resolve(o.listen_host, o.listen_port);
-  resolve(o.target_host, o.target_port);  // fail now, not in the thread
+  if (!o.transparent) resolve(o.target_host, o.target_port);  // fail now, not in the thread
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw IoError(errno_message("relay: socket"));
   const int one = 1;

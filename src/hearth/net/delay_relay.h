@@ -29,6 +29,13 @@ struct RelayOptions {
   // Bytes held per direction of a connection before the relay stops reading from the
   // sender (TCP back-pressure then slows the sender, as a real link would).
   size_t max_buffered_bytes = 64u << 20;
+  // Transparent mode (the cluster harness, bench/cluster/): connections arrive through a NAT
+  // redirect rule and are forwarded to their original destination (SO_ORIGINAL_DST), so one
+  // relay shapes every link a device opens; target_host/target_port are then unused.
+  bool transparent = false;
+  // SO_MARK on the relay's own outgoing connections (needs CAP_NET_ADMIN), so the redirect
+  // rule can exempt them instead of looping them back into the relay; 0 = none.
+  uint32_t mark = 0;
 };
 
 struct RelayStats {

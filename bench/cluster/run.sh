@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# bench/cluster/run.sh — one generation on an emulated home cluster (docs/cluster-bench.md).
+# Brings the testbed's devices up (netns + veth + bridge, cgroup v1 memory/cpu/blkio limits,
+# link relays), drops the page cache, runs real `hearth worker`s and the head, prints one JSON
+# line with the head's figures and each device's kernel accounting, and tears everything
+# down — on success, failure, and SIGINT/SIGTERM alike.
+#
+# Usage: run.sh --testbed FILE --model FILE --system SYSTEM [options]
+#   SYSTEM: single          the engine alone on the strongest device (mmap, as llama.cpp does)
+#           pipeline        every device, windows proportional to memory, k = 1 (exo/MemSched)
+#           ring-k2         the same proportions halved: k = 2 rounds, prefetch on
+#           halda           --plan auto (Halda on measured profiles), prefetch off
+#           halda-prefetch  --plan auto, prefetch on
+#           llamacpp        llama-bench (LLAMA_CPP_BIN=DIR) alone on the strongest device
+#   --layers L         the model's layer count (pipeline, ring-k2)
+#   --memory-scale S   device memory = ram_available_gib * S + emulation.overhead_mib
+#                      (ignored for devices with emulate.memory_mib)
+#   --tokens N (8) --ctx N (256) --bin PATH --work DIR --keep-going-secs S (0)
+#   --copies DIR       where per-device copies of the model live (default: next to it)
+# Environment: HEARTH_CLUSTER_ID names the namespaces/cgroups (hc<ID>*, hearth-cluster-<ID>),
+# default the pid.
+set -Eeuo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+TESTBED="" MODEL="" SYSTEM="" LAYERS=0 MEMSCALE=0 TOKENS=8 CTX=256 COPIES=""
+HC_BIN=${HEARTH_BIN:-$HERE/../../build/bin/hearth}
+HC_WORK=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --testbed) TESTBED=$2; shift 2 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --system) SYSTEM=$2; shift 2 ;;
+    --layers) LAYERS=$2; shift 2 ;;
+    --memory-scale) MEMSCALE=$2; shift 2 ;;
+    --tokens) TOKENS=$2; shift 2 ;;
+    --ctx) CTX=$2; shift 2 ;;
+    --bin) HC_BIN=$2; shift 2 ;;
+    --work) HC_WORK=$2; shift 2 ;;
+    --copies) COPIES=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+hc_require_root "$@"
+[[ -f "$TESTBED" ]] || { echo "run.sh: --testbed FILE is required (got '$TESTBED')" >&2; exit 2; }
+[[ -f "$MODEL" ]] || { echo "run.sh: --model FILE is required (got '$MODEL')" >&2; exit 2; }
+case "$SYSTEM" in
+  single | pipeline | ring-k2 | halda | halda-prefetch) ;;
+  llamacpp)
+    [[ -x "${LLAMA_CPP_BIN:-}/llama-bench" ]] || {
+      echo "run.sh: --system llamacpp needs LLAMA_CPP_BIN=DIR holding llama-bench" >&2
+      exit 2
+    } ;;
+  *) echo "run.sh: --system single|pipeline|ring-k2|halda|halda-prefetch (got '$SYSTEM')" >&2; exit 2 ;;
+esac
+if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2 ]] && ((LAYERS <= 0)); then
+  echo "run.sh: --system $SYSTEM needs --layers" >&2
+  exit 2
+fi
+HC_BIN=$(readlink -f "$HC_BIN")
+[[ -x "$HC_BIN" ]] || { echo "run.sh: hearth binary not found: $HC_BIN (--bin)" >&2; exit 2; }
+MODEL=$(readlink -f "$MODEL")
+COPIES=${COPIES:-$(dirname "$MODEL")}
+if [[ -z "$HC_WORK" ]]; then HC_WORK=$(mktemp -d "${TMPDIR:-/tmp}/hearth-cluster.XXXXXX"); fi
+mkdir -p "$HC_WORK"
+HC_BLOCKDEV=$(hc_block_device "$COPIES")
+
+on_exit() {
+  local rc=$?
+  hc_teardown
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'hc_log "failed at line $LINENO: $BASH_COMMAND"' ERR
+
+# Devices in ring order, the head first (the file order, rotated).
+TB=$(jq -c --argjson ms "$MEMSCALE" '
+  (.emulation.overhead_mib // 0) as $ov
+  | (.devices | map(.head == true) | index(true) // 0) as $h
+  | .devices | (.[$h:] + .[:$h])
+  | map({name, ram: .ram_available_gib,
+         mem: (.emulate.memory_mib // ((.ram_available_gib * 1024 * $ms) + $ov | floor)),
+         share: (.emulate.cpu_share // 1), disk: (.emulate.disk_read_mbps // 0),
+         rtt: (.link.rtt_ms // 0), mbps: (.link.bandwidth_mbps // 0)})' "$TESTBED")
+N=$(jq length <<< "$TB")
+dev() { jq -r ".[$1].$2" <<< "$TB"; }
+for ((i = 0; i < N; i++)); do
+  if (($(dev "$i" mem) < 16)); then
+    echo "run.sh: device $(dev "$i" name) would get $(dev "$i" mem) MiB; raise --memory-scale" >&2
+    exit 2
+  fi
+done
+
+# The devices taking part: all, or the strongest alone (highest cpu share, then memory).
+if [[ "$SYSTEM" == single || "$SYSTEM" == llamacpp ]]; then
+  USE=($(jq -r 'to_entries | max_by([.value.share, .value.mem]) | .key' <<< "$TB"))
+else
+  USE=($(seq 0 $((N - 1))))
+fi
+
+copy_for() {  # each device maps its own copy: page cache is charged to the first reader
+  local c
+  c="$COPIES/$(basename "$MODEL" .gguf).$(dev "$1" name).gguf"
+  if [[ ! -f "$c" || $(stat -c %s "$c") != $(stat -c %s "$MODEL") ]]; then cp "$MODEL" "$c"; fi
+  echo "$c"
+}
+
+# Windows proportional to device memory (exo's rule), k = 1 or halved for k = 2.
+# shellcheck disable=SC2016
+memory_plan() {  # memory_plan K
+  jq -r --argjson L "$LAYERS" --argjson k "$1" '
+    (($L / $k) | ceil) as $W | (map(.mem) | add) as $tot
+    | [.[] | .mem * $W / $tot] as $x
+    | [$x[] | floor | if . < 1 then 1 else . end] as $w0
+    | ($W - ($w0 | add)) as $rest
+    | ([range($x | length)] | sort_by(-($x[.] - ($x[.] | floor)))) as $order
+    | reduce range(0; ([$rest, 0] | max)) as $j ($w0; .[$order[$j % ($order | length)]] += 1)
+    | map(tostring) | join(",")' <<< "$TB"
+}
+
+hc_log "testbed $(basename "$TESTBED"), model $(basename "$MODEL"), system $SYSTEM, devices: $(for i in "${USE[@]}"; do
+  printf '%s(%sMiB cpu%s disk%sMB/s rtt%sms %sMbps) ' "$(dev "$i" name)" "$(dev "$i" mem)" \
+    "$(dev "$i" share)" "$(dev "$i" disk)" "$(dev "$i" rtt)" "$(dev "$i" mbps)"
+done)"
+
+declare -A FILE
+for i in "${USE[@]}"; do FILE[$i]=$(copy_for "$i"); done
+for i in "${USE[@]}"; do
+  hc_device_up "$i" "$(dev "$i" mem)" "$(dev "$i" share)" "$(dev "$i" disk)" "$(dev "$i" rtt)" "$(dev "$i" mbps)"
+done
+# --plan auto: every device's profile, measured in its own namespace and cgroups (CPU quota,
+# disk throttle) but with room for the profiler's buffers, which do not shrink with the
+# emulated memory; its available memory is then set to the device's limit minus the
+# process's own allowance (emulation.overhead_mib). Cached per device and model file.
+if [[ "$SYSTEM" == halda* ]]; then
+  OV=$(jq '.emulation.overhead_mib // 0' "$TESTBED")
+  mkdir -p "$COPIES/profiles"
+  for i in "${USE[@]}"; do
+    pf="$COPIES/profiles/$(basename "${FILE[$i]}" .gguf).$(dev "$i" mem)MiB.json"
+    if [[ ! -s "$pf" ]]; then
+      lim="$HC_CGROOT/memory/$HC_CG/d$i/memory.limit_in_bytes"
+      echo $((($(dev "$i" mem) + 1024) << 20)) > "$lim"
+      hc_spawn "$i" "d$i" "$HC_WORK/profile$i.out" "$HC_WORK/profile$i.err" -- "$HC_BIN" profile \
+        -m "${FILE[$i]}" -t 1 --no-cache --json --name "$(dev "$i" name)"
+      wait "$HC_LASTPID"
+      echo $(($(dev "$i" mem) << 20)) > "$lim"
+      tail -1 "$HC_WORK/profile$i.out" | jq -c --argjson mem "$(dev "$i" mem)" --argjson ov "$OV" \
+        '.ram_available_gib = (($mem - $ov) / 1024) | .ram_total_gib = ($mem / 1024)
+         | .notes = ((.notes // "") + " ram_available = cgroup limit minus the process allowance")' > "$pf.tmp"
+      mv "$pf.tmp" "$pf"
+    fi
+    cp "$pf" "$HC_WORK/profile-d$i.json"
+  done
+fi
+for i in "${USE[@]}"; do  # the figures below are the run's alone
+  echo 0 > "$HC_CGROOT/memory/$HC_CG/d$i/memory.max_usage_in_bytes"
+  echo 0 > "$HC_CGROOT/memory/$HC_CG/d$i/memory.failcnt"
+  echo 1 > "$HC_CGROOT/blkio/$HC_CG/d$i/blkio.reset_stats"
+done
+hc_drop_caches
+
+HEAD=${USE[0]}
+WORKERS=""
+for i in "${USE[@]:1}"; do
+  hc_spawn "$i" "d$i" "$HC_WORK/w$i.out" "$HC_WORK/w$i.err" -- "$HC_BIN" worker \
+    --listen "tcp://$HC_SUBNET.$((i + 1)):9100" -m "${FILE[$i]}" -t 1 --name "$(dev "$i" name)" \
+    $([[ "$SYSTEM" == halda* ]] && echo --profile "$HC_WORK/profile-d$i.json")
+  hc_wait_line "$HC_WORK/w$i.out" listening 30
+  WORKERS+="${WORKERS:+,}tcp://$HC_SUBNET.$((i + 1)):9100"
+done
+hc_log "cluster up"
+
+ARGS=(run -m "${FILE[$HEAD]}" -p "the fire in the hearth" -n "$TOKENS" -t 1 -c "$CTX" --temp 0
+  --ignore-eos --json)
+case "$SYSTEM" in
+  pipeline) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 1)" --prefetch off) ;;
+  ring-k2) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch on) ;;
+  halda) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
+esac
+if [[ "$SYSTEM" == llamacpp ]]; then
+  ARGS=(-m "${FILE[$HEAD]}" -p 0 -n "$TOKENS" -t 1 -r 1 -o json)
+  CMD=("$LLAMA_CPP_BIN/llama-bench")
+else
+  CMD=("$HC_BIN")
+fi
+T0=$(date +%s.%N)
+hc_spawn "$HEAD" "d$HEAD" "$HC_WORK/head.out" "$HC_WORK/head.err" -- "${CMD[@]}" "${ARGS[@]}"
+HEADPID=$HC_LASTPID
+# wait (not a foreground command), so INT/TERM reach the trap at once.
+RC=0
+wait "$HEADPID" || RC=$?
+T1=$(date +%s.%N)
+if ((RC != 0)); then
+  hc_log "head exited $RC; its stderr:"
+  tail -20 "$HC_WORK/head.err" >&2
+  for i in "${USE[@]}"; do
+    hc_log "device $(dev "$i" name): $(hc_device_stats "$i")"
+  done
+  exit 1
+fi
+if [[ "$SYSTEM" == llamacpp ]]; then
+  # llama-bench prints a JSON array of tests; -p 0 leaves the one generation test.
+  J=$(jq -c '.[0] | {tpot_ms: (1000 / .avg_ts), ttft_ms: null}' "$HC_WORK/head.out")
+else
+  J=$(tail -1 "$HC_WORK/head.out")
+fi
+jq -e . > /dev/null <<< "$J" || { hc_log "head printed no JSON"; exit 1; }
+
+DEVS="[]"
+for ((u = 0; u < ${#USE[@]}; u++)); do
+  i=${USE[$u]}
+  s=$(hc_device_stats "$i")
+  DEVS=$(jq -c --argjson s "$s" --argjson d "$(jq -c ".[$i]" <<< "$TB")" --argjson u "$u" \
+    --argjson j "$J" '. + [$d + $s + ((($j.devices // [])[$u] // {}) | with_entries(if .key == "name" then .key = "hearth_name" else . end))]' <<< "$DEVS")
+done
+jq -c --arg system "$SYSTEM" --arg model "$(basename "$MODEL")" --arg testbed "$(basename "$TESTBED")" \
+  --argjson size "$(stat -c %s "$MODEL")" --argjson devs "$DEVS" --argjson tokens "$TOKENS" \
+  --argjson wall "$(awk -v a="$T0" -v b="$T1" 'BEGIN { print b - a }')" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  --arg cmd "${CMD[*]} ${ARGS[*]}" \
+  '{system: $system, model: $model, model_bytes: $size, testbed: $testbed, tokens: $tokens,
+    tpot_ms, ttft_ms, plan: (.plan // null), prefetch: (.prefetch // null), wall_s: $wall,
+    loadavg: $load, head_command: $cmd, devices: $devs}' <<< "$J"
