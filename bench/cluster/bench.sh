@@ -40,7 +40,7 @@ case "$PROFILE" in
   full) MODELS=(l8 l30 l70); TOKENS=16 ;;
   *) echo "bench.sh: --profile small|full" >&2; exit 2 ;;
 esac
-SYSTEMS=(single pipeline ring-k2 halda halda-prefetch)
+SYSTEMS=(single pipeline ring-k2-off ring-k2 halda halda-prefetch)
 mkdir -p "$DATA" "$OUT"
 
 # name -> synth arguments, layers, size of the real Q4_K_M model in bytes (what the scaled
@@ -94,11 +94,11 @@ if [[ -n "${LLAMA_CPP_BIN:-}" ]]; then
       '. + {name: $name, real_bytes: $real, layers: $L}' <<< "$line" >> "$RES"
   done
 fi
-jq -cn --arg profile "$PROFILE" --arg start "$START" --arg end "$(date -u +%FT%TZ)" \
+jq -cn --arg profile "$PROFILE" --arg start "$START" --arg finish "$(date -u +%FT%TZ)" \
   --arg before "$UPTIME_BEFORE" --arg after "$(uptime)" --arg memscale "$MEMSCALE" \
   --arg testbed "$(basename "$TESTBED")" --argjson tokens "$TOKENS" \
   --arg cmd "$CMDLINE" --arg commit "$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)" \
-  '{profile: $profile, start: $start, "end": $end, uptime_before: $before, uptime_after: $after,
+  '{profile: $profile, start: $start, finish: $finish, uptime_before: $before, uptime_after: $after,
     memory_scale: ($memscale | tonumber), testbed: $testbed, tokens: $tokens, command: $cmd, commit: $commit}' \
   > "$OUT/run-$PROFILE.json"
 "$HERE/report.sh" --results "$RES" --meta "$OUT/run-$PROFILE.json" --testbed "$TESTBED" --out "$OUT"

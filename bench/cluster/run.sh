@@ -9,6 +9,7 @@
 #   SYSTEM: single          the engine alone on the strongest device (mmap, as llama.cpp does)
 #           pipeline        every device, windows proportional to memory, k = 1 (exo/MemSched)
 #           ring-k2         the same proportions halved: k = 2 rounds, prefetch on
+#           ring-k2-off     the same, prefetch off
 #           halda           --plan auto (Halda on measured profiles), prefetch off
 #           halda-prefetch  --plan auto, prefetch on
 #           llamacpp        llama-bench (LLAMA_CPP_BIN=DIR) alone on the strongest device
@@ -47,15 +48,15 @@ hc_require_root "$@"
 [[ -f "$TESTBED" ]] || { echo "run.sh: --testbed FILE is required (got '$TESTBED')" >&2; exit 2; }
 [[ -f "$MODEL" ]] || { echo "run.sh: --model FILE is required (got '$MODEL')" >&2; exit 2; }
 case "$SYSTEM" in
-  single | pipeline | ring-k2 | halda | halda-prefetch) ;;
+  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch) ;;
   llamacpp)
     [[ -x "${LLAMA_CPP_BIN:-}/llama-bench" ]] || {
       echo "run.sh: --system llamacpp needs LLAMA_CPP_BIN=DIR holding llama-bench" >&2
       exit 2
     } ;;
-  *) echo "run.sh: --system single|pipeline|ring-k2|halda|halda-prefetch (got '$SYSTEM')" >&2; exit 2 ;;
+  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
 esac
-if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2 ]] && ((LAYERS <= 0)); then
+if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2* ]] && ((LAYERS <= 0)); then
   echo "run.sh: --system $SYSTEM needs --layers" >&2
   exit 2
 fi
@@ -179,6 +180,7 @@ ARGS=(run -m "${FILE[$HEAD]}" -p "the fire in the hearth" -n "$TOKENS" -t 1 -c "
 case "$SYSTEM" in
   pipeline) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 1)" --prefetch off) ;;
   ring-k2) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch on) ;;
+  ring-k2-off) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch off) ;;
   halda) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
 esac
