@@ -6,8 +6,9 @@
 # PNG plots (report.sh). See docs/cluster-bench.md.
 #
 # Usage: bench.sh [--profile small|full] [--bin PATH] [--data DIR] [--out DIR] [--testbed FILE]
-#   small: 8B and 70B shapes, 6 tokens per run (about 10 minutes)
-#   full:  8B, 30B and 70B shapes, 16 tokens per run (about 30 minutes)
+#   small: 8B and 70B shapes, 6 tokens per run, once (about 3 minutes)
+#   full:  8B, 30B and 70B shapes, 16 tokens per run, 3 repetitions (about 20 minutes)
+#   --reps N: repetitions (the report takes each system's median run)
 # Environment: LLAMA_CPP_BIN=DIR with llama-bench: also run llama.cpp alone on the strongest
 # device, same files and limits (optional).
 set -Eeuo pipefail
@@ -15,6 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CMDLINE="bench/cluster/bench.sh $*"
 PROFILE=small
+REPS=""
 BIN=${HEARTH_BIN:-$ROOT/build/bin/hearth}
 DATA=${TMPDIR:-/tmp}/hearth-cluster-bench
 OUT=$ROOT/bench/results
@@ -26,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --data) DATA=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --testbed) TESTBED=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -E/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -36,8 +39,8 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 BIN=$(readlink -f "$BIN")
 case "$PROFILE" in
-  small) MODELS=(l8 l70); TOKENS=6 ;;
-  full) MODELS=(l8 l30 l70); TOKENS=16 ;;
+  small) MODELS=(l8 l70); TOKENS=6; REPS=${REPS:-1} ;;
+  full) MODELS=(l8 l30 l70); TOKENS=16; REPS=${REPS:-3} ;;
   *) echo "bench.sh: --profile small|full" >&2; exit 2 ;;
 esac
 SYSTEMS=(single pipeline ring-k2-off ring-k2 halda halda-prefetch)
@@ -70,35 +73,30 @@ RES="$OUT/results-$PROFILE.jsonl"
 : > "$RES"
 START=$(date -u +%FT%TZ)
 UPTIME_BEFORE=$(uptime)
-for m in "${MODELS[@]}"; do
-  for s in "${SYSTEMS[@]}"; do
-    echo "== $m $s" >&2
-    line=$("$HERE/run.sh" --testbed "$TESTBED" --model "$DATA/$m.gguf" --system "$s" \
-      --layers "${LAYERS[$m]}" --memory-scale "$MEMSCALE" --tokens "$TOKENS" --bin "$BIN" \
-      --work "$DATA/work-$m-$s") || {
-      echo "bench.sh: $m $s failed (see $DATA/work-$m-$s)" >&2
-      line=$(jq -cn --arg s "$s" --arg m "$m.gguf" '{system: $s, model: $m, failed: true}')
-    }
-    jq -c --arg name "$m" --argjson real "${REAL[$m]}" --argjson L "${LAYERS[$m]}" \
-      '. + {name: $name, real_bytes: $real, layers: $L}' <<< "$line" >> "$RES"
-    jq -c '{system, name, tpot_ms, ttft_ms, k: .plan.k, pred: .plan.predicted_tpot_run_ctx_ms}' "$RES" | tail -1 >&2
+# Repetitions interleave the systems (every system, then again), so slow phases of the shared
+# machine spread over all of them.
+[[ -n "${LLAMA_CPP_BIN:-}" ]] && SYSTEMS+=(llamacpp)
+for ((rep = 1; rep <= REPS; rep++)); do
+  for m in "${MODELS[@]}"; do
+    for s in "${SYSTEMS[@]}"; do
+      echo "== $m $s (run $rep of $REPS)" >&2
+      line=$("$HERE/run.sh" --testbed "$TESTBED" --model "$DATA/$m.gguf" --system "$s" \
+        --layers "${LAYERS[$m]}" --memory-scale "$MEMSCALE" --tokens "$TOKENS" --bin "$BIN" \
+        --work "$DATA/work-$m-$s") || {
+        echo "bench.sh: $m $s failed (see $DATA/work-$m-$s)" >&2
+        line=$(jq -cn --arg s "$s" --arg m "$m.gguf" '{system: $s, model: $m, failed: true}')
+      }
+      jq -c --arg name "$m" --argjson real "${REAL[$m]}" --argjson L "${LAYERS[$m]}" --argjson rep "$rep" \
+        '. + {name: $name, real_bytes: $real, layers: $L, rep: $rep}' <<< "$line" >> "$RES"
+      jq -c '{system, name, tpot_ms, ttft_ms, k: .plan.k, pred: .plan.predicted_tpot_run_ctx_ms}' "$RES" | tail -1 >&2
+    done
   done
 done
-if [[ -n "${LLAMA_CPP_BIN:-}" ]]; then
-  for m in "${MODELS[@]}"; do
-    echo "== $m llama.cpp" >&2
-    line=$("$HERE/run.sh" --testbed "$TESTBED" --model "$DATA/$m.gguf" --system llamacpp \
-      --memory-scale "$MEMSCALE" --tokens "$TOKENS" --bin "$BIN" --work "$DATA/work-$m-llamacpp") ||
-      line=$(jq -cn --arg m "$m.gguf" '{system: "llamacpp", model: $m, failed: true}')
-    jq -c --arg name "$m" --argjson real "${REAL[$m]}" --argjson L "${LAYERS[$m]}" \
-      '. + {name: $name, real_bytes: $real, layers: $L}' <<< "$line" >> "$RES"
-  done
-fi
 jq -cn --arg profile "$PROFILE" --arg start "$START" --arg finish "$(date -u +%FT%TZ)" \
   --arg before "$UPTIME_BEFORE" --arg after "$(uptime)" --arg memscale "$MEMSCALE" \
-  --arg testbed "$(basename "$TESTBED")" --argjson tokens "$TOKENS" \
+  --arg testbed "$(basename "$TESTBED")" --argjson tokens "$TOKENS" --argjson reps "$REPS" \
   --arg cmd "$CMDLINE" --arg commit "$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)" \
   '{profile: $profile, start: $start, finish: $finish, uptime_before: $before, uptime_after: $after,
-    memory_scale: ($memscale | tonumber), testbed: $testbed, tokens: $tokens, command: $cmd, commit: $commit}' \
+    memory_scale: ($memscale | tonumber), testbed: $testbed, tokens: $tokens, reps: $reps, command: $cmd, commit: $commit}' \
   > "$OUT/run-$PROFILE.json"
 "$HERE/report.sh" --results "$RES" --meta "$OUT/run-$PROFILE.json" --testbed "$TESTBED" --out "$OUT"

@@ -17,7 +17,11 @@ PROFILE=$(jq -r .profile "$META")
 R="$OUT/REPORT.md"
 [[ "$PROFILE" == full ]] || R="$OUT/REPORT-$PROFILE.md"
 SYSTEMS='["single","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","llamacpp"]'
-ALL=$(jq -cs . "$RES")
+# One row per model and system: the run with the median TPOT (a failed run counts as the
+# slowest), with every run's TPOT in tpot_runs.
+ALL=$(jq -cs 'group_by([.name, .system]) | map(
+  (sort_by(if .failed then 1e18 else .tpot_ms end)) as $s
+  | $s[((($s | length) - 1) / 2) | floor] + {tpot_runs: [$s[] | .tpot_ms]})' "$RES")
 MEMSCALE=$(jq -r .memory_scale "$META")
 
 label() {
@@ -42,7 +46,7 @@ label() {
   echo
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; RAM $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); kernel $(uname -r)"
   echo "- Disk: virtio /dev/vda; every device reads its own copy of the model through mmap, throttled per device by blkio"
-  echo "- Load: the machine was shared with other engineers' builds. \`uptime\` before: \`$(jq -r .uptime_before "$META" | sed 's/^ *//')\`; after: \`$(jq -r .uptime_after "$META" | sed 's/^ *//')\`. Each row below also lists the 1-minute load average at its end. Single runs of $(jq -r .tokens "$META") tokens: differences under ~20% are noise."
+  echo "- Load: the machine was shared with other engineers' builds. \`uptime\` before: \`$(jq -r .uptime_before "$META" | sed 's/^ *//')\`; after: \`$(jq -r .uptime_after "$META" | sed 's/^ *//')\`. Each row below also lists the 1-minute load average at its end. Each figure is the median of $(jq -r ".reps // 1" "$META") run(s) of $(jq -r .tokens "$META") tokens (every run is in the TPOT table): differences under ~20% are noise."
   echo
   echo "## Testbed ($(jq -r .testbed "$META"))"
   echo
@@ -61,15 +65,15 @@ label() {
   echo
   echo "| model | layers | file MiB | stands for (real Q4_K_M) | file / cluster weight memory (here) | real / cluster RAM (paper, 18.1 GiB) |"
   echo "|---|---|---|---|---|---|"
-  jq -r --argjson ms "$MEMSCALE" 'group_by(.name)[] | .[0] |
+  jq -r --argjson ms "$MEMSCALE" 'group_by(.name) | sort_by(.[0].real_bytes)[] | .[0] |
     "| \(.name) | \(.layers) | \(.model_bytes / 1048576 | floor) | \(.real_bytes / 1e9 | . * 10 | round / 10) GB | \(.model_bytes / (18.1 * 1073741824 * $ms) | . * 100 | round / 100) | \(.real_bytes / (18.1 * 1073741824) | . * 100 | round / 100) |"' <<< "$ALL"
   echo
   echo "## TPOT and TTFT (ms)"
   echo
-  echo "| model | system | TPOT ms | TTFT ms | k | plan (layers per round, ring order D1 D2 D3 D4) | load |"
-  echo "|---|---|---|---|---|---|---|"
-  jq -r --argjson sys "$SYSTEMS" 'sort_by(.name, (.system as $s | $sys | index($s)))[] |
-    "| \(.name) | \(.system) | \(if .failed then "failed" else (.tpot_ms | . * 10 | round / 10) end) | \(if .ttft_ms == null then "-" else (.ttft_ms | round) end) | \(.plan.k // "-") | \(if .failed then "-" elif .system == "single" or .system == "llamacpp" then "all layers on \(.devices[0].name)" elif .plan then ([.plan.devices[] | "\(.name | sub("^head$"; "D1")):\(.w)"] | join(" ")) else "-" end) | \(.loadavg // "-" | split(" ")[0]) |"' <<< "$ALL"
+  echo "| model | system | TPOT ms (median) | all runs | TTFT ms | k | plan (layers per round, ring order D1 D2 D3 D4) | load |"
+  echo "|---|---|---|---|---|---|---|---|"
+  jq -r --argjson sys "$SYSTEMS" 'sort_by(.real_bytes, (.system as $s | $sys | index($s)))[] |
+    "| \(.name) | \(.system) | \(if .failed then "failed" else (.tpot_ms | . * 10 | round / 10) end) | \([.tpot_runs[] | if . == null then "failed" else (round | tostring) end] | join(" ")) | \(if .ttft_ms == null then "-" else (.ttft_ms | round) end) | \(.plan.k // "-") | \(if .failed then "-" elif .system == "single" or .system == "llamacpp" then "all layers on \(.devices[0].name)" elif .plan then ([.plan.devices[] | "\(.name | sub("^head$"; "D1")):\(.w)"] | join(" ")) else "-" end) | \(.loadavg // "-" | split(" ")[0]) |"' <<< "$ALL"
   echo
   echo "## Per device (largest model): memory pressure, reloads, compute"
   echo
@@ -91,7 +95,7 @@ label() {
   echo
   echo "| model | system | predicted ms (ctx) | predicted ms (run ctx) | measured ms | measured / predicted |"
   echo "|---|---|---|---|---|---|"
-  jq -r '.[] | select(.plan.predicted_tpot_ms != null) |
+  jq -r 'sort_by(.real_bytes)[] | select(.plan.predicted_tpot_ms != null) |
     "| \(.name) | \(.system) | \(.plan.predicted_tpot_ms | . * 10 | round / 10) (\(.plan.ctx)) | \(.plan.predicted_tpot_run_ctx_ms | . * 10 | round / 10) | \(.tpot_ms | . * 10 | round / 10) | \(.tpot_ms / .plan.predicted_tpot_run_ctx_ms | . * 100 | round / 100) |"' <<< "$ALL"
   echo
   echo "## Findings (computed from the tables above)"
@@ -100,7 +104,7 @@ label() {
     def t($n; $s): (map(select(.name == $n and .system == $s and (.failed | not))) | .[0].tpot_ms);
     def r($a; $b): if $a == null or $b == null then "n/a" else ($b / $a | . * 100 | round / 100 | tostring) + "x" end;
     def ms($x): if $x == null then "failed" else ($x | round | tostring) + " ms" end;
-    . as $all | [.[].name] | unique | map(. as $n | $all |
+    . as $all | sort_by(.real_bytes) | [.[].name] | reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end) | map(. as $n | $all |
       "- \($n): PRP+Halda+prefetch \(ms(t($n; "halda-prefetch"))) vs single device \(ms(t($n; "single"))) (speed-up \(r(t($n; "halda-prefetch"); t($n; "single")))) and vs MemSched pipeline \(ms(t($n; "pipeline"))) (\(r(t($n; "halda-prefetch"); t($n; "pipeline")))); prefetch off \(ms(t($n; "halda"))) (prefetch gives \(r(t($n; "halda-prefetch"); t($n; "halda"))) at Halda\u0027s k); prefetch at k=2, memory-proportional: \(ms(t($n; "ring-k2"))) vs off \(ms(t($n; "ring-k2-off"))) (\(r(t($n; "ring-k2"); t($n; "ring-k2-off")))); k=2 memory-proportional \(ms(t($n; "ring-k2"))) vs k=1 \(ms(t($n; "pipeline"))) (\(r(t($n; "ring-k2"); t($n; "pipeline"))))")[]' <<< "$ALL"
   echo
   if [[ -f "$OUT/NOTES-$PROFILE.md" ]]; then cat "$OUT/NOTES-$PROFILE.md"; echo; fi
