@@ -49,19 +49,29 @@ std::vector<uint8_t>& activation_scratch(size_t bytes, int slot = 0) {
 }
 
 // Software prefetch, one row's worth of lines per row so each line is requested once per
-// distance: into L2 kL2PrefetchBytes ahead (the DRAM fetch) and into L1 kL1PrefetchBytes
-// ahead (the L2 -> L1 hop). Measured (one thread, 14336x4096 cold copies, matvec time over
-// the time of a plain read of an equally cold copy, medians of 15 pairs): L1 at 1 KiB
-// alone: Q4_K 0.65, Q6_K 0.69, Q8_0 0.69; adding L2 at 8 KiB: 0.64 (Q4_K is compute-bound),
-// 0.82, 0.80; L2 at 16 KiB fell back to 0.57-0.61; no prefetch 0.46-0.66. The hardware
-// prefetcher alone lets the decode work and the DRAM misses serialize.
+// distance: into L1 kL1PrefetchBytes ahead, and for some types also into L2 further ahead.
+// Measured (one thread, 14336x4096 cold copies, matvec time over a plain read of an equally
+// cold copy): L1 at 1 KiB alone lifts Q4_K 0.46 -> 0.65, Q6_K 0.57 -> 0.69, Q8_0 0.66 ->
+// 0.69 over no prefetch. The extra L2 prefetch 8 KiB ahead helped Q8_0 (whole-model decode,
+// llama3-1b-shape q8_0, alternating runs: 7.0-7.7 vs 4.1-5.3 tok/s at 1 thread) but hurt the
+// K-quants (q4_k_m: 7.2-8.6 vs 10.6-12.2 tok/s), whose kernels are compute-heavier; so it
+// is on for Q8_0 only.
 constexpr size_t kL1PrefetchBytes = 1024;
 constexpr size_t kL2PrefetchBytes = 8192;
 
-inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end) {
-  const uint8_t* p = row + kL2PrefetchBytes;
-  const uint8_t* stop = std::min(p + row_bytes, end);
-  for (; p < stop; p += 64) __builtin_prefetch(p, 0, 2);
+size_t l2_prefetch_distance(gguf::TensorType type) {
+  return type == gguf::TensorType::kQ8_0 ? kL2PrefetchBytes : 0;
+}
+
+inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end,
+                           size_t l2_distance) {
+  const uint8_t* p;
+  const uint8_t* stop;
+  if (l2_distance != 0) {
+    p = row + l2_distance;
+    stop = std::min(p + row_bytes, end);
+    for (; p < stop; p += 64) __builtin_prefetch(p, 0, 2);
+  }
   p = row + kL1PrefetchBytes;
   stop = std::min(p + row_bytes, end);
   for (; p < stop; p += 64) __builtin_prefetch(p, 0, 3);
@@ -87,6 +97,7 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const auto vec_dot = p.w_traits->vec_dot;
+  const size_t l2_distance = l2_prefetch_distance(w.type);
   const int nt = pool.size();
   // Dynamic chunks of contiguous rows: each chunk is a long sequential stream for the
   // hardware prefetcher, and ~8 chunks per thread absorb a thread being descheduled.
@@ -100,8 +111,84 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
       const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
-        prefetch_ahead(row, p.w_row_bytes, end);
+        prefetch_ahead(row, p.w_row_bytes, end, l2_distance);
         vec_dot(w.cols, row, act, y + r);
+      }
+    }
+  });
+}
+
+void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys) {
+  matvec_many(pool, ws, n, x, ys, quant::active_isa());
+}
+
+void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
+                 quant::Isa isa) {
+  if (n <= 0) return;
+  struct Item {
+    Prepared p;
+    const void* act;  // (cols) in p.act_traits->type, shared by items of the same type
+  };
+  thread_local std::vector<Item> items;
+  thread_local std::vector<std::vector<uint8_t>> act_bufs;  // one per distinct activation type
+  items.clear();
+  size_t n_bufs = 0;
+  for (int k = 0; k < n; ++k) {
+    if (ws[k].cols != ws[0].cols) {
+      throw UsageError("matvec_many: matrix " + std::to_string(k) + " has " +
+                       std::to_string(ws[k].cols) + " columns, matrix 0 has " +
+                       std::to_string(ws[0].cols));
+    }
+    Item it{prepare(ws[k], "matvec_many", isa), x};
+    if (it.p.act_traits->type != gguf::TensorType::kF32) {
+      // Quantize x once per activation type (Q/K/V or gate/up usually share one).
+      for (int j = 0; j < k && it.act == x; ++j) {
+        if (items[static_cast<size_t>(j)].p.act_traits == it.p.act_traits) {
+          it.act = items[static_cast<size_t>(j)].act;
+        }
+      }
+      if (it.act == x) {
+        if (act_bufs.size() <= n_bufs) act_bufs.emplace_back();
+        auto& buf = act_bufs[n_bufs++];
+        if (buf.size() < it.p.act_row_bytes) buf.resize(it.p.act_row_bytes);
+        it.p.act_traits->quantize(x, buf.data(), ws[k].cols);
+        it.act = buf.data();
+      }
+    }
+    items.push_back(it);
+  }
+  // Chunks of contiguous rows per matrix (sized as in matvec), taken dynamically across all
+  // matrices in one pool dispatch.
+  struct Chunk {
+    int k;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Chunk> chunks;
+  chunks.clear();
+  const int nt = pool.size();
+  for (int k = 0; k < n; ++k) {
+    const int64_t chunk = std::max<int64_t>(4, ws[k].rows / (static_cast<int64_t>(nt) * 8));
+    for (int64_t r0 = 0; r0 < ws[k].rows; r0 += chunk) {
+      chunks.push_back({k, r0, std::min(ws[k].rows, r0 + chunk)});
+    }
+  }
+  const Item* its = items.data();
+  const Chunk* chs = chunks.data();
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_chunks) break;
+      const Chunk& ch = chs[c];
+      const Item& it = its[ch.k];
+      const WeightView& w = ws[ch.k];
+      const auto* wbytes = static_cast<const uint8_t*>(w.data);
+      const uint8_t* end = wbytes + static_cast<size_t>(ch.r1) * it.p.w_row_bytes;
+      for (int64_t r = ch.r0; r < ch.r1; ++r) {
+        const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
+        prefetch_ahead(row, it.p.w_row_bytes, end, l2_prefetch_distance(w.type));
+        it.p.w_traits->vec_dot(w.cols, row, it.act, ys[ch.k] + r);
       }
     }
   });

@@ -34,10 +34,18 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
 // (row, token) dot with the same operations in the same order as the one-token kernel.
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tokens, float* y);
 
+// ys[k] = ws[k] x for k < n, in one pool dispatch: decode's Q/K/V (or gate/up) projections of
+// one normalized row. All matrices must have the same cols (UsageError otherwise); x is
+// quantized once per distinct activation type. Each ys[k] is bitwise what matvec(ws[k])
+// gives. ys[k]: (ws[k].rows) f32.
+void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys);
+
 // The same with the kernels of a given ISA instead of the active one (tests and benchmarks
 // compare ISAs in one process). UsageError if this CPU lacks it.
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, quant::Isa isa);
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tokens, float* y,
             quant::Isa isa);
+void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
+                 quant::Isa isa);
 
 }  // namespace hearth::compute
