@@ -73,7 +73,7 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
     return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
   };
   EXPECT_GT(value("hearth_forward_passes_total"), 0);
-  EXPECT_GT(value("hearth_batch_sequences_total"), 1.5 * value("hearth_forward_passes_total"));
+  EXPECT_GT(value("hearth_batch_sequences_total"), value("hearth_forward_passes_total"));
   // Memory pressure is reported for every device of the ring.
   for (int d = 0; d < 3; ++d) {
     EXPECT_NE(m->body.find("hearth_device_memory_pressure{device=\"" + std::to_string(d)),

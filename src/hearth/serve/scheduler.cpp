@@ -154,6 +154,12 @@ void Scheduler::step() {
       // share a step while their chunks fit the budget; the first one always runs.
       const size_t n = std::min(prompt.size() - s.prefilled, chunk_max);
       if (prefill_used > 0 && prefill_used + n > chunk_max) continue;  // a later step
+      // The HTTP layer refuses prompts that do not fit; should one slip through, it fails
+      // alone instead of taking the whole pass (and every other request) down with it.
+      if (backend_.seq_length(s.seq) + static_cast<int64_t>(n) > backend_.n_ctx()) {
+        finish(s, "error", "the prompt does not fit in the context");
+        continue;
+      }
       prefill_used += n;
       items.push_back(
           {s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n), s.logits.data()});
