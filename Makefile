@@ -58,7 +58,7 @@ bench: build
 
 # The emulated home cluster (bench/cluster/, docs/cluster-bench.md): four devices in network
 # namespaces and cgroups, every system on Llama-shaped synthetic models, then
-# bench/results/REPORT*.md and PNG plots. Root only. PROFILE=small (about 10 min) or full.
+# bench/results/REPORT*.md and PNG plots. Root only. PROFILE=small (about 3 min) or full (17).
 PROFILE ?= small
 bench-cluster: build
 	@HEARTH_BENCH_DEPS=1 scripts/install-deps

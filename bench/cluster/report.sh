@@ -139,7 +139,7 @@ set title 'TPOT vs model size (emulated D1-D4 cluster, $PROFILE profile)'
 set xlabel 'model size it stands for (GB, Q4_K_M)'
 set ylabel 'TPOT (ms, log scale)'
 set logscale y
-set key top left
+set key bottom right
 set grid
 plot $plots
 EOF
@@ -163,7 +163,7 @@ plot for [c=2:$ncols] '$TMP/press.dat' using c:xtic(1) title columnheader(c)
 EOF
 # Predicted (run ctx) vs measured TPOT for the Halda runs.
 jq -r '.[] | select(.plan.predicted_tpot_run_ctx_ms != null) |
-  "\(.plan.predicted_tpot_run_ctx_ms) \(.tpot_ms) \(.name)/\(.system)"' <<< "$ALL" > "$TMP/pred.dat"
+  "\(.plan.predicted_tpot_run_ctx_ms) \(.tpot_ms) \(.name)\(if .system == "halda-prefetch" then "+pf" else "" end)"' <<< "$ALL" > "$TMP/pred.dat"
 gnuplot << EOF
 set terminal pngcairo size 760,600 noenhanced
 set output '$OUT/predicted-vs-measured-$PROFILE.png'
@@ -171,10 +171,11 @@ set title 'Halda: predicted vs measured TPOT'
 set xlabel 'predicted TPOT (ms, at the run context)'
 set ylabel 'measured TPOT (ms)'
 set logscale xy
+set offsets graph 0.15, graph 0.15, graph 0.15, graph 0.15
 set grid
 set key top left
 plot x with lines dt 2 title 'measured = predicted', \
      '$TMP/pred.dat' using 1:2 with points pt 7 ps 1.5 title 'runs', \
-     '' using 1:2:3 with labels offset 1,1 font ',8' notitle
+     '' using 1:2:3 with labels left offset 1,0 font ',9' notitle
 EOF
 echo "report.sh: wrote $R and plots in $OUT" >&2

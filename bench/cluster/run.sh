@@ -185,7 +185,9 @@ case "$SYSTEM" in
   halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
 esac
 if [[ "$SYSTEM" == llamacpp ]]; then
-  ARGS=(-m "${FILE[$HEAD]}" -p 0 -n "$TOKENS" -t 1 -r 1 -o json)
+  # Small batches: llama-bench sizes its compute buffers for -ub (default 512), which would not
+  # fit the emulated memory of the larger models next to the weights it maps.
+  ARGS=(-m "${FILE[$HEAD]}" -p 0 -n "$TOKENS" -t 1 -r 1 -b 32 -ub 32 -o json)
   CMD=("$LLAMA_CPP_BIN/llama-bench")
 else
   CMD=("$HC_BIN")
