@@ -143,7 +143,7 @@ TEST_F(HarnessTest, SmokeRunMeasuresEveryDeviceAndCleansUp) {
 }
 
 TEST_F(HarnessTest, InterruptedRunCleansUp) {
-  const auto a = args("pipeline", 100000);
+  const auto a = args("pipeline", 20000);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>("/bin/bash"));
   for (const auto& s : a) argv.push_back(const_cast<char*>(s.c_str()));
