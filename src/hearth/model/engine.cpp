@@ -117,6 +117,34 @@ void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
   }
 }
 
+// Decode: matrices that read the same input row (Q/K/V, gate/up) go out as one pool
+// dispatch with one activation quantization (each result bitwise what matvec gives), which
+// halves the barriers per layer. Prefill: one matmul each.
+void Engine::project2(const WeightView& a, const WeightView& b, const float* x, int64_t n,
+                      float* ya, float* yb) {
+  if (n == 1) {
+    const WeightView ws[2] = {a, b};
+    float* const ys[2] = {ya, yb};
+    compute::matvec_many(pool_, ws, 2, x, ys);
+  } else {
+    project(a, x, n, ya);
+    project(b, x, n, yb);
+  }
+}
+
+void Engine::project3(const WeightView& a, const WeightView& b, const WeightView& c, const float* x,
+                      int64_t n, float* ya, float* yb, float* yc) {
+  if (n == 1) {
+    const WeightView ws[3] = {a, b, c};
+    float* const ys[3] = {ya, yb, yc};
+    compute::matvec_many(pool_, ws, 3, x, ys);
+  } else {
+    project(a, x, n, ya);
+    project(b, x, n, yb);
+    project(c, x, n, yc);
+  }
+}
+
 void Engine::forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden,
                             int64_t pos0, int64_t n_tokens) {
   if (n_tokens <= 0) return;
@@ -175,9 +203,7 @@ void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> 
 
   // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
-  project(L.wq, xn_.data(), n, q_.data());
-  project(L.wk, xn_.data(), n, k_.data());
-  project(L.wv, xn_.data(), n, v_.data());
+  project3(L.wq, L.wk, L.wv, xn_.data(), n, q_.data(), k_.data(), v_.data());
   if (L.bq != nullptr) {
     for (int64_t t = 0; t < n; ++t) {
       compute::add(q_.data() + t * q_dim, L.bq, q_.data() + t * q_dim, q_dim);
@@ -214,8 +240,7 @@ void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> 
   // Feed-forward block (SwiGLU). silu_mul row by row so that a row's elements meet the same
   // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
-  project(L.w_gate, xn_.data(), n, gate_.data());
-  project(L.w_up, xn_.data(), n, up_.data());
+  project2(L.w_gate, L.w_up, xn_.data(), n, gate_.data(), up_.data());
   for (int64_t t = 0; t < n; ++t) {
     compute::silu_mul(gate_.data() + t * ffn, up_.data() + t * ffn, gate_.data() + t * ffn, ffn);
   }

@@ -89,6 +89,10 @@ class Engine {
   void layer_forward(const LayerWeights& L, std::span<const BatchSegment> segments,
                      std::span<compute::KvCache* const> caches, int local, float* x, int64_t n);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
+  void project2(const WeightView& a, const WeightView& b, const float* x, int64_t n, float* ya,
+                float* yb);
+  void project3(const WeightView& a, const WeightView& b, const WeightView& c, const float* x,
+                int64_t n, float* ya, float* yb, float* yc);
 
   ModelWeights weights_;
   int64_t n_ctx_;
