@@ -182,6 +182,28 @@ TEST_P(SimdDot, PackedKernelMatchesReferenceAndVecDotBits) {
   }
 }
 
+// The prepared-activation decode kernels: bitwise equal to this ISA's vec_dot on the plain
+// activation row (matvec switches to them transparently).
+TEST_P(SimdDot, PreparedKernelMatchesVecDotBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const auto& simd = traits_for_isa(type, isa);
+  if (simd.prepared == nullptr) GTEST_SKIP() << "no prepared kernel";
+  for (int64_t n : lengths(type)) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      const auto d = make_data(type, n, 500 + seed, seed % 2 == 0);
+      std::vector<uint8_t> prepared(simd.prepared->bytes(n));
+      simd.prepared->prepare(n, d.act.data(), prepared.data());
+      float want = 0, got = 0;
+      simd.vec_dot(n, d.w.data(), d.act.data(), &want);
+      simd.prepared->dot(n, d.w.data(), prepared.data(), &got);
+      EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << ": prepared "
+          << got << ", vec_dot " << want;
+    }
+  }
+}
+
 // Extreme values: every quant at its largest magnitude and activations at +-127 exercise
 // the 16-bit intermediate sums of the SIMD kernels (saturation would show here).
 TEST_P(SimdDot, ExtremeQuantsDoNotSaturate) {

@@ -95,8 +95,15 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     p.act_traits->quantize(x, buf.data(), w.cols);
     act = buf.data();
   }
+  auto vec_dot = p.w_traits->vec_dot;
+  if (const quant::PreparedDot* pd = p.w_traits->prepared) {
+    // Rearranged once here instead of per weight row (same bits, see PreparedDot).
+    auto& pbuf = activation_scratch(pd->bytes(w.cols), 1);
+    pd->prepare(w.cols, act, pbuf.data());
+    act = pbuf.data();
+    vec_dot = pd->dot;
+  }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const auto vec_dot = p.w_traits->vec_dot;
   const size_t l2_distance = l2_prefetch_distance(w.type);
   const int nt = pool.size();
   // Dynamic chunks of contiguous rows: each chunk is a long sequential stream for the
@@ -127,7 +134,8 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
   if (n <= 0) return;
   struct Item {
     Prepared p;
-    const void* act;  // (cols) in p.act_traits->type, shared by items of the same type
+    const void* act;  // (cols) in p.act_traits->type (or prepared), shared where equal
+    void (*dot)(int64_t, const void*, const void*, float*);
   };
   thread_local std::vector<Item> items;
   thread_local std::vector<std::vector<uint8_t>> act_bufs;  // one per distinct activation type
@@ -139,20 +147,28 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
                        std::to_string(ws[k].cols) + " columns, matrix 0 has " +
                        std::to_string(ws[0].cols));
     }
-    Item it{prepare(ws[k], "matvec_many", isa), x};
+    Item it{prepare(ws[k], "matvec_many", isa), x, nullptr};
+    const quant::PreparedDot* pd = it.p.w_traits->prepared;
+    it.dot = pd != nullptr ? pd->dot : it.p.w_traits->vec_dot;
     if (it.p.act_traits->type != gguf::TensorType::kF32) {
-      // Quantize x once per activation type (Q/K/V or gate/up usually share one).
+      // Quantize (and prepare) x once per activation form (Q/K/V or gate/up usually share).
       for (int j = 0; j < k && it.act == x; ++j) {
-        if (items[static_cast<size_t>(j)].p.act_traits == it.p.act_traits) {
-          it.act = items[static_cast<size_t>(j)].act;
-        }
+        const Item& o = items[static_cast<size_t>(j)];
+        if (o.p.act_traits == it.p.act_traits && o.p.w_traits->prepared == pd) it.act = o.act;
       }
       if (it.act == x) {
-        if (act_bufs.size() <= n_bufs) act_bufs.emplace_back();
+        const size_t need = std::max(it.p.act_row_bytes, pd != nullptr ? pd->bytes(ws[k].cols) : 0);
+        if (act_bufs.size() < n_bufs + 2) act_bufs.resize(n_bufs + 2);
         auto& buf = act_bufs[n_bufs++];
-        if (buf.size() < it.p.act_row_bytes) buf.resize(it.p.act_row_bytes);
+        if (buf.size() < need) buf.resize(need);
         it.p.act_traits->quantize(x, buf.data(), ws[k].cols);
         it.act = buf.data();
+        if (pd != nullptr) {
+          auto& pbuf = act_bufs[n_bufs++];
+          if (pbuf.size() < need) pbuf.resize(need);
+          pd->prepare(ws[k].cols, buf.data(), pbuf.data());
+          it.act = pbuf.data();
+        }
       }
     }
     items.push_back(it);
@@ -188,7 +204,7 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
       for (int64_t r = ch.r0; r < ch.r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
         prefetch_ahead(row, it.p.w_row_bytes, end, l2_prefetch_distance(w.type));
-        it.p.w_traits->vec_dot(w.cols, row, it.act, ys[ch.k] + r);
+        it.dot(w.cols, row, it.act, ys[ch.k] + r);
       }
     }
   });

@@ -18,11 +18,12 @@ using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, 
                             float* out);
 
 #if defined(__x86_64__)
-VecDotFn avx2_vec_dot(gguf::TensorType type);               // kernels_avx2.cpp
-const PackedDot* avx2_packed_dot(gguf::TensorType type);    // kernels_avx2.cpp
-VecDotFn avx512_vec_dot(gguf::TensorType type);             // kernels_avx512.cpp
-VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);        // kernels_avx512.cpp
-const PackedDot* avx512_packed_dot(gguf::TensorType type);  // kernels_avx512.cpp
+VecDotFn avx2_vec_dot(gguf::TensorType type);             // kernels_avx2.cpp
+const PackedDot* avx2_packed_dot(gguf::TensorType type);  // kernels_avx2.cpp
+VecDotFn avx512_vec_dot(gguf::TensorType type);           // kernels_avx512.cpp
+VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);      // kernels_avx512.cpp
+const PackedDot* avx512_packed_dot(gguf::TensorType type);
+const PreparedDot* avx512_prepared_dot(gguf::TensorType type);  // kernels_avx512.cpp
 #endif
 #if defined(__aarch64__)
 VecDotFn neon_vec_dot(gguf::TensorType type);     // kernels_neon.cpp

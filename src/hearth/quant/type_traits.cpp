@@ -60,6 +60,7 @@ Table build_table(Isa isa) {
     if (isa == Isa::kAvx512) {
       table[i].vec_dot_x4 = avx512_vec_dot_x4(table[i].type);
       table[i].packed = avx512_packed_dot(table[i].type);
+      table[i].prepared = avx512_prepared_dot(table[i].type);
     }
 #endif
   }

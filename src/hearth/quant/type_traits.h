@@ -36,6 +36,15 @@ struct PackedDot {
                  float* out);
 };
 
+// Optional decode path: the activation row (vec_dot_type) is rearranged once per matvec into
+// a layout the kernel reads with aligned loads, then dot() runs per weight row. Same
+// contract as PackedDot: dot() gives the bits vec_dot gives on the unprepared row.
+struct PreparedDot {
+  size_t (*bytes)(int64_t n);  // bytes of one prepared activation row of n elements
+  void (*prepare)(int64_t n, const void* act_row, void* dst);
+  void (*dot)(int64_t n, const void* w_row, const void* prepared_act, float* out);
+};
+
 struct TypeTraits {
   TensorType type;
   TensorType vec_dot_type;  // format the dot product expects for the activation row
@@ -50,7 +59,8 @@ struct TypeTraits {
   // bytes) for t = 0..3, decoding the weights once for four activation rows. Prefill uses it.
   void (*vec_dot_x4)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                      float* out) = nullptr;
-  const PackedDot* packed = nullptr;  // optional, see PackedDot
+  const PackedDot* packed = nullptr;      // optional, see PackedDot
+  const PreparedDot* prepared = nullptr;  // optional, see PreparedDot
 };
 
 enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
