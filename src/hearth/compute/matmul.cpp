@@ -63,18 +63,28 @@ size_t l2_prefetch_distance(gguf::TensorType type) {
   return type == gguf::TensorType::kQ8_0 ? kL2PrefetchBytes : 0;
 }
 
+// A loop whose only statements are __builtin_prefetch has no side effects in GCC's eyes, and
+// C++ lets it assume such a loop ends, so GCC 12 -O3 deleted this whole loop once the
+// surrounding code changed (Q4_K_M decode lost 20%). The empty asm statement taking the
+// address is a side effect it must keep; it emits no instruction.
+template <int kLocality>
+inline void prefetch_line(const uint8_t* p) {
+  __builtin_prefetch(p, 0, kLocality);
+  asm volatile("" : : "r"(p));
+}
+
 inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end,
                            size_t l2_distance) {
-  const uint8_t* p;
-  const uint8_t* stop;
   if (l2_distance != 0) {
-    p = row + l2_distance;
-    stop = std::min(p + row_bytes, end);
-    for (; p < stop; p += 64) __builtin_prefetch(p, 0, 2);
+    const uint8_t* stop = std::min(row + l2_distance + row_bytes, end);
+    for (const uint8_t* p = row + l2_distance; p < stop; p += 64) {
+      prefetch_line<2>(p);
+    }
   }
-  p = row + kL1PrefetchBytes;
-  stop = std::min(p + row_bytes, end);
-  for (; p < stop; p += 64) __builtin_prefetch(p, 0, 3);
+  const uint8_t* stop = std::min(row + kL1PrefetchBytes + row_bytes, end);
+  for (const uint8_t* p = row + kL1PrefetchBytes; p < stop; p += 64) {
+    prefetch_line<3>(p);
+  }
 }
 
 }  // namespace
