@@ -48,19 +48,19 @@ std::vector<uint8_t>& activation_scratch(size_t bytes, int slot = 0) {
   return b;
 }
 
-// Software prefetch, one row's worth of lines per row so each line is requested once per
-// distance: into L1 kL1PrefetchBytes ahead, and for some types also into L2 further ahead.
-// Measured (one thread, 14336x4096 cold copies, matvec time over a plain read of an equally
-// cold copy): L1 at 1 KiB alone lifts Q4_K 0.46 -> 0.65, Q6_K 0.57 -> 0.69, Q8_0 0.66 ->
-// 0.69 over no prefetch. The extra L2 prefetch 8 KiB ahead helped Q8_0 (whole-model decode,
-// llama3-1b-shape q8_0, alternating runs: 7.0-7.7 vs 4.1-5.3 tok/s at 1 thread) but hurt the
-// K-quants (q4_k_m: 7.2-8.6 vs 10.6-12.2 tok/s), whose kernels are compute-heavier; so it
-// is on for Q8_0 only.
+// Software prefetch into L1, kL1PrefetchBytes ahead, one row's worth of lines per row so each
+// line is requested once. Worth it for the K-quants, whose decode work is heavy enough that
+// the hardware prefetcher alone lets work and DRAM misses serialize; not for Q8_0, whose
+// light kernel the hardware prefetcher keeps fed, and where the extra prefetch instructions
+// only compete for fill buffers. Measured on the quiet 2-core machine, whole-model decode
+// (llama3-1b-shape, tok/s at 1 / 2 threads, two runs each): q4_k_m with L1 prefetch
+// 15.7 / 28.1, without 10.9 / 19.0; q8_0 with L1 + L2 (8 KiB) prefetch 8.1 / 15.6, L1 only
+// 10.2 / 19.2, none 10.6 / 19.7. (Earlier measurements of these choices were confounded: GCC
+// had deleted the prefetch loops, see prefetch_line.)
 constexpr size_t kL1PrefetchBytes = 1024;
-constexpr size_t kL2PrefetchBytes = 8192;
 
-size_t l2_prefetch_distance(gguf::TensorType type) {
-  return type == gguf::TensorType::kQ8_0 ? kL2PrefetchBytes : 0;
+bool software_prefetch(gguf::TensorType type) {
+  return type != gguf::TensorType::kQ8_0;
 }
 
 // A loop whose only statements are __builtin_prefetch has no side effects in GCC's eyes, and
@@ -73,18 +73,9 @@ inline void prefetch_line(const uint8_t* p) {
   asm volatile("" : : "r"(p));
 }
 
-inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end,
-                           size_t l2_distance) {
-  if (l2_distance != 0) {
-    const uint8_t* stop = std::min(row + l2_distance + row_bytes, end);
-    for (const uint8_t* p = row + l2_distance; p < stop; p += 64) {
-      prefetch_line<2>(p);
-    }
-  }
+inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end) {
   const uint8_t* stop = std::min(row + kL1PrefetchBytes + row_bytes, end);
-  for (const uint8_t* p = row + kL1PrefetchBytes; p < stop; p += 64) {
-    prefetch_line<3>(p);
-  }
+  for (const uint8_t* p = row + kL1PrefetchBytes; p < stop; p += 64) prefetch_line<3>(p);
 }
 
 }  // namespace
@@ -114,7 +105,7 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     vec_dot = pd->dot;
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const size_t l2_distance = l2_prefetch_distance(w.type);
+  const bool prefetch = software_prefetch(w.type);
   const int nt = pool.size();
   // Dynamic chunks of contiguous rows: each chunk is a long sequential stream for the
   // hardware prefetcher, and ~8 chunks per thread absorb a thread being descheduled.
@@ -128,7 +119,7 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
       const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
-        prefetch_ahead(row, p.w_row_bytes, end, l2_distance);
+        if (prefetch) prefetch_ahead(row, p.w_row_bytes, end);
         vec_dot(w.cols, row, act, y + r);
       }
     }
@@ -213,7 +204,7 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
       const uint8_t* end = wbytes + static_cast<size_t>(ch.r1) * it.p.w_row_bytes;
       for (int64_t r = ch.r0; r < ch.r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
-        prefetch_ahead(row, it.p.w_row_bytes, end, l2_prefetch_distance(w.type));
+        if (software_prefetch(w.type)) prefetch_ahead(row, it.p.w_row_bytes, end);
         it.dot(w.cols, row, it.act, ys[ch.k] + r);
       }
     }
