@@ -17,6 +17,11 @@ using VecDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, flo
 using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                             float* out);
 
+// Row-interleaved layouts (rows16_registry.cpp): the scalar kernels of a type, and an ISA's
+// SIMD ones; nullptr when there are none.
+const Rows16* scalar_rows16(gguf::TensorType type);
+const Rows16* isa_rows16(gguf::TensorType type, Isa isa);
+
 #if defined(__x86_64__)
 VecDotFn avx2_vec_dot(gguf::TensorType type);             // kernels_avx2.cpp
 const PackedDot* avx2_packed_dot(gguf::TensorType type);  // kernels_avx2.cpp

@@ -246,9 +246,10 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
 // same lane order, and finally the same lane reduction and scalar tail. The integer sums
 // are exact whichever way they are formed, so the two kernels agree bitwise (matmul's
 // contract with matvec) while forming them differently:
-//  - decode (one activation row, weights as stored): two blocks per 512-bit vector, |w| times
-//    a with w's sign under a byte mask (a is never -128), vpdpbusd, then a shuffle tree that
-//    sums each block's 8 lanes into one lane;
+//  - decode (one activation row, weights as stored): two blocks per 512-bit vector, one
+//    vpdpbusd per pair (on a prepared activation: w ^ 0x80 times a, corrected by
+//    -128 * sum(a) per block), then a shuffle tree that sums each block's 8 lanes into one
+//    lane;
 //  - prefill (packed): weights and activations transposed so that 4-byte column j of all 16
 //    blocks forms one vector; 8 vpdpbusd per token and group, with the activation stored as
 //    a + 128 (unsigned) and -128 * sum(w) per block as the starting value.
@@ -286,11 +287,15 @@ inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t 
   return tail;
 }
 
-// Decode activation rows can be prepared once per matvec (PreparedDot): per group, (16) f32
-// scales in lane order, then the 8 block pairs as 64-byte vectors; blocks after the last
-// whole group follow unchanged. That replaces 16 line-splitting 32-byte loads, 8 inserts and
-// a gather per group and weight row by 9 aligned loads.
-constexpr size_t kQ8PreparedA = 64 + 512;
+// Decode activation rows are prepared once per matvec (PreparedDot): per group, (16) f32
+// scales in lane order, (16) i32 corrections -128 * sum(a) per block in lane order, then the
+// 8 block pairs as 64-byte vectors; blocks after the last whole group follow unchanged. The
+// prepared kernel then reads the activation with aligned loads, and multiplies the weight
+// bytes flipped to unsigned (w ^ 0x80 = w + 128) by a with one vpdpbusd:
+// sum((w + 128) * a) - 128 * sum(a) = sum(w * a), exactly. That replaces the sign transfer
+// (mask, negate, abs: three ops per 64 bytes) by one xor, which matters because the decode
+// loop is bound by the two 512-bit vector ports.
+constexpr size_t kQ8PreparedA = 64 + 64 + 512;
 
 size_t q8_prepared_bytes(int64_t n) {
   const int64_t nb = n / kQK0;
@@ -305,62 +310,90 @@ void q8_prepare(int64_t n, const void* act_row, void* dst) {
   for (int64_t g = 0; g < ng; ++g, out += kQ8PreparedA) {
     const BlockQ8_0* yg = y + g * kQ8Group;
     _mm512_storeu_ps(out, q8_group_scales(yg));
+    int32_t corr[16];
+    for (int l = 0; l < 16; ++l) {
+      int32_t sum = 0;
+      for (int e = 0; e < kQK0; ++e) sum += yg[kQ8LaneBlock[l]].qs[e];
+      corr[l] = -128 * sum;
+    }
+    std::memcpy(out + 64, corr, sizeof corr);
     for (int p = 0; p < 8; ++p)
-      _mm512_storeu_si512(out + 64 + 64 * p, load_block_pair(yg[2 * p], yg[2 * p + 1]));
+      _mm512_storeu_si512(out + 128 + 64 * p, load_block_pair(yg[2 * p], yg[2 * p + 1]));
   }
   std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
 }
 
-// kPrepared: `a` is a q8_prepare'd row, else plain Q8_0 blocks. Same operations either way.
-template <bool kPrepared>
-void dot_q8_0_impl(int64_t n, const void* w, const void* a, float* out) {
+// Sums the 16 blocks' partial dots (v[p]: lanes 0..7 block 2p, 8..15 block 2p + 1) into one
+// int32 per block, lane L holding block kQ8LaneBlock[L].
+inline __m512i q8_reduce_pairs(const __m512i* v) {
+  // 128-bit chunk c of u[q] = block 4q + c (4 partials each).
+  __m512i u[4];
+  for (int q = 0; q < 4; ++q) {
+    u[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0x88),
+                            _mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0xdd));
+  }
+  // Chunk c of h0: lanes 0-1 block c, 2-3 block 4 + c; of h1: blocks 8 + c, 12 + c.
+  const __m512i h0 =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
+  const __m512i h1 =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
+  const __m512i s0 = _mm512_add_epi32(h0, _mm512_shuffle_epi32(h0, _MM_PERM_CDAB));
+  const __m512i s1 = _mm512_add_epi32(h1, _mm512_shuffle_epi32(h1, _MM_PERM_CDAB));
+  return _mm512_mask_blend_epi32(0xaaaa, s0, s1);
+}
+
+// Plain Q8_0 rows (vec_dot without preparation): |w| times a with w's sign moved onto a under
+// a byte mask (a is never -128), vpdpbusd.
+void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t nb = n / kQK0;
   const int64_t ng = nb / kQ8Group;
   __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ8_0* xg = x + g * kQ8Group;
-    const BlockQ8_0* yg = static_cast<const BlockQ8_0*>(a) + g * kQ8Group;
-    const uint8_t* pg = static_cast<const uint8_t*>(a) + static_cast<size_t>(g) * kQ8PreparedA;
-    __m512i v[8];  // v[p]: lanes 0..7 block 2p, 8..15 block 2p + 1 (partial dots)
+    const BlockQ8_0* yg = y + g * kQ8Group;
+    __m512i v[8];
     for (int p = 0; p < 8; ++p) {
       const __m512i wq = load_block_pair(xg[2 * p], xg[2 * p + 1]);
-      const __m512i aq = kPrepared ? _mm512_loadu_si512(pg + 64 + 64 * p)
-                                   : load_block_pair(yg[2 * p], yg[2 * p + 1]);
+      const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
       const __m512i as =
           _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
       v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
     }
-    // 128-bit chunk c of u[q] = block 4q + c (4 partials each).
-    __m512i u[4];
-    for (int q = 0; q < 4; ++q) {
-      u[q] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0x88),
-                              _mm512_shuffle_i32x4(v[2 * q], v[2 * q + 1], 0xdd));
+    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), q8_group_scales(yg));
+    acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)), acc);
+  }
+  *out = _mm512_reduce_add_ps(acc) + q8_tail(x + ng * kQ8Group, y + ng * kQ8Group, 0, nb - ng * kQ8Group);
+}
+
+// The decode kernel on a q8_prepare'd activation row; same integer sums and float steps as
+// dot_q8_0, so the same bits.
+void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0;
+  const int64_t ng = nb / kQ8Group;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ8_0* xg = x + g * kQ8Group;
+    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
+    __m512i v[8];
+    for (int p = 0; p < 8; ++p) {
+      const __m512i wu = _mm512_xor_si512(load_block_pair(xg[2 * p], xg[2 * p + 1]), flip);
+      v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, _mm512_loadu_si512(pg + 128 + 64 * p));
     }
-    // Chunk c of h0: lanes 0-1 block c, 2-3 block 4 + c; of h1: blocks 8 + c, 12 + c.
-    const __m512i h0 =
-        _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
-    const __m512i h1 =
-        _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
-    const __m512i s0 = _mm512_add_epi32(h0, _mm512_shuffle_epi32(h0, _MM_PERM_CDAB));
-    const __m512i s1 = _mm512_add_epi32(h1, _mm512_shuffle_epi32(h1, _MM_PERM_CDAB));
-    const __m512i isum = _mm512_mask_blend_epi32(0xaaaa, s0, s1);  // lane order kQ8LaneBlock
-    const __m512 ad = kPrepared ? _mm512_loadu_ps(pg) : q8_group_scales(yg);
-    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), ad);
+    const __m512i isum =
+        _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
+    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), _mm512_loadu_ps(pg));
     acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc);
   }
-  const BlockQ8_0* ytail =
-      kPrepared ? reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) +
-                                                     static_cast<size_t>(ng) * kQ8PreparedA)
-                : static_cast<const BlockQ8_0*>(a) + ng * kQ8Group;
+  const auto* ytail = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ8PreparedA);
   *out = _mm512_reduce_add_ps(acc) + q8_tail(x + ng * kQ8Group, ytail, 0, nb - ng * kQ8Group);
 }
 
-void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  dot_q8_0_impl<false>(n, w, a, out);
-}
-
-constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_impl<true>};
+constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared};
 
 // Packed rows: per group, weights = (16) f32 scales | (16) i32 -128 * sum(w) | (8, 16) 4-byte
 // columns; activations = (16) f32 scales | (8, 16) 4-byte columns of a + 128. Lane order

@@ -55,6 +55,11 @@ Table build_table(Isa isa) {
     table[i] = kReference[i];
     if (table[i].vec_dot == nullptr) continue;
     if (VecDotFn fn = isa_dot(isa, table[i].type)) table[i].vec_dot = fn;
+    table[i].rows16 = scalar_rows16(table[i].type);
+    if (const Rows16* fast = isa_rows16(table[i].type, isa)) {
+      table[i].rows16 = fast;
+      table[i].rows16_fast = true;
+    }
 #if defined(__x86_64__)
     if (isa == Isa::kAvx2) table[i].packed = avx2_packed_dot(table[i].type);
     if (isa == Isa::kAvx512) {

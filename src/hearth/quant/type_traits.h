@@ -45,6 +45,35 @@ struct PreparedDot {
   void (*dot)(int64_t n, const void* w_row, const void* prepared_act, float* out);
 };
 
+// Optional row-interleaved weight layout ("rows16"), made once at model load: 16 consecutive
+// rows are stored block column by block column, so that one 512-bit vector holds 4 bytes of
+// each of the 16 rows and a kernel keeps one row per SIMD lane. The per-block scale of each
+// row then applies lane-wise, with no horizontal reductions per block, which leaves the
+// decode loop light enough to overlap fully with DRAM streaming (the GGUF-layout kernels
+// are bound by their per-block shuffles). Each type documents its group layout in
+// quant/rows16_<type>.cpp. Matrices whose row count is not a multiple of 16 stay in the
+// GGUF layout.
+//
+// Contract: dot() gives each (row, token) the same bits whatever n_tokens (1..4) and
+// whatever ISA, the scalar one included: every lane runs the scalar reference's integer sums
+// and float operations in the same order. (Not the bits of vec_dot on the GGUF rows: the
+// accumulation order differs; both are within the type's tolerance of the f32 reference.)
+constexpr int kRows16 = 16;
+struct Rows16 {
+  size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
+  // Repacks rows [0, 16) of src (GGUF rows, src_row_bytes apart) into one group.
+  void (*repack)(int64_t cols, const void* src, size_t src_row_bytes, void* group);
+  // The inverse: the 16 GGUF rows of a group, dst_row_bytes apart.
+  void (*unpack)(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
+  size_t (*act_bytes)(int64_t cols);  // bytes of one prepared activation row
+  // Prepares one activation row (in the weight type's vec_dot_type) for dot().
+  void (*prepare_act)(int64_t cols, const void* act_row, void* dst);
+  // out[t * out_stride + r] = dot(row r of the group, prepared activation t) for r < 16 and
+  // t < n_tokens (1..4); prepared rows act_stride bytes apart.
+  void (*dot)(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
+              float* out, size_t out_stride);
+};
+
 struct TypeTraits {
   TensorType type;
   TensorType vec_dot_type;  // format the dot product expects for the activation row
@@ -61,6 +90,11 @@ struct TypeTraits {
                      float* out) = nullptr;
   const PackedDot* packed = nullptr;      // optional, see PackedDot
   const PreparedDot* prepared = nullptr;  // optional, see PreparedDot
+  // Row-interleaved layout (see Rows16): the scalar kernels in the scalar table, this ISA's
+  // in its table, and the scalar ones again where the ISA has none (rows16_fast says which).
+  // nullptr when the type has no such layout.
+  const Rows16* rows16 = nullptr;
+  bool rows16_fast = false;  // rows16 has SIMD kernels on this ISA (worth repacking for)
 };
 
 enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
