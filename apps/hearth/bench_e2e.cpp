@@ -23,6 +23,7 @@
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/model/engine.h"
 #include "hearth/quant/type_traits.h"
+#include "model_options.h"
 
 namespace hearth::cli {
 namespace {
@@ -94,6 +95,8 @@ int run_bench_e2e(const Args& args) {
   app.add_option("--reps", reps, "timed runs per figure (median reported)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--seed", seed, "seed of the random prompt ids");
+  std::string repack = "auto";
+  add_repack_option(app, repack);
   if (auto code = parse(app, args)) return *code;
   for (int t : thread_counts) {
     if (t < 1 || t > 1024) {
@@ -106,18 +109,23 @@ int run_bench_e2e(const Args& args) {
   const int64_t n_ctx = std::max<int64_t>({prompt_tokens, gen_tokens, 1});
 
   std::vector<Row> rows;
-  uint64_t bytes_per_token = 0;
+  uint64_t bytes_per_token = 0, repacked_bytes = 0;
   for (int threads : thread_counts) {
-    model::Engine engine(file, model::EngineOptions{threads, n_ctx, {}});
+    model::EngineOptions eo;
+    eo.threads = threads;
+    eo.n_ctx = n_ctx;
+    eo.repack = model::parse_repack_mode(repack);
+    model::Engine engine(file, eo);
+    repacked_bytes = engine.repacked_bytes();
     const auto& hp = engine.hparams();
     bytes_per_token = weight_bytes_per_token(engine.weights());
     if (rows.empty()) {
       fmt::print(
           "hearth bench e2e: {} ({} layers, dim {}, ffn {}, vocab {}), {:.1f} MiB weights read "
-          "per decoded token, isa {}, hardware threads {}\n",
+          "per decoded token, isa {}, hardware threads {}, {:.1f} MiB repacked to rows16\n",
           model_path, hp.n_layers, hp.dim, hp.ffn, hp.vocab,
           static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
-          std::thread::hardware_concurrency());
+          std::thread::hardware_concurrency(), static_cast<double>(repacked_bytes) / (1 << 20));
     }
     Row row;
     row.threads = engine.pool().size();
@@ -179,6 +187,7 @@ int run_bench_e2e(const Args& args) {
     nlohmann::json out = {{"model", model_path},
                           {"weight_bytes_per_token", bytes_per_token},
                           {"isa", quant::isa_name(quant::active_isa())},
+                          {"repacked_bytes", repacked_bytes},
                           {"reps", reps},
                           {"rows", jrows}};
     fmt::print("{}\n", out.dump());

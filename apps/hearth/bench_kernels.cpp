@@ -8,6 +8,9 @@
 // copy. "read" is the median read GB/s of those pairs, "ratio" the median per-pair ratio
 // matvec / read (the roofline fraction, robust to other work on the machine because both
 // halves of a pair see the same state); "best" columns compare the fastest rep of each.
+// Buffers are huge-page advised, as the engine's weights are. Types with a rows16 layout on
+// this CPU get a second row ("q8_0/r16", JSON "layout": "rows16"): the layout the engine
+// repacks to at load.
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include <fmt/core.h>
 
 #include "bench_registry.h"
+#include "hearth/base/huge_buffer.h"
 #include "hearth/compute/bandwidth.h"
 #include "hearth/compute/matmul.h"
 #include "hearth/compute/thread_pool.h"
@@ -127,7 +131,7 @@ int run_bench_kernels(const Args& args) {
       std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin())];
 
   nlohmann::json rows = nlohmann::json::array();
-  fmt::print("\n{:<6} {:<6} {:>12} {:>7} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>7}\n", "op",
+  fmt::print("\n{:<6} {:<9} {:>12} {:>7} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:>9} {:>7}\n", "op",
              "type", "shape", "threads", "ms", "GB/s", "read", "ratio", "GFLOP/s", "best GB/s",
              "best read", "ratio");
 
@@ -135,13 +139,13 @@ int run_bench_kernels(const Args& args) {
     const auto src =
         random_matrix(shape.rows * shape.cols, static_cast<uint64_t>(shape.rows + shape.cols));
     const auto x = random_matrix(shape.cols, 3);
-    std::vector<float> y(static_cast<size_t>(shape.rows));  // (rows) f32
+    std::vector<float> y(static_cast<size_t>(shape.rows));
     for (TensorType type : types) {
       const auto& tr = quant::traits(type);
       const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(shape.cols));
       const size_t bytes = rb * static_cast<size_t>(shape.rows);
       const size_t copies = std::max<size_t>(2, (footprint + bytes - 1) / bytes);
-      std::vector<uint8_t> weights(bytes * copies);  // (copies, rows, cols) in type
+      HugeBuffer weights(bytes * copies);  // (copies, rows, cols) in type, GGUF rows
       prep_pool.run([&](int ti, int nt) {
         for (int64_t r = ti; r < shape.rows; r += nt) {
           tr.quantize(src.data() + r * shape.cols, weights.data() + static_cast<size_t>(r) * rb,
@@ -150,52 +154,72 @@ int run_bench_kernels(const Args& args) {
       });
       for (size_t c = 1; c < copies; ++c)
         std::memcpy(weights.data() + c * bytes, weights.data(), bytes);
-      for (size_t ti = 0; ti < pools.size(); ++ti) {
-        compute::ThreadPool& pool = *pools[ti];
-        // Paired samples: a plain parallel read of one cold copy, then matvec on the next
-        // cold copy, on the same pool, back to back. Both see the same machine state, so
-        // the per-pair ratio is meaningful even while other work shares the cores.
-        std::vector<double> mv_gbps, rd_gbps, ratios;
-        size_t copy = 0;
-        for (int r = -2; r < reps; ++r) {  // two warm-up pairs
-          const double rd_s =
-              compute::time_parallel_read(pool, weights.data() + copy * bytes, bytes);
-          copy = (copy + 1) % copies;
-          const compute::WeightView w{type, shape.rows, shape.cols, weights.data() + copy * bytes};
-          copy = (copy + 1) % copies;
-          const auto t0 = std::chrono::steady_clock::now();
-          compute::matvec(pool, w, x.data(), y.data());
-          const double mv_s = seconds_since(t0);
-          if (r < 0) continue;
-          mv_gbps.push_back(static_cast<double>(bytes) / mv_s / 1e9);
-          rd_gbps.push_back(static_cast<double>(bytes) / rd_s / 1e9);
-          ratios.push_back(rd_s / mv_s);
+      const compute::WeightView gguf_view{type, shape.rows, shape.cols, weights.data()};
+      // The engine decodes from the rows16 layout where this CPU has kernels for it; measure
+      // both layouts.
+      HugeBuffer repacked;  // (copies, rows16 groups) when the type has a rows16 layout here
+      size_t r16_bytes = 0;
+      if (compute::rows16_worthwhile(gguf_view)) {
+        r16_bytes = compute::rows16_bytes(gguf_view);
+        repacked = HugeBuffer(r16_bytes * copies);
+        compute::repack_rows16(prep_pool, gguf_view, repacked.data());
+        for (size_t c = 1; c < copies; ++c)
+          std::memcpy(repacked.data() + c * r16_bytes, repacked.data(), r16_bytes);
+      }
+      for (int layout = 0; layout < (r16_bytes > 0 ? 2 : 1); ++layout) {
+        const bool r16 = layout == 1;
+        const uint8_t* base = r16 ? repacked.data() : weights.data();
+        const size_t stride = r16 ? r16_bytes : bytes;
+        for (size_t ti = 0; ti < pools.size(); ++ti) {
+          compute::ThreadPool& pool = *pools[ti];
+          // Paired samples: a plain parallel read of one cold copy, then matvec on the next
+          // cold copy, on the same pool, back to back. Both see the same machine state, so
+          // the per-pair ratio is meaningful even while other work shares the cores.
+          std::vector<double> mv_gbps, rd_gbps, ratios;
+          size_t copy = 0;
+          for (int r = -2; r < reps; ++r) {  // two warm-up pairs
+            const double rd_s = compute::time_parallel_read(pool, base + copy * stride, stride);
+            copy = (copy + 1) % copies;
+            const compute::WeightView w{
+                type, shape.rows, shape.cols, base + copy * stride,
+                r16 ? compute::WeightLayout::kRows16 : compute::WeightLayout::kGguf};
+            copy = (copy + 1) % copies;
+            const auto t0 = std::chrono::steady_clock::now();
+            compute::matvec(pool, w, x.data(), y.data());
+            const double mv_s = seconds_since(t0);
+            if (r < 0) continue;
+            mv_gbps.push_back(static_cast<double>(stride) / mv_s / 1e9);
+            rd_gbps.push_back(static_cast<double>(stride) / rd_s / 1e9);
+            ratios.push_back(rd_s / mv_s);
+          }
+          const double gbps = median(mv_gbps);
+          const double read_gbps = median(rd_gbps);
+          const double ratio = median(ratios);
+          const double best_gbps = *std::max_element(mv_gbps.begin(), mv_gbps.end());
+          const double best_read = *std::max_element(rd_gbps.begin(), rd_gbps.end());
+          const double s = static_cast<double>(stride) / gbps / 1e9;
+          const double gflops = 2.0 * static_cast<double>(shape.rows * shape.cols) / s / 1e9;
+          const std::string label =
+              fmt::format("{}{}", gguf::tensor_type_name(type), r16 ? "/r16" : "");
+          fmt::print(
+              "{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>7.2f} {:>9.1f} {:>9.1f} "
+              "{:>9.1f} {:>7.2f}\n",
+              "matvec", label, fmt::format("{}x{}", shape.rows, shape.cols), pool.size(), s * 1e3,
+              gbps, read_gbps, ratio, gflops, best_gbps, best_read, best_gbps / best_read);
+          rows.push_back({{"op", "matvec"},
+                          {"type", gguf::tensor_type_name(type)},
+                          {"layout", r16 ? "rows16" : "gguf"},
+                          {"shape", {shape.rows, shape.cols}},
+                          {"threads", pool.size()},
+                          {"ms", s * 1e3},
+                          {"gbps", gbps},
+                          {"mem_read_gbps", read_gbps},
+                          {"ratio", ratio},
+                          {"best_gbps", best_gbps},
+                          {"best_mem_read_gbps", best_read},
+                          {"best_ratio", best_gbps / best_read},
+                          {"gflops", gflops}});
         }
-        const double gbps = median(mv_gbps);
-        const double read_gbps = median(rd_gbps);
-        const double ratio = median(ratios);
-        const double best_gbps = *std::max_element(mv_gbps.begin(), mv_gbps.end());
-        const double best_read = *std::max_element(rd_gbps.begin(), rd_gbps.end());
-        const double s = static_cast<double>(bytes) / gbps / 1e9;
-        const double gflops = 2.0 * static_cast<double>(shape.rows * shape.cols) / s / 1e9;
-        fmt::print(
-            "{:<6} {:<6} {:>12} {:>7} {:>9.3f} {:>8.1f} {:>8.1f} {:>7.2f} {:>9.1f} {:>9.1f} "
-            "{:>9.1f} {:>7.2f}\n",
-            "matvec", gguf::tensor_type_name(type), fmt::format("{}x{}", shape.rows, shape.cols),
-            pool.size(), s * 1e3, gbps, read_gbps, ratio, gflops, best_gbps, best_read,
-            best_gbps / best_read);
-        rows.push_back({{"op", "matvec"},
-                        {"type", gguf::tensor_type_name(type)},
-                        {"shape", {shape.rows, shape.cols}},
-                        {"threads", pool.size()},
-                        {"ms", s * 1e3},
-                        {"gbps", gbps},
-                        {"mem_read_gbps", read_gbps},
-                        {"ratio", ratio},
-                        {"best_gbps", best_gbps},
-                        {"best_mem_read_gbps", best_read},
-                        {"best_ratio", best_gbps / best_read},
-                        {"gflops", gflops}});
       }
     }
   }
@@ -217,32 +241,43 @@ int run_bench_kernels(const Args& args) {
                       shape.cols);
         }
       });
-      const compute::WeightView w{type, shape.rows, shape.cols, weights.data()};
-      for (size_t ti = 0; ti < pools.size(); ++ti) {
-        compute::ThreadPool& pool = *pools[ti];
-        for (int64_t n_tokens : matmul_tokens) {
-          std::vector<double> times;
-          const int mm_reps = n_tokens >= 256 ? 1 : 3;
-          for (int r = -1; r < mm_reps; ++r) {
-            const auto t0 = std::chrono::steady_clock::now();
-            compute::matmul(pool, w, x.data(), n_tokens, y.data());
-            if (r >= 0) times.push_back(seconds_since(t0));
+      const compute::WeightView gguf_view{type, shape.rows, shape.cols, weights.data()};
+      HugeBuffer repacked;
+      std::vector<compute::WeightView> views{gguf_view};
+      if (compute::rows16_worthwhile(gguf_view)) {
+        repacked = HugeBuffer(compute::rows16_bytes(gguf_view));
+        views.push_back(compute::repack_rows16(prep_pool, gguf_view, repacked.data()));
+      }
+      for (const compute::WeightView& w : views) {
+        const bool r16 = w.layout == compute::WeightLayout::kRows16;
+        const std::string label =
+            fmt::format("{}{}", gguf::tensor_type_name(type), r16 ? "/r16" : "");
+        for (size_t ti = 0; ti < pools.size(); ++ti) {
+          compute::ThreadPool& pool = *pools[ti];
+          for (int64_t n_tokens : matmul_tokens) {
+            std::vector<double> times;
+            const int mm_reps = n_tokens >= 256 ? 1 : 3;
+            for (int r = -1; r < mm_reps; ++r) {
+              const auto t0 = std::chrono::steady_clock::now();
+              compute::matmul(pool, w, x.data(), n_tokens, y.data());
+              if (r >= 0) times.push_back(seconds_since(t0));
+            }
+            const double s = median(times);
+            const double gflops =
+                2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e9;
+            fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f}\n", "matmul",
+                       label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
+                       pool.size(), s * 1e3, "-", "-", "-", gflops);
+            rows.push_back({{"op", "matmul"},
+                            {"type", gguf::tensor_type_name(type)},
+                            {"layout", r16 ? "rows16" : "gguf"},
+                            {"shape", {shape.rows, shape.cols}},
+                            {"tokens", n_tokens},
+                            {"threads", pool.size()},
+                            {"ms", s * 1e3},
+                            {"gbps", static_cast<double>(weights.size()) / s / 1e9},
+                            {"gflops", gflops}});
           }
-          const double s = median(times);
-          const double gflops =
-              2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e9;
-          fmt::print("{:<6} {:<6} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f}\n", "matmul",
-                     gguf::tensor_type_name(type),
-                     fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens), pool.size(),
-                     s * 1e3, "-", "-", "-", gflops);
-          rows.push_back({{"op", "matmul"},
-                          {"type", gguf::tensor_type_name(type)},
-                          {"shape", {shape.rows, shape.cols}},
-                          {"tokens", n_tokens},
-                          {"threads", pool.size()},
-                          {"ms", s * 1e3},
-                          {"gbps", static_cast<double>(weights.size()) / s / 1e9},
-                          {"gflops", gflops}});
         }
       }
     }

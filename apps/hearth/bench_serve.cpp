@@ -203,7 +203,7 @@ int run_bench_serve(const Args& args) {
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   {
-    model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+    model::Engine engine(file, engine_options(mo));
     serve::LocalBackend backend(engine);
     fmt::print(
         "hearth bench serve: {} ({} layers, dim {}), {} threads, {} cores, {} tokens per "
@@ -222,6 +222,7 @@ int run_bench_serve(const Args& args) {
       ro.workers.push_back(workers.back()->address());
     }
     ro.threads = mo.threads;
+    ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     cluster::RingSource source(file, ro);
     serve::RingBackend backend(source);

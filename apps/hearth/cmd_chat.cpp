@@ -39,7 +39,7 @@ int run_chat(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
   warm_model_pages(file);
-  model::Engine engine(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+  model::Engine engine(file, engine_options(mo));
   model::LocalSource source(engine);
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const std::string bos = tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : "";

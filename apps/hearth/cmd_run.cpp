@@ -164,8 +164,7 @@ int run_run(const Args& args) {
   std::unique_ptr<cluster::RingSource> ring;
   std::optional<cluster::AutoPlan> auto_plan;
   if (workers.empty()) {
-    local_engine =
-        std::make_unique<model::Engine>(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+    local_engine = std::make_unique<model::Engine>(file, engine_options(mo));
   } else {
     cluster::RingOptions ro;
     for (size_t pos = 0; pos <= workers.size();) {
@@ -182,6 +181,7 @@ int run_run(const Args& args) {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
     ro.threads = mo.threads;
+    ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";
     ro.residency.release = residency::parse_release_mode(release);
     ro.residency.method = residency::parse_prefetch_method(method);

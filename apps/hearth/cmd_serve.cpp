@@ -74,7 +74,7 @@ int run_serve(const Args& args) {
   std::unique_ptr<cluster::RingSource> ring;
   std::unique_ptr<serve::Backend> backend;
   if (workers.empty()) {
-    engine = std::make_unique<model::Engine>(file, model::EngineOptions{mo.threads, mo.ctx, {}});
+    engine = std::make_unique<model::Engine>(file, engine_options(mo));
     backend = std::make_unique<serve::LocalBackend>(*engine);
   } else {
     cluster::RingOptions ro;
@@ -87,6 +87,7 @@ int run_serve(const Args& args) {
       ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
     }
     ro.threads = mo.threads;
+    ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);
     backend = std::make_unique<serve::RingBackend>(*ring);

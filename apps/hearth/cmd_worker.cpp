@@ -11,6 +11,7 @@
 #include "hearth/profile/device_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
+#include "model_options.h"
 
 namespace hearth::cli {
 namespace {
@@ -33,7 +34,8 @@ int run_worker(const Args& args) {
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--name", o.name, "device name shown by the head (default: the address)");
-  std::string release = "auto", method = "willneed";
+  std::string release = "auto", method = "willneed", repack = "auto";
+  add_repack_option(app, repack);
   app.add_option("--release", release,
                  "release each window after use: auto (when this device's layers do not fit "
                  "in its memory), on, off")
@@ -47,6 +49,7 @@ int run_worker(const Args& args) {
   if (auto code = parse(app, args)) return *code;
   o.residency.release = residency::parse_release_mode(release);
   o.residency.method = residency::parse_prefetch_method(method);
+  o.residency.repack = model::parse_repack_mode(repack);
 
   // A --plan auto head asks for this device's profile; measured on first request (a few
   // seconds) and cached per host and model file, so later heads get it at once.

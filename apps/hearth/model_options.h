@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "hearth/model/engine.h"
 #include "hearth/text/sampler.h"
 
 namespace hearth::cli {
@@ -15,7 +16,15 @@ struct ModelOptions {
   std::string model;
   int threads = 0;
   int64_t ctx = 0;
+  std::string repack = "auto";
 };
+
+inline void add_repack_option(CLI::App& app, std::string& repack) {
+  app.add_option("--repack", repack,
+                 "copy weights into the rows16 layout at load for faster decode: auto (when "
+                 "it fits in half the available memory), on, off (read from the file mapping)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
 
 inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_required = true) {
   auto* m = app.add_option("-m,--model", o.model, "GGUF model file");
@@ -24,6 +33,16 @@ inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_require
       ->check(CLI::Range(0, 1024));
   app.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: min(trained, 4096))")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  add_repack_option(app, o.repack);
+}
+
+// The engine options these flags ask for (layers: all).
+inline model::EngineOptions engine_options(const ModelOptions& o) {
+  model::EngineOptions e;
+  e.threads = o.threads;
+  e.n_ctx = o.ctx;
+  e.repack = model::parse_repack_mode(o.repack);
+  return e;
 }
 
 struct SamplingOptions {

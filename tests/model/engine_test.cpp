@@ -11,6 +11,7 @@
 #include "hearth/base/error.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/synth.h"
+#include "hearth/quant/type_traits.h"
 #include "model/reference_forward.h"
 
 namespace hearth::model {
@@ -272,6 +273,49 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"batch_qwen2_q4_k_m", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f,
                            0}),
     [](const auto& info) { return info.param.name; });
+
+// Repacking into the rows16 layout (EngineOptions::repack) keeps the logits within the
+// quantized tolerance of the file-layout run (only float summation order differs), and
+// the greedy continuation is the same. Where this CPU has no rows16 kernels nothing is
+// repacked (auto and on alike), which the byte counts below check.
+TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
+  const auto path = make_model(Case{"repack", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 0});
+  const auto file = gguf::GgufFile::open(path);
+  EngineOptions on{2, 64, {}}, off{2, 64, {}};
+  on.repack = RepackMode::kOn;
+  off.repack = RepackMode::kOff;
+  Engine packed(file, on), plain(file, off);
+  EXPECT_EQ(plain.repacked_bytes(), 0u);
+  const bool fast = quant::traits(gguf::TensorType::kQ8_0).rows16_fast;
+  if (fast) {
+    // 2 layers x (q, k, v, o: 256x256 each at GQA 2 -> q, o 256x256, k, v 128x256; gate, up
+    // 512x256, down 256x512) + output 512x256, all Q8_0 (34 bytes per 32 elements).
+    const uint64_t per_layer = (2 * 256 * 256 + 2 * 128 * 256 + 3 * 512 * 256) / 32 * 34;
+    EXPECT_EQ(packed.repacked_bytes(), 2 * per_layer + 512 * 256 / 32 * 34);
+  } else {
+    EXPECT_EQ(packed.repacked_bytes(), 0u);
+  }
+  const int64_t vocab = packed.hparams().vocab;
+  std::vector<float> a(vocab), b(vocab);
+  packed.eval(0, kPrompt, a.data());
+  plain.eval(0, kPrompt, b.data());
+  EXPECT_LT(rel_error(a, b), 1e-3);
+  for (int step = 0; step < 6; ++step) {
+    const int32_t ta = argmax(a), tb = argmax(b);
+    ASSERT_EQ(ta, tb) << "step " << step;
+    packed.eval(0, std::span<const int32_t>(&ta, 1), a.data());
+    plain.eval(0, std::span<const int32_t>(&tb, 1), b.data());
+    EXPECT_LT(rel_error(a, b), 1e-3) << "step " << step;
+  }
+  // f32 weights have no rows16 layout: nothing is repacked even when asked.
+  const auto f32_path =
+      make_model(Case{"repack_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0});
+  const auto f32_file = gguf::GgufFile::open(f32_path);
+  EXPECT_EQ(Engine(f32_file, on).repacked_bytes(), 0u);
+  EXPECT_EQ(parse_repack_mode("auto"), RepackMode::kAuto);
+  EXPECT_EQ(parse_repack_mode("off"), RepackMode::kOff);
+  EXPECT_THROW(parse_repack_mode("yes"), UsageError);
+}
 
 // A refused batch (a sequence twice, context full for one member, a bad token in one member)
 // changes no sequence's cache.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hearth/cluster/windows.h"
+#include "hearth/model/engine.h"
 #include "hearth/model/weights.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
@@ -30,6 +31,10 @@ struct ResidencyOptions {
   bool prefetch = true;
   residency::PrefetchMethod method = residency::PrefetchMethod::kWillNeed;
   residency::ReleaseMode release = residency::ReleaseMode::kAuto;
+  // Repack into rows16 at load (model::RepackMode). A device with k > 1 rounds streams its
+  // windows from the file, so the ring repacks only k = 1 devices; a device that repacked
+  // has nothing to prefetch or release.
+  model::RepackMode repack = model::RepackMode::kAuto;
 };
 
 // The byte ranges of the layers of `w` (clipped to the model's layers).

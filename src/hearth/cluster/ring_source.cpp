@@ -64,6 +64,8 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
   for (const auto& win : windows[0]) {
     for (int l = win.begin; l < win.end; ++l) eo.layers.push_back(l);
   }
+  // As on the workers: with k > 1 rounds the head streams its windows from the file.
+  eo.repack = rounds_ > 1 ? model::RepackMode::kOff : opt_.residency.repack;
   engine_ = std::make_unique<model::Engine>(file_, eo);
   totals_.resize(static_cast<size_t>(n_devices));
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());

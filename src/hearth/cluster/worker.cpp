@@ -177,6 +177,10 @@ void Worker::run_session(const net::Incoming& hello_in) {
   for (const auto& w : s.assign.windows) {
     for (uint32_t l = w.begin; l < w.end; ++l) eo.layers.push_back(static_cast<int>(l));
   }
+  // With k > 1 rounds this device streams its windows from the file (prefetch, release):
+  // its weights stay in the mapping.
+  eo.repack = s.assign.windows.size() > 1 ? model::RepackMode::kOff : opt_.residency.repack;
+  eo.with_output = false;  // the head computes the logits
   s.engine = std::make_unique<model::Engine>(file_, eo);
   s.head_inbox = net::connect(hello.data_endpoint, opt_.transport);
   if (s.assign.successor_endpoint != hello.data_endpoint) {
@@ -200,7 +204,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
                                  s.pages->resident_bytes(share), s.meter->baseline());
   // With k = 1 the next window is the one just used: nothing to prefetch or release.
   const bool prefetch = s.assign.prefetch && k > 1;
-  if (prefetch || (release && k > 1)) {
+  if ((prefetch || (release && k > 1)) && s.engine->repacked_bytes() == 0) {
     s.prefetch = std::make_unique<WindowPrefetcher>(s.engine->weights(), *s.pages, prefetch,
                                                     opt_.residency.method, release);
     s.prefetch->request(window_of(0));  // warm the first window while the head sets up

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hearth/base/error.h"
+#include "hearth/base/huge_buffer.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
@@ -89,9 +90,10 @@ double measure_memory_read_gbps(ThreadPool& pool, size_t bytes, int reps) {
   const size_t share = (std::min(kWindow, bytes) / static_cast<size_t>(nt)) & ~size_t{63};
   const size_t window = share * static_cast<size_t>(nt);
   const size_t n_windows = std::max<size_t>(1, bytes / window);
-  // Default-initialized, so the pool threads (not this one) touch the pages first.
-  std::unique_ptr<u64x2[]> buf(new u64x2[n_windows * window / sizeof(u64x2)]);
-  auto* base = reinterpret_cast<uint8_t*>(buf.get());
+  // Huge-page advised like the weights decode streams (model mmap, repacked copies), and
+  // untouched here, so the pool threads (not this one) touch the pages first.
+  HugeBuffer buf(n_windows * window);
+  uint8_t* base = buf.data();
   pool.run([&](int ti, int) {
     for (size_t w = 0; w < n_windows; ++w)
       std::memset(base + w * window + share * ti, ti + 1, share);

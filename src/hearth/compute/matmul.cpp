@@ -19,6 +19,15 @@ struct Prepared {
   size_t act_row_bytes;
 };
 
+// Per-caller scratch for quantized (slot 0) and packed (slot 1) activations; reused across
+// calls so decode allocates nothing in steady state.
+std::vector<uint8_t>& activation_scratch(size_t bytes, int slot = 0) {
+  thread_local std::vector<uint8_t> buf[2];
+  auto& b = buf[slot];
+  if (b.size() < bytes) b.resize(bytes);
+  return b;
+}
+
 Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
   const auto& tr = quant::traits_for_isa(w.type, isa);  // UsageError for unsupported types
   if (tr.vec_dot == nullptr) {
@@ -36,16 +45,71 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
                      " is not a whole number of " + std::string(gguf::tensor_type_name(w.type)) +
                      " / " + std::string(gguf::tensor_type_name(tr.vec_dot_type)) + " blocks");
   }
+  if (w.layout == WeightLayout::kRows16 && (tr.rows16 == nullptr || w.rows % quant::kRows16 != 0)) {
+    throw UsageError(std::string(op) + ": " + std::string(gguf::tensor_type_name(w.type)) +
+                     " view with " + std::to_string(w.rows) +
+                     " rows cannot be in the rows16 layout");
+  }
   return {&tr, &quant::traits_for_isa(tr.vec_dot_type, isa), *wrb, *arb};
 }
 
-// Per-caller scratch for quantized (slot 0) and packed (slot 1) activations; reused across
-// calls so decode allocates nothing in steady state.
-std::vector<uint8_t>& activation_scratch(size_t bytes, int slot = 0) {
-  thread_local std::vector<uint8_t> buf[2];
-  auto& b = buf[slot];
-  if (b.size() < bytes) b.resize(bytes);
-  return b;
+// Rows16 matvec: the activation is quantized and prepared once, then groups of 16 rows are
+// taken in dynamic chunks (as matvec does with rows).
+void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
+                   float* y) {
+  const quant::Rows16& r16 = *p.w_traits->rows16;
+  auto& qbuf = activation_scratch(p.act_row_bytes);
+  p.act_traits->quantize(x, qbuf.data(), w.cols);
+  auto& abuf = activation_scratch(r16.act_bytes(w.cols), 1);
+  r16.prepare_act(w.cols, qbuf.data(), abuf.data());
+  const uint8_t* act = abuf.data();
+  const auto* groups = static_cast<const uint8_t*>(w.data);
+  const size_t gb = r16.group_bytes(w.cols);
+  const int64_t n_groups = w.rows / quant::kRows16;
+  const int64_t chunk = std::max<int64_t>(1, n_groups / (static_cast<int64_t>(pool.size()) * 8));
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t g0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (g0 >= n_groups) break;
+      const int64_t g1 = std::min(n_groups, g0 + chunk);
+      for (int64_t g = g0; g < g1; ++g) {
+        r16.dot(w.cols, groups + static_cast<size_t>(g) * gb, act, 0, 1, y + g * quant::kRows16, 0);
+      }
+    }
+  });
+}
+
+// Rows16 matmul: every token's activation prepared once, then each group of 16 rows is
+// visited once and walks all tokens four at a time (weights decoded once per four tokens).
+// Each token's bits are matvec's (Rows16 contract).
+void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const uint8_t* act,
+                   int64_t n_tokens, float* y) {
+  const quant::Rows16& r16 = *p.w_traits->rows16;
+  const size_t ab = r16.act_bytes(w.cols);
+  auto& abuf = activation_scratch(ab * static_cast<size_t>(n_tokens), 1);
+  uint8_t* acts = abuf.data();  // (n_tokens, ab) prepared activations
+  pool.run([&](int ti, int nt) {
+    for (int64_t t = ti; t < n_tokens; t += nt) {
+      r16.prepare_act(w.cols, act + static_cast<size_t>(t) * p.act_row_bytes,
+                      acts + static_cast<size_t>(t) * ab);
+    }
+  });
+  const auto* groups = static_cast<const uint8_t*>(w.data);
+  const size_t gb = r16.group_bytes(w.cols);
+  const int64_t n_groups = w.rows / quant::kRows16;
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+      if (g >= n_groups) break;
+      for (int64_t t = 0; t < n_tokens; t += 4) {
+        const int n = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+        r16.dot(w.cols, groups + static_cast<size_t>(g) * gb, acts + static_cast<size_t>(t) * ab,
+                ab, n, y + t * w.rows + g * quant::kRows16, static_cast<size_t>(w.rows));
+      }
+    }
+  });
 }
 
 // Software prefetch into L1, kL1PrefetchBytes ahead, one row's worth of lines per row so each
@@ -90,6 +154,10 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
 
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, quant::Isa isa) {
   const Prepared p = prepare(w, "matvec", isa);
+  if (w.layout == WeightLayout::kRows16) {
+    matvec_rows16(pool, w, p, x, y);
+    return;
+  }
   const void* act = x;  // (cols) in vec_dot_type
   if (p.act_traits->type != gguf::TensorType::kF32) {
     auto& buf = activation_scratch(p.act_row_bytes);
@@ -133,49 +201,71 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
 void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
                  quant::Isa isa) {
   if (n <= 0) return;
+  // How a matrix reads its activation: quantized to act_traits' type, then prepared by
+  // `prepared` (GGUF layout) or `rows16` (rows16 layout), or neither. Matrices with the same
+  // form share one buffer (Q/K/V or gate/up usually do).
   struct Item {
     Prepared p;
-    const void* act;  // (cols) in p.act_traits->type (or prepared), shared where equal
+    const quant::PreparedDot* prepared;  // GGUF-layout decode preparation, if any
+    const quant::Rows16* rows16;         // rows16 layout, if the view is in it
+    const void* act;                     // the activation in this item's form
     void (*dot)(int64_t, const void*, const void*, float*);
   };
   thread_local std::vector<Item> items;
-  thread_local std::vector<std::vector<uint8_t>> act_bufs;  // one per distinct activation type
+  thread_local std::vector<std::vector<uint8_t>> act_bufs;  // one per distinct form (+ its raw)
   items.clear();
   size_t n_bufs = 0;
+  auto buffer = [&](size_t bytes) {
+    if (act_bufs.size() < n_bufs + 1) act_bufs.resize(n_bufs + 1);
+    auto& buf = act_bufs[n_bufs++];
+    if (buf.size() < bytes) buf.resize(bytes);
+    return buf.data();
+  };
   for (int k = 0; k < n; ++k) {
     if (ws[k].cols != ws[0].cols) {
       throw UsageError("matvec_many: matrix " + std::to_string(k) + " has " +
                        std::to_string(ws[k].cols) + " columns, matrix 0 has " +
                        std::to_string(ws[0].cols));
     }
-    Item it{prepare(ws[k], "matvec_many", isa), x, nullptr};
-    const quant::PreparedDot* pd = it.p.w_traits->prepared;
-    it.dot = pd != nullptr ? pd->dot : it.p.w_traits->vec_dot;
-    if (it.p.act_traits->type != gguf::TensorType::kF32) {
-      // Quantize (and prepare) x once per activation form (Q/K/V or gate/up usually share).
+    Item it{prepare(ws[k], "matvec_many", isa), nullptr, nullptr, x, nullptr};
+    if (ws[k].layout == WeightLayout::kRows16) {
+      it.rows16 = it.p.w_traits->rows16;
+    } else {
+      it.prepared = it.p.w_traits->prepared;
+      it.dot = it.prepared != nullptr ? it.prepared->dot : it.p.w_traits->vec_dot;
+    }
+    if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {
         const Item& o = items[static_cast<size_t>(j)];
-        if (o.p.act_traits == it.p.act_traits && o.p.w_traits->prepared == pd) it.act = o.act;
+        if (o.p.act_traits == it.p.act_traits && o.prepared == it.prepared &&
+            o.rows16 == it.rows16) {
+          it.act = o.act;
+        }
       }
       if (it.act == x) {
-        const size_t need = std::max(it.p.act_row_bytes, pd != nullptr ? pd->bytes(ws[k].cols) : 0);
-        if (act_bufs.size() < n_bufs + 2) act_bufs.resize(n_bufs + 2);
-        auto& buf = act_bufs[n_bufs++];
-        if (buf.size() < need) buf.resize(need);
-        it.p.act_traits->quantize(x, buf.data(), ws[k].cols);
-        it.act = buf.data();
-        if (pd != nullptr) {
-          auto& pbuf = act_bufs[n_bufs++];
-          if (pbuf.size() < need) pbuf.resize(need);
-          pd->prepare(ws[k].cols, buf.data(), pbuf.data());
-          it.act = pbuf.data();
+        const int64_t cols = ws[k].cols;
+        const void* raw = x;
+        if (it.p.act_traits->type != gguf::TensorType::kF32) {
+          uint8_t* q = buffer(it.p.act_row_bytes);
+          it.p.act_traits->quantize(x, q, cols);
+          raw = q;
+        }
+        it.act = raw;
+        if (it.prepared != nullptr) {
+          uint8_t* pb = buffer(it.prepared->bytes(cols));
+          it.prepared->prepare(cols, raw, pb);
+          it.act = pb;
+        } else if (it.rows16 != nullptr) {
+          uint8_t* pb = buffer(it.rows16->act_bytes(cols));
+          it.rows16->prepare_act(cols, raw, pb);
+          it.act = pb;
         }
       }
     }
     items.push_back(it);
   }
-  // Chunks of contiguous rows per matrix (sized as in matvec), taken dynamically across all
-  // matrices in one pool dispatch.
+  // Chunks of contiguous rows per matrix (sized as in matvec; whole groups of 16 for rows16),
+  // taken dynamically across all matrices in one pool dispatch.
   struct Chunk {
     int k;
     int64_t r0, r1;
@@ -184,7 +274,10 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
   chunks.clear();
   const int nt = pool.size();
   for (int k = 0; k < n; ++k) {
-    const int64_t chunk = std::max<int64_t>(4, ws[k].rows / (static_cast<int64_t>(nt) * 8));
+    int64_t chunk = std::max<int64_t>(4, ws[k].rows / (static_cast<int64_t>(nt) * 8));
+    if (items[static_cast<size_t>(k)].rows16 != nullptr) {
+      chunk = (chunk + quant::kRows16 - 1) / quant::kRows16 * quant::kRows16;
+    }
     for (int64_t r0 = 0; r0 < ws[k].rows; r0 += chunk) {
       chunks.push_back({k, r0, std::min(ws[k].rows, r0 + chunk)});
     }
@@ -201,6 +294,14 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
       const Item& it = its[ch.k];
       const WeightView& w = ws[ch.k];
       const auto* wbytes = static_cast<const uint8_t*>(w.data);
+      if (it.rows16 != nullptr) {
+        const size_t gb = it.rows16->group_bytes(w.cols);
+        for (int64_t r = ch.r0; r < ch.r1; r += quant::kRows16) {
+          it.rows16->dot(w.cols, wbytes + static_cast<size_t>(r / quant::kRows16) * gb, it.act, 0,
+                         1, ys[ch.k] + r, 0);
+        }
+        continue;
+      }
       const uint8_t* end = wbytes + static_cast<size_t>(ch.r1) * it.p.w_row_bytes;
       for (int64_t r = ch.r0; r < ch.r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
@@ -209,6 +310,44 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
       }
     }
   });
+}
+
+bool rows16_worthwhile(const WeightView& w) {
+  if (w.layout != WeightLayout::kGguf || w.rows <= 0 || w.rows % quant::kRows16 != 0) return false;
+  if (!quant::is_supported(w.type)) return false;
+  const auto& tr = quant::traits(w.type);
+  return tr.rows16 != nullptr && tr.rows16_fast &&
+         gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols)).has_value();
+}
+
+size_t rows16_bytes(const WeightView& w) {
+  const auto& tr = quant::traits(w.type);
+  if (tr.rows16 == nullptr || w.rows <= 0 || w.rows % quant::kRows16 != 0 ||
+      !gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols))) {
+    throw UsageError("rows16: a " + std::string(gguf::tensor_type_name(w.type)) + " matrix of " +
+                     std::to_string(w.rows) + " x " + std::to_string(w.cols) +
+                     " has no rows16 layout");
+  }
+  return static_cast<size_t>(w.rows / quant::kRows16) * tr.rows16->group_bytes(w.cols);
+}
+
+WeightView repack_rows16(ThreadPool& pool, const WeightView& w, void* dst) {
+  if (w.layout != WeightLayout::kGguf) throw UsageError("rows16: view is already repacked");
+  const size_t total = rows16_bytes(w);  // validates
+  const quant::Rows16& r16 = *quant::traits(w.type).rows16;
+  const size_t rb = *gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols));
+  const size_t gb = r16.group_bytes(w.cols);
+  const int64_t n_groups = w.rows / quant::kRows16;
+  (void)total;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* out = static_cast<uint8_t*>(dst);
+  pool.run([&](int ti, int nt) {
+    for (int64_t g = ti; g < n_groups; g += nt) {
+      r16.repack(w.cols, src + static_cast<size_t>(g) * quant::kRows16 * rb, rb,
+                 out + static_cast<size_t>(g) * gb);
+    }
+  });
+  return WeightView{w.type, w.rows, w.cols, dst, WeightLayout::kRows16};
 }
 
 namespace {
@@ -293,6 +432,10 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
       }
     });
     act = dst;
+  }
+  if (w.layout == WeightLayout::kRows16) {
+    matmul_rows16(pool, w, p, act, n_tokens, y);
+    return;
   }
   if (p.w_traits->packed != nullptr && n_tokens >= 4) {
     matmul_packed(pool, w, p, act, n_tokens, y);

@@ -1,6 +1,7 @@
 // Weight x activation products over the thread pool: matvec for decode (one token) and
-// matmul for prefill (many tokens). Weights are any type quant::is_supported() accepts; the
-// activation is quantized once to the weight type's vec_dot_type and shared by all threads.
+// matmul for prefill (many tokens). Weights are any type quant::is_supported() accepts, in
+// the GGUF layout or repacked into rows16 groups; the activation is quantized once to the
+// weight type's vec_dot_type and shared by all threads.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,28 @@ namespace hearth::compute {
 // A row-major weight matrix as stored in GGUF: `rows` rows of `cols` elements (GGUF ne0 =
 // cols), each row row_bytes(type, cols) bytes, rows contiguous. Typically a view into the
 // model's mmap.
+enum class WeightLayout : uint8_t {
+  kGguf,    // rows as stored in GGUF, row_bytes(type, cols) each
+  kRows16,  // quant::Rows16 groups of 16 rows (rows % 16 == 0), made at load (repack_rows16)
+};
+
 struct WeightView {
   gguf::TensorType type;
   int64_t rows;
   int64_t cols;
-  const void* data;  // (rows, cols) in `type` blocks
+  const void* data;  // (rows, cols) in `type` blocks, laid out as `layout` says
+  WeightLayout layout = WeightLayout::kGguf;
 };
+
+// Whether `w` can be repacked into the rows16 layout with kernels that are worth it on this
+// CPU (the active ISA has SIMD rows16 kernels for the type and rows % 16 == 0).
+bool rows16_worthwhile(const WeightView& w);
+// Bytes of w's rows16 copy (UsageError if the type has no rows16 layout or rows % 16 != 0).
+size_t rows16_bytes(const WeightView& w);
+// Repacks a GGUF-layout view into dst (rows16_bytes(w) bytes) over the pool and returns the
+// rows16 view of dst. Same values; results differ from the GGUF layout's only in float
+// summation order (see quant::Rows16).
+WeightView repack_rows16(ThreadPool& pool, const WeightView& w, void* dst);
 
 // y = W x. x: (cols) f32, y: (rows) f32. UsageError if the type is unsupported or cols is
 // not a whole number of blocks.

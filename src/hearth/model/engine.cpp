@@ -3,14 +3,17 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
 #include "hearth/base/error.h"
+#include "hearth/base/log.h"
 #include "hearth/compute/activation.h"
 #include "hearth/compute/attention.h"
 #include "hearth/compute/norm.h"
 #include "hearth/quant/type_traits.h"
+#include "hearth/residency/memory_status.h"
 
 namespace hearth::model {
 
@@ -62,6 +65,54 @@ Engine::Engine(const gguf::GgufFile& file, EngineOptions options)
     local_index_[layers_[i]] = static_cast<int>(i);
   }
   if (n_ctx_ <= 0) throw UsageError("context size must be positive");
+  repack(options.repack, options.with_output);
+}
+
+RepackMode parse_repack_mode(const std::string& text) {
+  if (text == "auto") return RepackMode::kAuto;
+  if (text == "on") return RepackMode::kOn;
+  if (text == "off") return RepackMode::kOff;
+  throw UsageError(fmt::format("--repack: '{}' is not auto, on or off", text));
+}
+
+void Engine::repack(RepackMode mode, bool with_output) {
+  if (mode == RepackMode::kOff) return;
+  std::vector<WeightView*> todo;
+  for (int l : layers_) {
+    LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      if (compute::rows16_worthwhile(*w)) todo.push_back(w);
+    }
+  }
+  if (with_output && compute::rows16_worthwhile(weights_.output)) todo.push_back(&weights_.output);
+  // Each copy starts on a 64-byte line.
+  auto padded = [](uint64_t b) { return (b + 63) & ~uint64_t{63}; };
+  uint64_t bytes = 0;
+  for (const WeightView* w : todo) bytes += padded(compute::rows16_bytes(*w));
+  if (bytes == 0) return;
+  if (mode == RepackMode::kAuto) {
+    const auto mem = residency::read_memory_status();
+    if (bytes > mem.available / 2) {
+      log::info(
+          "engine: not repacking {} MiB of weights: {} MiB available ({}); --repack on "
+          "forces it",
+          bytes >> 20, mem.available >> 20, mem.source);
+      return;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  repacked_ = HugeBuffer(bytes);
+  uint64_t off = 0;
+  for (WeightView* w : todo) {
+    const uint64_t b = compute::rows16_bytes(*w);
+    *w = compute::repack_rows16(pool_, *w, repacked_.data() + off);
+    off += padded(b);
+  }
+  repacked_bytes_ = bytes;
+  log::info(
+      "engine: repacked {} matrices ({} MiB) into the rows16 layout in {:.0f} ms", todo.size(),
+      bytes >> 20,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
 bool Engine::owns_layer(int layer) const {

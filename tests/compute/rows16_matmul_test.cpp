@@ -1,0 +1,171 @@
+// matvec / matmul / matvec_many on weights repacked into the rows16 layout. The values are
+// the GGUF rows', so results must match the GGUF-layout product up to float summation order
+// (bounded as in matmul_test.cpp: 1e-4 * sum |w x| per output); the bitwise properties the
+// engine and the server rely on (every token of a matmul equals its matvec, mixed layouts in
+// matvec_many, the same bits on every ISA) are checked exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hearth/base/error.h"
+#include "hearth/compute/matmul.h"
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::compute {
+namespace {
+
+using T = gguf::TensorType;
+
+// Weight types that have a rows16 layout in this build.
+std::vector<T> rows16_types() {
+  std::vector<T> out;
+  for (T t : {T::kQ8_0, T::kQ4_0, T::kQ4_K, T::kQ5_K, T::kQ6_K}) {
+    if (quant::traits_for_isa(t, quant::Isa::kScalar).rows16 != nullptr) out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<quant::Isa> machine_isas() {
+  std::vector<quant::Isa> out;
+  for (auto isa : {quant::Isa::kScalar, quant::Isa::kAvx2, quant::Isa::kAvx512, quant::Isa::kNeon,
+                   quant::Isa::kNeonDotprod}) {
+    if (quant::isa_supported(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+std::vector<float> normal(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Quantized {
+  std::vector<uint8_t> gguf;    // (rows, cols) in type, GGUF rows
+  std::vector<uint8_t> rows16;  // the same repacked
+  WeightView gguf_view, rows16_view;
+};
+
+Quantized make(ThreadPool& pool, T type, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto src = normal(static_cast<size_t>(rows * cols), seed);
+  const auto& tr = quant::traits(type);
+  const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(cols));
+  Quantized q;
+  q.gguf.resize(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    tr.quantize(src.data() + r * cols, q.gguf.data() + static_cast<size_t>(r) * rb, cols);
+  }
+  q.gguf_view = WeightView{type, rows, cols, q.gguf.data()};
+  q.rows16.resize(rows16_bytes(q.gguf_view));
+  q.rows16_view = repack_rows16(pool, q.gguf_view, q.rows16.data());
+  return q;
+}
+
+class Rows16Matmul : public ::testing::TestWithParam<T> {};
+
+TEST_P(Rows16Matmul, MatvecMatchesGgufLayout) {
+  ThreadPool pool(2);
+  for (int64_t cols : {256, 1024}) {
+    const int64_t rows = 48;
+    const Quantized q = make(pool, GetParam(), rows, cols, 7);
+    EXPECT_EQ(q.rows16_view.layout, WeightLayout::kRows16);
+    const auto x = normal(static_cast<size_t>(cols), 11);
+    std::vector<float> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows));
+    matvec(pool, q.gguf_view, x.data(), want.data());
+    matvec(pool, q.rows16_view, x.data(), got.data());
+    // Dequantized magnitudes bound the summation-order difference.
+    const auto& tr = quant::traits(GetParam());
+    std::vector<float> w(static_cast<size_t>(cols));
+    const size_t rb = *gguf::row_bytes(GetParam(), static_cast<uint64_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      tr.to_float(q.gguf.data() + static_cast<size_t>(r) * rb, w.data(), cols);
+      double mag = 0;
+      for (int64_t c = 0; c < cols; ++c) mag += std::fabs(static_cast<double>(w[c]) * x[c]);
+      EXPECT_NEAR(got[r], want[r], 1e-4 * mag + 1e-6) << "row " << r << " cols " << cols;
+    }
+  }
+}
+
+TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
+  ThreadPool pool(2);
+  const int64_t rows = 64, cols = 512;
+  const Quantized q = make(pool, GetParam(), rows, cols, 3);
+  for (int64_t n_tokens : {2, 3, 4, 5, 11}) {
+    const auto x = normal(static_cast<size_t>(n_tokens * cols), static_cast<uint32_t>(n_tokens));
+    std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+    matmul(pool, q.rows16_view, x.data(), n_tokens, y.data());
+    std::vector<float> one(static_cast<size_t>(rows));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      matvec(pool, q.rows16_view, x.data() + t * cols, one.data());
+      EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * sizeof(float)))
+          << "token " << t << " of " << n_tokens;
+    }
+  }
+}
+
+TEST_P(Rows16Matmul, MatvecManyMixesLayoutsBitwise) {
+  ThreadPool pool(2);
+  const int64_t cols = 512;
+  const Quantized a = make(pool, GetParam(), 32, cols, 1);
+  const Quantized b = make(pool, GetParam(), 48, cols, 2);
+  const auto x = normal(static_cast<size_t>(cols), 5);
+  const WeightView ws[3] = {a.rows16_view, b.gguf_view, b.rows16_view};
+  std::vector<float> y0(32), y1(48), y2(48);
+  float* ys[3] = {y0.data(), y1.data(), y2.data()};
+  matvec_many(pool, ws, 3, x.data(), ys);
+  std::vector<float> want(48);
+  matvec(pool, a.rows16_view, x.data(), want.data());
+  EXPECT_EQ(0, std::memcmp(want.data(), y0.data(), 32 * sizeof(float)));
+  matvec(pool, b.gguf_view, x.data(), want.data());
+  EXPECT_EQ(0, std::memcmp(want.data(), y1.data(), 48 * sizeof(float)));
+  matvec(pool, b.rows16_view, x.data(), want.data());
+  EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), 48 * sizeof(float)));
+}
+
+TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
+  ThreadPool pool(2);
+  const int64_t rows = 32, cols = 1024;
+  const Quantized q = make(pool, GetParam(), rows, cols, 9);
+  const auto x = normal(static_cast<size_t>(3 * cols), 13);
+  std::vector<float> base(static_cast<size_t>(3 * rows)), got(base.size());
+  matmul(pool, q.rows16_view, x.data(), 3, base.data(), quant::Isa::kScalar);
+  for (quant::Isa isa : machine_isas()) {
+    matmul(pool, q.rows16_view, x.data(), 3, got.data(), isa);
+    EXPECT_EQ(0, std::memcmp(base.data(), got.data(), got.size() * sizeof(float)))
+        << quant::isa_name(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Rows16Matmul, ::testing::ValuesIn(rows16_types()),
+                         [](const auto& info) {
+                           return std::string(gguf::tensor_type_name(info.param));
+                         });
+
+TEST(Rows16Layout, RefusesWhatItCannotHold) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> bytes(64 * 1024);
+  // 20 rows: not whole groups of 16.
+  const WeightView odd{T::kQ8_0, 20, 256, bytes.data()};
+  EXPECT_FALSE(rows16_worthwhile(odd));
+  EXPECT_THROW(rows16_bytes(odd), UsageError);
+  // f32 has no rows16 layout.
+  const WeightView f32{T::kF32, 16, 256, bytes.data()};
+  EXPECT_FALSE(rows16_worthwhile(f32));
+  EXPECT_THROW(rows16_bytes(f32), UsageError);
+  // A view claiming rows16 with a bad row count is refused by the products.
+  WeightView bad = odd;
+  bad.layout = WeightLayout::kRows16;
+  std::vector<float> x(256), y(20);
+  EXPECT_THROW(matvec(pool, bad, x.data(), y.data()), UsageError);
+  // Repacking twice is refused.
+  WeightView twice{T::kQ8_0, 16, 256, bytes.data(), WeightLayout::kRows16};
+  EXPECT_THROW(repack_rows16(pool, twice, bytes.data()), UsageError);
+}
+
+}  // namespace
+}  // namespace hearth::compute
