@@ -53,6 +53,21 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
   return {&tr, &quant::traits_for_isa(tr.vec_dot_type, isa), *wrb, *arb};
 }
 
+// Converts every token's quantized activation row (act_row_bytes apart) into a kernel's
+// layout (out_row_bytes apart) over the pool; the result lives in scratch slot 1.
+const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const void*, void*),
+                              int64_t cols, const uint8_t* act, size_t act_row_bytes,
+                              int64_t n_tokens, size_t out_row_bytes) {
+  uint8_t* out = activation_scratch(out_row_bytes * static_cast<size_t>(n_tokens), 1).data();
+  pool.run([&](int ti, int nt) {
+    for (int64_t t = ti; t < n_tokens; t += nt) {
+      convert(cols, act + static_cast<size_t>(t) * act_row_bytes,
+              out + static_cast<size_t>(t) * out_row_bytes);
+    }
+  });
+  return out;
+}
+
 // Rows16 matvec: the activation is quantized and prepared once, then groups of 16 rows are
 // taken in dynamic chunks (as matvec does with rows).
 void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
@@ -87,14 +102,9 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
                    int64_t n_tokens, float* y) {
   const quant::Rows16& r16 = *p.w_traits->rows16;
   const size_t ab = r16.act_bytes(w.cols);
-  auto& abuf = activation_scratch(ab * static_cast<size_t>(n_tokens), 1);
-  uint8_t* acts = abuf.data();  // (n_tokens, ab) prepared activations
-  pool.run([&](int ti, int nt) {
-    for (int64_t t = ti; t < n_tokens; t += nt) {
-      r16.prepare_act(w.cols, act + static_cast<size_t>(t) * p.act_row_bytes,
-                      acts + static_cast<size_t>(t) * ab);
-    }
-  });
+  // (n_tokens, ab) prepared activations
+  const uint8_t* acts =
+      convert_tokens(pool, r16.prepare_act, w.cols, act, p.act_row_bytes, n_tokens, ab);
   const auto* groups = static_cast<const uint8_t*>(w.data);
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
@@ -362,14 +372,9 @@ void matmul_packed(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const quant::PackedDot& pk = *p.w_traits->packed;
   const size_t pab = pk.a_row_bytes(w.cols);
   const size_t pwb = pk.w_row_bytes(w.cols);
-  auto& pbuf = activation_scratch(pab * static_cast<size_t>(n_tokens), 1);
-  uint8_t* packed_act = pbuf.data();  // (n_tokens, pab) packed activations
-  pool.run([&](int ti, int nt) {
-    for (int64_t t = ti; t < n_tokens; t += nt) {
-      pk.pack_a(w.cols, act + static_cast<size_t>(t) * p.act_row_bytes,
-                packed_act + static_cast<size_t>(t) * pab);
-    }
-  });
+  // (n_tokens, pab) packed activations
+  const uint8_t* packed_act =
+      convert_tokens(pool, pk.pack_a, w.cols, act, p.act_row_bytes, n_tokens, pab);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   // 16 rows per item (~80 KiB packed at 4096 columns: L2), fewer if that leaves < 4 items
   // per thread.
