@@ -12,6 +12,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/compute/matmul.h"
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
@@ -145,6 +146,31 @@ INSTANTIATE_TEST_SUITE_P(Types, Rows16Matmul, ::testing::ValuesIn(rows16_types()
                          [](const auto& info) {
                            return std::string(gguf::tensor_type_name(info.param));
                          });
+
+// Q8_0 files may hold -128 (llama.cpp's quantizer stops at -127, other writers need not);
+// every ISA's rows16 kernel must take it exactly (the AVX2 one multiplies |w| = 128).
+TEST(Rows16Layout, Q8_0MinusOneTwentyEightIsExact) {
+  ThreadPool pool(1);
+  const int64_t rows = 16, cols = 64;
+  std::vector<quant::BlockQ8_0> w(static_cast<size_t>(rows * cols / 32));
+  for (auto& b : w) {
+    b.d = 0x3C00;  // 1.0
+    for (auto& q : b.qs) q = -128;
+  }
+  const WeightView gv{T::kQ8_0, rows, cols, w.data()};
+  std::vector<uint8_t> r16(rows16_bytes(gv));
+  const WeightView rv = repack_rows16(pool, gv, r16.data());
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) x[c] = (c % 3 == 0 ? -1.0f : 0.5f) * static_cast<float>(c % 7);
+  std::vector<float> want(rows), got(rows);
+  matvec(pool, gv, x.data(), want.data(), quant::Isa::kScalar);
+  for (quant::Isa isa : machine_isas()) {
+    matvec(pool, rv, x.data(), got.data(), isa);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_NEAR(got[r], want[r], 1e-3 * std::fabs(want[r]) + 1e-3) << quant::isa_name(isa);
+    }
+  }
+}
 
 TEST(Rows16Layout, RefusesWhatItCannotHold) {
   ThreadPool pool(1);

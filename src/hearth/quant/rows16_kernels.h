@@ -31,6 +31,7 @@ void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_st
 extern const Rows16 kRows16Q8_0Scalar;
 #if defined(__x86_64__)
 extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp
+extern const Rows16 kRows16Q8_0Avx2;    // rows16_q8_0_avx2.cpp
 #endif
 
 }  // namespace hearth::quant

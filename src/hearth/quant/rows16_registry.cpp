@@ -25,6 +25,14 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
         return nullptr;
     }
   }
+  if (isa == Isa::kAvx2) {
+    switch (type) {
+      case gguf::TensorType::kQ8_0:
+        return &kRows16Q8_0Avx2;
+      default:
+        return nullptr;
+    }
+  }
 #endif
   (void)type;
   (void)isa;
