@@ -33,5 +33,9 @@ extern const Rows16 kRows16Q8_0Scalar;
 extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp
 extern const Rows16 kRows16Q8_0Avx2;    // rows16_q8_0_avx2.cpp
 #endif
+#if defined(__aarch64__)
+extern const Rows16 kRows16Q8_0Neon;     // rows16_q8_0_neon.cpp
+extern const Rows16 kRows16Q8_0Dotprod;  // rows16_q8_0_dotprod.cpp
+#endif
 
 }  // namespace hearth::quant

@@ -34,6 +34,16 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
     }
   }
 #endif
+#if defined(__aarch64__)
+  if (isa == Isa::kNeon || isa == Isa::kNeonDotprod) {
+    switch (type) {
+      case gguf::TensorType::kQ8_0:
+        return isa == Isa::kNeon ? &kRows16Q8_0Neon : &kRows16Q8_0Dotprod;
+      default:
+        return nullptr;
+    }
+  }
+#endif
   (void)type;
   (void)isa;
   return nullptr;
