@@ -21,8 +21,12 @@ void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
       const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) +
                                                            static_cast<size_t>(r) * src_row_bytes);
       std::memcpy(g + 2 * r, &row[b].d, 2);
-      for (int e = 0; e < kQK0; ++e) {
-        g[32 + 64 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>(row[b].qs[e]) ^ 0x80u;
+      // Four quants at a time (load time matters: a 70B model is tens of GB).
+      for (int s = 0; s < 8; ++s) {
+        uint32_t q4;
+        std::memcpy(&q4, row[b].qs + 4 * s, 4);
+        q4 ^= 0x80808080u;
+        std::memcpy(g + 32 + 64 * s + 4 * r, &q4, 4);
       }
     }
   }
