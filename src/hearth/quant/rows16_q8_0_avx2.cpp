@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 
 namespace hearth::quant {
@@ -17,18 +18,6 @@ using rows16_q8_0::kActBlockBytes;
 using rows16_q8_0::kBlockBytes;
 
 constexpr int kPrefetchBytes = 2048;  // as the AVX-512 kernel (not measured on AVX2 hardware)
-
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-inline float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 template <int NT>
 void dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
@@ -61,13 +50,13 @@ void dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_strid
           act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
       __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int s = 0; s < 8; ++s) {
-        const __m256i a4 = _mm256_set1_epi32(load_i32(ab + 8 + 4 * s));
+        const __m256i a4 = _mm256_set1_epi32(rows16_load_i32(ab + 8 + 4 * s));
         for (int h = 0; h < 2; ++h) {
           const __m256i p16 = _mm256_maddubs_epi16(wabs[s][h], _mm256_sign_epi8(a4, wsgn[s][h]));
           isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(p16, ones));
         }
       }
-      const __m256 da = _mm256_set1_ps(load_f32(ab));
+      const __m256 da = _mm256_set1_ps(rows16_load_f32(ab));
       for (int h = 0; h < 2; ++h) {
         acc[t][h] =
             _mm256_fmadd_ps(_mm256_mul_ps(dw[h], da), _mm256_cvtepi32_ps(isum[h]), acc[t][h]);
@@ -84,16 +73,9 @@ void dot_avx2(int64_t cols, const void* group, const void* acts, size_t act_stri
               float* out, size_t out_stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(acts);
-  switch (n_tokens) {
-    case 1:
-      return dot_nt<1>(cols, g, a, act_stride, out, out_stride);
-    case 2:
-      return dot_nt<2>(cols, g, a, act_stride, out, out_stride);
-    case 3:
-      return dot_nt<3>(cols, g, a, act_stride, out, out_stride);
-    default:
-      return dot_nt<4>(cols, g, a, act_stride, out, out_stride);
-  }
+  rows16_by_tokens(n_tokens, [&](auto nt) {
+    dot_nt<decltype(nt)::value>(cols, g, a, act_stride, out, out_stride);
+  });
 }
 
 }  // namespace

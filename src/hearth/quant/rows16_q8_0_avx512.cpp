@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 
 namespace hearth::quant {
@@ -19,18 +20,6 @@ using rows16_q8_0::kBlockBytes;
 // leaves DRAM latency exposed; 2 KiB ahead measured best here (0.73 -> 0.85 of the plain
 // read bandwidth at 2 threads).
 constexpr int kPrefetchBytes = 2048;
-
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-inline float load_f32(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 template <int NT>
 void dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
@@ -46,16 +35,17 @@ void dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_strid
     for (int s = 0; s < 8; ++s) wq[s] = _mm512_loadu_si512(g + 32 + 64 * s);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
     for (int t = 0; t < NT; ++t) {
-      const uint8_t* ab = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
+      const uint8_t* ab =
+          act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
       const uint8_t* aq = ab + 8;  // (8) 4-byte groups of activation quants
       // Two chains so the vpdpbusd latency overlaps; integer sums are exact in any order.
-      __m512i s0 = _mm512_set1_epi32(load_i32(ab + 4));
+      __m512i s0 = _mm512_set1_epi32(rows16_load_i32(ab + 4));
       __m512i s1 = _mm512_setzero_si512();
       for (int s = 0; s < 8; s += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, wq[s], _mm512_set1_epi32(load_i32(aq + 4 * s)));
-        s1 = _mm512_dpbusd_epi32(s1, wq[s + 1], _mm512_set1_epi32(load_i32(aq + 4 * s + 4)));
+        s0 = _mm512_dpbusd_epi32(s0, wq[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));
+        s1 = _mm512_dpbusd_epi32(s1, wq[s + 1], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s + 4)));
       }
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(load_f32(ab)));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(rows16_load_f32(ab)));
       acc[t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
     }
   }
@@ -66,16 +56,9 @@ void dot_avx512(int64_t cols, const void* group, const void* acts, size_t act_st
                 float* out, size_t out_stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(acts);
-  switch (n_tokens) {
-    case 1:
-      return dot_nt<1>(cols, g, a, act_stride, out, out_stride);
-    case 2:
-      return dot_nt<2>(cols, g, a, act_stride, out, out_stride);
-    case 3:
-      return dot_nt<3>(cols, g, a, act_stride, out, out_stride);
-    default:
-      return dot_nt<4>(cols, g, a, act_stride, out, out_stride);
-  }
+  rows16_by_tokens(n_tokens, [&](auto nt) {
+    dot_nt<decltype(nt)::value>(cols, g, a, act_stride, out, out_stride);
+  });
 }
 
 }  // namespace

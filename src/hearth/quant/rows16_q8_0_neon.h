@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 
 namespace hearth::quant {
@@ -68,16 +69,9 @@ void rows16_q8_0_dot(int64_t cols, const void* group, const void* acts, size_t a
                      int n_tokens, float* out, size_t out_stride) {
   const auto* g = static_cast<const uint8_t*>(group);
   const auto* a = static_cast<const uint8_t*>(acts);
-  switch (n_tokens) {
-    case 1:
-      return rows16_q8_0_dot_nt<RowDot, 1>(cols, g, a, act_stride, out, out_stride);
-    case 2:
-      return rows16_q8_0_dot_nt<RowDot, 2>(cols, g, a, act_stride, out, out_stride);
-    case 3:
-      return rows16_q8_0_dot_nt<RowDot, 3>(cols, g, a, act_stride, out, out_stride);
-    default:
-      return rows16_q8_0_dot_nt<RowDot, 4>(cols, g, a, act_stride, out, out_stride);
-  }
+  rows16_by_tokens(n_tokens, [&](auto nt) {
+    rows16_q8_0_dot_nt<RowDot, decltype(nt)::value>(cols, g, a, act_stride, out, out_stride);
+  });
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// Small helpers shared by the rows16 kernel files. Everything has internal linkage (unnamed
+// namespace): the files are compiled with different ISA flags, and an inline function with
+// external linkage would let the linker keep, say, the AVX-512 build for every caller.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace hearth::quant {
+namespace {
+
+inline int32_t rows16_load_i32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float rows16_load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..4; larger counts take 4),
+// so kernels can keep one accumulator set per token in registers.
+template <typename Fn>
+inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
+  switch (n_tokens) {
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    default:
+      return fn(std::integral_constant<int, 4>{});
+  }
+}
+
+}  // namespace
+}  // namespace hearth::quant
