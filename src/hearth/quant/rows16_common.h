@@ -38,5 +38,18 @@ inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
   }
 }
 
+// The Rows16::dot entry for a kernel struct K with
+//   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
+//                                     size_t act_stride, float* out, size_t out_stride);
+template <typename K>
+void rows16_dot(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
+                float* out, size_t out_stride) {
+  rows16_by_tokens(n_tokens, [&](auto nt) {
+    K::template run<decltype(nt)::value>(cols, static_cast<const uint8_t*>(group),
+                                         static_cast<const uint8_t*>(acts), act_stride, out,
+                                         out_stride);
+  });
+}
+
 }  // namespace
 }  // namespace hearth::quant

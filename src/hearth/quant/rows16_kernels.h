@@ -27,6 +27,10 @@ size_t act_bytes(int64_t cols);
 void prepare_act(int64_t cols, const void* act_row, void* dst);
 void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
                 float* out, size_t out_stride);
+// The Q8_0 Rows16 entry with a given dot kernel (the layout functions are shared).
+constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
+  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
+}
 }  // namespace rows16_q8_0
 extern const Rows16 kRows16Q8_0Scalar;
 #if defined(__x86_64__)

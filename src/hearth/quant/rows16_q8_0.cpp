@@ -92,8 +92,6 @@ void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_st
 
 }  // namespace rows16_q8_0
 
-const Rows16 kRows16Q8_0Scalar = {rows16_q8_0::group_bytes, rows16_q8_0::repack,
-                                  rows16_q8_0::unpack,      rows16_q8_0::act_bytes,
-                                  rows16_q8_0::prepare_act, rows16_q8_0::dot_scalar};
+constinit const Rows16 kRows16Q8_0Scalar = rows16_q8_0::with_dot(rows16_q8_0::dot_scalar);
 
 }  // namespace hearth::quant

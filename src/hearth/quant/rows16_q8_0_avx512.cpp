@@ -21,50 +21,43 @@ using rows16_q8_0::kBlockBytes;
 // read bandwidth at 2 threads).
 constexpr int kPrefetchBytes = 2048;
 
-template <int NT>
-void dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-            size_t out_stride) {
-  const int64_t nb = cols / kQK0;
-  __m512 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
-    for (int l = 0; l < 9; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(g) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
-    }
-    __m512i wq[8];
-    for (int s = 0; s < 8; ++s) wq[s] = _mm512_loadu_si512(g + 32 + 64 * s);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
-    for (int t = 0; t < NT; ++t) {
-      const uint8_t* ab =
-          act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
-      const uint8_t* aq = ab + 8;  // (8) 4-byte groups of activation quants
-      // Two chains so the vpdpbusd latency overlaps; integer sums are exact in any order.
-      __m512i s0 = _mm512_set1_epi32(rows16_load_i32(ab + 4));
-      __m512i s1 = _mm512_setzero_si512();
-      for (int s = 0; s < 8; s += 2) {
-        s0 = _mm512_dpbusd_epi32(s0, wq[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));
-        s1 = _mm512_dpbusd_epi32(s1, wq[s + 1], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s + 4)));
+struct Kernel {
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    const int64_t nb = cols / kQK0;
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+      for (int l = 0; l < 9; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(g) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
       }
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(rows16_load_f32(ab)));
-      acc[t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+      __m512i wq[8];
+      for (int s = 0; s < 8; ++s) wq[s] = _mm512_loadu_si512(g + 32 + 64 * s);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
+      for (int t = 0; t < NT; ++t) {
+        const uint8_t* ab =
+            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
+        const uint8_t* aq = ab + 8;  // (8) 4-byte groups of activation quants
+        // Two chains so the vpdpbusd latency overlaps; integer sums are exact in any order.
+        __m512i s0 = _mm512_set1_epi32(rows16_load_i32(ab + 4));
+        __m512i s1 = _mm512_setzero_si512();
+        for (int s = 0; s < 8; s += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, wq[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));
+          s1 = _mm512_dpbusd_epi32(s1, wq[s + 1],
+                                   _mm512_set1_epi32(rows16_load_i32(aq + 4 * s + 4)));
+        }
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(rows16_load_f32(ab)));
+        acc[t] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+      }
     }
+    for (int t = 0; t < NT; ++t)
+      _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
   }
-  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
-}
-
-void dot_avx512(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride) {
-  const auto* g = static_cast<const uint8_t*>(group);
-  const auto* a = static_cast<const uint8_t*>(acts);
-  rows16_by_tokens(n_tokens, [&](auto nt) {
-    dot_nt<decltype(nt)::value>(cols, g, a, act_stride, out, out_stride);
-  });
-}
+};
 
 }  // namespace
 
-const Rows16 kRows16Q8_0Avx512 = {rows16_q8_0::group_bytes, rows16_q8_0::repack,
-                                  rows16_q8_0::unpack,      rows16_q8_0::act_bytes,
-                                  rows16_q8_0::prepare_act, dot_avx512};
+constinit const Rows16 kRows16Q8_0Avx512 = rows16_q8_0::with_dot(rows16_dot<Kernel>);
 
 }  // namespace hearth::quant

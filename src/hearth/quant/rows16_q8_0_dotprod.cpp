@@ -11,8 +11,7 @@ struct SdotRowDot {
 
 }  // namespace
 
-const Rows16 kRows16Q8_0Dotprod = {rows16_q8_0::group_bytes, rows16_q8_0::repack,
-                                   rows16_q8_0::unpack,      rows16_q8_0::act_bytes,
-                                   rows16_q8_0::prepare_act, rows16_q8_0_dot<SdotRowDot>};
+constinit const Rows16 kRows16Q8_0Dotprod =
+    rows16_q8_0::with_dot(rows16_dot<Rows16Q8_0Kernel<SdotRowDot>>);
 
 }  // namespace hearth::quant

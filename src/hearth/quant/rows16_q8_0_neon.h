@@ -65,14 +65,13 @@ void rows16_q8_0_dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size
 }
 
 template <typename RowDot>
-void rows16_q8_0_dot(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                     int n_tokens, float* out, size_t out_stride) {
-  const auto* g = static_cast<const uint8_t*>(group);
-  const auto* a = static_cast<const uint8_t*>(acts);
-  rows16_by_tokens(n_tokens, [&](auto nt) {
-    rows16_q8_0_dot_nt<RowDot, decltype(nt)::value>(cols, g, a, act_stride, out, out_stride);
-  });
-}
+struct Rows16Q8_0Kernel {
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    rows16_q8_0_dot_nt<RowDot, NT>(cols, g, act, act_stride, out, out_stride);
+  }
+};
 
 }  // namespace
 }  // namespace hearth::quant
