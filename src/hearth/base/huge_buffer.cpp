@@ -26,7 +26,8 @@ HugeBuffer::HugeBuffer(size_t bytes) {
                   " bytes of memory: " + std::strerror(errno));
   }
   const auto base = reinterpret_cast<uintptr_t>(map_);
-  data_ = reinterpret_cast<uint8_t*>((base + kHuge - 1) & ~(uintptr_t{kHuge} - 1));
+  const uintptr_t skip = ((base + kHuge - 1) & ~(uintptr_t{kHuge} - 1)) - base;
+  data_ = static_cast<uint8_t*>(map_) + skip;
   size_ = bytes;
   (void)madvise(data_, bytes, MADV_HUGEPAGE);  // advice: ignored where THP is off
 }

@@ -422,18 +422,18 @@ void* map_file_huge_aligned(int fd, size_t size) {
   const size_t reserve = size + kHugePage;
   void* r = mmap(nullptr, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  const auto base = reinterpret_cast<uintptr_t>(r);
-  const uintptr_t aligned = (base + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
-  void* addr =
-      mmap(reinterpret_cast<void*>(aligned), size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+  auto* base = static_cast<uint8_t*>(r);
+  const auto addr_bits = reinterpret_cast<uintptr_t>(r);
+  const size_t head = ((addr_bits + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1)) - addr_bits;
+  void* addr = mmap(base + head, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
   if (addr == MAP_FAILED) {
     munmap(r, reserve);
     return MAP_FAILED;
   }
-  if (aligned > base) munmap(r, aligned - base);
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t end = (aligned + size + page - 1) & ~(page - 1), reserve_end = base + reserve;
-  if (reserve_end > end) munmap(reinterpret_cast<void*>(end), reserve_end - end);
+  if (head > 0) munmap(base, head);
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t used = head + (size + page - 1) / page * page;  // the mapping ends on a page
+  if (reserve > used) munmap(base + used, reserve - used);
   // Advice only: a kernel without file THP support ignores it or says EINVAL.
   (void)madvise(addr, size, MADV_HUGEPAGE);
   return addr;

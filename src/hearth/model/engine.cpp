@@ -44,7 +44,7 @@ void grow(std::vector<float>& v, size_t n) {
 
 }  // namespace
 
-Engine::Engine(const gguf::GgufFile& file, EngineOptions options)
+Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
     : weights_(bind_weights(file, load_hparams(file))),
       n_ctx_(options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(weights_.hp.ctx_train, 4096)),
       pool_(default_threads(options.threads)),

@@ -53,7 +53,7 @@ RepackMode parse_repack_mode(const std::string& text);
 class Engine {
  public:
   // `file` must outlive the engine (weights are views into its mapping).
-  Engine(const gguf::GgufFile& file, EngineOptions options);
+  Engine(const gguf::GgufFile& file, const EngineOptions& options);
 
   const HParams& hparams() const { return weights_.hp; }
   const ModelWeights& weights() const { return weights_; }
