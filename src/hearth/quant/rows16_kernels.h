@@ -32,6 +32,38 @@ constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
   return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
 }
 }  // namespace rows16_q8_0
+
+// Q4_K (rows16_q4_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
+//   0    (16) fp16 d, row r at 2r;   32 (16) fp16 dmin
+//   64   (8, 16) u8 sub-block scales: sub-block j of row r at 64 + 16j + r
+//   192  (4, 16, 2) u8 mins in pairs: (m[2p], m[2p+1]) of row r at 192 + 32p + 2r
+//   320  (4 pairs, 8 slices, 16 rows, 4 bytes) quants: GGUF bytes qs[32p + 4s .. +3] of row
+//        r at 320 + 512p + 64s + 4r (low nibbles: sub-block 2p elements 4s..4s+3, high
+//        nibbles: sub-block 2p+1, as GGUF packs them)
+// 2368 bytes per 16 rows (GGUF: 2304). Prepared activation per super-block (288 bytes):
+// f32 d, 12 bytes padding, (4, 2) i16 sub-block sums (bsum[2p], bsum[2p+1]), (256) i8 q.
+// Per (row, token) and super-block: S1 = sum_j sc[j] * sum(q_w * q_a over sub-block j),
+// S2 = sum_j m[j] * bsum[j] (exact int32), then acc = fma(d * d_a, float(S1), acc);
+// acc = fma(-(dmin * d_a), float(S2), acc).
+namespace rows16_q4_k {
+constexpr size_t kSbBytes = 320 + 2048;
+constexpr size_t kActSbBytes = 16 + 16 + 256;
+size_t group_bytes(int64_t cols);
+void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
+void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
+size_t act_bytes(int64_t cols);
+void prepare_act(int64_t cols, const void* act_row, void* dst);
+void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
+                float* out, size_t out_stride);
+constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
+  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
+}
+}  // namespace rows16_q4_k
+extern const Rows16 kRows16Q4_KScalar;
+#if defined(__x86_64__)
+extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
+#endif
+
 extern const Rows16 kRows16Q8_0Scalar;
 #if defined(__x86_64__)
 extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp

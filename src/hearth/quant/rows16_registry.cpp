@@ -10,6 +10,8 @@ const Rows16* scalar_rows16(gguf::TensorType type) {
   switch (type) {
     case gguf::TensorType::kQ8_0:
       return &kRows16Q8_0Scalar;
+    case gguf::TensorType::kQ4_K:
+      return &kRows16Q4_KScalar;
     default:
       return nullptr;
   }
@@ -21,6 +23,8 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
     switch (type) {
       case gguf::TensorType::kQ8_0:
         return &kRows16Q8_0Avx512;
+      case gguf::TensorType::kQ4_K:
+        return &kRows16Q4_KAvx512;
       default:
         return nullptr;
     }
