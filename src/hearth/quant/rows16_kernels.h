@@ -33,6 +33,16 @@ constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
 }
 }  // namespace rows16_q8_0
 
+extern const Rows16 kRows16Q8_0Scalar;
+#if defined(__x86_64__)
+extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp
+extern const Rows16 kRows16Q8_0Avx2;    // rows16_q8_0_avx2.cpp
+#endif
+#if defined(__aarch64__)
+extern const Rows16 kRows16Q8_0Neon;     // rows16_q8_0_neon.cpp
+extern const Rows16 kRows16Q8_0Dotprod;  // rows16_q8_0_dotprod.cpp
+#endif
+
 // Q4_K (rows16_q4_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
 //   0    (16) fp16 d, row r at 2r;   32 (16) fp16 dmin
 //   64   (8, 16) u8 sub-block scales: sub-block j of row r at 64 + 16j + r
@@ -64,14 +74,39 @@ extern const Rows16 kRows16Q4_KScalar;
 extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
 #endif
 
-extern const Rows16 kRows16Q8_0Scalar;
+// Q6_K (rows16_q6_k.cpp). Group = 16 rows of nsb = cols / 256 super-blocks. Super-block
+// column b at b * kSbBytes (3328 = 52 whole 64-byte vectors), then the scales d of all
+// columns (so every vector stays 64-byte aligned):
+//   0     (32 vectors) low nibbles: vector 16h + 8p + j, row r at 64(16h + 8p + j) + 4r, holds
+//         the GGUF bytes ql[64h + 32p + 4j .. +3]: low nibbles are elements 128h + 32p + 4j..,
+//         high nibbles elements 128h + 64 + 32p + 4j..
+//   2048  (16 vectors) high bits: vector 8h + j, row r at 2048 + 64(8h + j) + 4r, holds
+//         qh[32h + 4j .. +3]; bits 2Q, 2Q + 1 belong to element 128h + 32Q + 4j..
+//   3072  (4 vectors) i8 group scales: vector k, row r at 3072 + 64k + 4r: scales[4k..4k+3]
+//   nsb * 3328 + 32b: (16) fp16 d of column b, row r at 2r
+// 3360 bytes per 16 rows x 256, as GGUF (16 x 210); the group is padded to 64 bytes.
+// Prepared activation per super-block (324 bytes): (256) i8 q; f32 d at 256; (16) i32
+// -32 * (sum of the 16 quants of group g) at 260 + 4g: the weights' -32 offset.
+// Per (row, token) and super-block: isum = sum_g sc[g] * (corr[g] + sum over group g of
+// q_w * q_a) with q_w the unsigned 6-bit quant (exact int32), then
+// acc = fma(d * d_a, float(isum), acc).
+namespace rows16_q6_k {
+constexpr size_t kSbBytes = 16 * 192 + 16 * 16;
+constexpr size_t kActSbBytes = 256 + 4 + 64;
+size_t group_bytes(int64_t cols);
+void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
+void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
+size_t act_bytes(int64_t cols);
+void prepare_act(int64_t cols, const void* act_row, void* dst);
+void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
+                float* out, size_t out_stride);
+constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
+  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
+}
+}  // namespace rows16_q6_k
+extern const Rows16 kRows16Q6_KScalar;
 #if defined(__x86_64__)
-extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp
-extern const Rows16 kRows16Q8_0Avx2;    // rows16_q8_0_avx2.cpp
-#endif
-#if defined(__aarch64__)
-extern const Rows16 kRows16Q8_0Neon;     // rows16_q8_0_neon.cpp
-extern const Rows16 kRows16Q8_0Dotprod;  // rows16_q8_0_dotprod.cpp
+extern const Rows16 kRows16Q6_KAvx512;  // rows16_q6_k_avx512.cpp
 #endif
 
 }  // namespace hearth::quant

@@ -12,6 +12,8 @@ const Rows16* scalar_rows16(gguf::TensorType type) {
       return &kRows16Q8_0Scalar;
     case gguf::TensorType::kQ4_K:
       return &kRows16Q4_KScalar;
+    case gguf::TensorType::kQ6_K:
+      return &kRows16Q6_KScalar;
     default:
       return nullptr;
   }
@@ -25,6 +27,8 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
         return &kRows16Q8_0Avx512;
       case gguf::TensorType::kQ4_K:
         return &kRows16Q4_KAvx512;
+      case gguf::TensorType::kQ6_K:
+        return &kRows16Q6_KAvx512;
       default:
         return nullptr;
     }

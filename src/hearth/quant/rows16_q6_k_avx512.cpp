@@ -1,0 +1,117 @@
+// Q6_K row-interleaved kernel, AVX-512 VNNI: one row per 32-bit lane. Two low-nibble
+// vectors and one high-bits vector (4 GGUF bytes of each of 16 rows each) give the unsigned
+// 6-bit quants of four 4-element slices, each one vpdpbusd against the broadcast 4
+// activation quants into the sum of its 16-element group (started at the activation's
+// -32 * sum, so the weights' offset costs nothing here). The int8 group scales apply
+// lane-wise. Same integer sums and float steps per lane as rows16_q6_k::dot_scalar.
+#include <immintrin.h>
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
+#include "hearth/quant/rows16_kernels.h"
+
+namespace hearth::quant {
+namespace {
+
+using rows16_q6_k::kActSbBytes;
+using rows16_q6_k::kSbBytes;
+
+constexpr int kPrefetchBytes = 2048;  // as the Q8_0 kernel: one line per 64 bytes consumed
+
+// vpternlogd truth table of a | (b & c).
+constexpr int kOrAnd = 0xF8;
+
+struct Kernel {
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    const int64_t nsb = cols / kQKK;
+    const uint8_t* d_col = g + static_cast<size_t>(nsb) * kSbBytes;  // (nsb, 16) fp16 d
+    const __m512i m_lo = _mm512_set1_epi8(0x0f);
+    const __m512i m_hi = _mm512_set1_epi8(0x30);
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i, g += kSbBytes, d_col += 32) {
+      for (int l = 0; l < 4; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(g) + 3072 + kPrefetchBytes + 64 * l,
+                     _MM_HINT_T0);
+      }
+      _mm_prefetch(reinterpret_cast<const char*>(d_col) + 512, _MM_HINT_T0);
+      const uint8_t* ab[NT];
+      for (int t = 0; t < NT; ++t) {
+        ab[t] = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(i) * kActSbBytes;
+      }
+      __m512i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512i scales = _mm512_loadu_si512(g + 3072 + 128 * h);
+        const __m512i scales2 = _mm512_loadu_si512(g + 3072 + 128 * h + 64);
+        for (int half = 0; half < 2; ++half) {  // slices j = 4 * half .. 4 * half + 3
+          // Group 8h + 2q + half of each token: quarter q's four slices.
+          __m512i gsum[4][NT];
+          for (int q = 0; q < 4; ++q) {
+            for (int t = 0; t < NT; ++t) {
+              gsum[q][t] =
+                  _mm512_set1_epi32(rows16_load_i32(ab[t] + 260 + 4 * (8 * h + 2 * q + half)));
+            }
+          }
+          for (int j = 4 * half; j < 4 * half + 4; ++j) {
+            const uint8_t* l0p = g + 64 * (16 * h + j);
+            const uint8_t* l1p = l0p + 512;
+            const uint8_t* hp = g + 2048 + 64 * (8 * h + j);
+            _mm_prefetch(reinterpret_cast<const char*>(l0p) + kPrefetchBytes, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(l1p) + kPrefetchBytes, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(hp) + kPrefetchBytes, _MM_HINT_T0);
+            const __m512i l0 = _mm512_loadu_si512(l0p);
+            const __m512i l1 = _mm512_loadu_si512(l1p);
+            const __m512i hb = _mm512_loadu_si512(hp);
+            // Quarter q: low nibble | (bits 2q, 2q+1 of the high byte) << 4. 16-bit shifts
+            // are safe: the bits they carry across bytes are masked off.
+            __m512i qv[4];
+            qv[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(l0, m_lo), _mm512_slli_epi16(hb, 4),
+                                              m_hi, kOrAnd);
+            qv[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(l1, m_lo), _mm512_slli_epi16(hb, 2),
+                                              m_hi, kOrAnd);
+            qv[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m_lo), hb,
+                                              m_hi, kOrAnd);
+            qv[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m_lo),
+                                              _mm512_srli_epi16(hb, 2), m_hi, kOrAnd);
+            for (int q = 0; q < 4; ++q) {
+              for (int t = 0; t < NT; ++t) {
+                const uint8_t* aq = ab[t] + 128 * h + 32 * q + 4 * j;
+                gsum[q][t] =
+                    _mm512_dpbusd_epi32(gsum[q][t], qv[q], _mm512_set1_epi32(rows16_load_i32(aq)));
+              }
+            }
+          }
+          for (int q = 0; q < 4; ++q) {
+            // Scale of group 8h + 2q + half: byte (2q + half) % 4 of scale vector
+            // 2h + (2q + half) / 4, sign-extended in each lane.
+            const int byte = (2 * q + half) % 4;
+            const __m512i sv = (2 * q + half) < 4 ? scales : scales2;
+            const __m512i sc =
+                _mm512_srai_epi32(_mm512_sllv_epi32(sv, _mm512_set1_epi32(24 - 8 * byte)), 24);
+            for (int t = 0; t < NT; ++t) {
+              isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc, gsum[q][t]));
+            }
+          }
+        }
+      }
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_col)));
+      for (int t = 0; t < NT; ++t) {
+        const __m512 da = _mm512_set1_ps(rows16_load_f32(ab[t] + 256));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
+    }
+  }
+};
+
+}  // namespace
+
+constinit const Rows16 kRows16Q6_KAvx512 = rows16_q6_k::with_dot(rows16_dot<Kernel>);
+
+}  // namespace hearth::quant
