@@ -1,11 +1,13 @@
 // The row-interleaved (rows16) layouts, per type: repack/unpack round trip, the scalar kernel
-// against a double-precision product of the dequantized rows, and every SIMD kernel this CPU
-// runs (NEON and SDOT under qemu in `make test-arm`) bitwise equal to the scalar kernel, for
-// 1..4 tokens, on random bytes (every quant and scale bit pattern a file may hold).
+// against a double-precision product of the dequantized rows, and every ISA's kernel (NEON
+// and SDOT under qemu in `make test-arm`; the scalar one where an ISA has none) bitwise
+// equal to the scalar kernel for 1..4 tokens, on random bytes (every quant and scale bit
+// pattern a file may hold) and on extreme quants.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hearth/quant/rows16_kernels.h"
@@ -24,109 +26,251 @@ std::vector<T> rows16_types() {
   return out;
 }
 
-// 16 GGUF rows of random blocks and `n_tokens` activation rows, each prepared.
+// Row lengths: one block (super-block), three, a model-sized row, and 11008 (43 K-quant
+// super-blocks: an odd count, which the Q6_K group pads to 64 bytes).
+std::vector<int64_t> lengths(T type) {
+  const int64_t be = gguf::tensor_type_info(type).block_elems;
+  return {be, 3 * be, 4096, 11008};
+}
+
+// How the GGUF rows of a test group are filled.
+enum class Fill { kRandom, kAllMax, kAllMin };
+
+// Sets every quant (and sub-block scale/min) field of the GGUF blocks to its largest or
+// smallest stored value; the fp16 scales stay random and finite.
+void saturate(T type, std::vector<uint8_t>& row, Fill fill) {
+  const size_t bb = gguf::tensor_type_info(type).block_bytes;
+  const bool max = fill == Fill::kAllMax;
+  for (size_t b = 0; b < row.size() / bb; ++b) {
+    uint8_t* blk = row.data() + b * bb;
+    switch (type) {
+      case T::kQ8_0:  // +127 / -128
+        std::memset(blk + 2, max ? 0x7f : 0x80, 32);
+        break;
+      case T::kQ4_K:  // scales and mins 63, quants 15 / 0
+        std::memset(blk + 4, 0xff, 12);
+        std::memset(blk + 16, max ? 0xff : 0x00, 128);
+        break;
+      case T::kQ6_K:  // quants 63 / 0 (weights +31 / -32), scales -128
+        std::memset(blk, max ? 0xff : 0x00, 192);
+        std::memset(blk + 192, 0x80, 16);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// 16 GGUF rows of one type and `n_tokens` activation rows, each prepared.
 struct Group {
-  int64_t cols;
-  size_t row_bytes;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
   std::vector<uint8_t> rows;      // (16, cols) in the type, GGUF rows
   std::vector<uint8_t> group;     // the same repacked
   std::vector<uint8_t> acts;      // (n_tokens, cols) in vec_dot_type
-  std::vector<uint8_t> prepared;  // (n_tokens, act_bytes) prepared
-  size_t act_row_bytes, prepared_bytes;
+  std::vector<uint8_t> prepared;  // (n_tokens, prepared_stride) prepared activations
+  size_t act_row_bytes = 0, prepared_stride = 0;
 };
 
-Group make_group(T type, int64_t cols, int n_tokens, uint32_t seed) {
+// Activations: Gaussian, or (extreme) +-1 patterns that quantize to +-127.
+Group make_group(T type, int64_t cols, int n_tokens, uint32_t seed, Fill fill = Fill::kRandom) {
   const Rows16& r16 = *traits_for_isa(type, Isa::kScalar).rows16;
   Group g;
   g.cols = cols;
   g.row_bytes = testing::row_bytes(type, cols);
   for (int r = 0; r < kRows16; ++r) {
-    const auto row = testing::random_blocks(type, cols, seed + static_cast<uint32_t>(r));
+    auto row = testing::random_blocks(type, cols, seed + static_cast<uint32_t>(r));
+    if (fill != Fill::kRandom) saturate(type, row, fill);
     g.rows.insert(g.rows.end(), row.begin(), row.end());
   }
   g.group.resize(r16.group_bytes(cols));
   r16.repack(cols, g.rows.data(), g.row_bytes, g.group.data());
   const T at = traits_for_isa(type, Isa::kScalar).vec_dot_type;
   g.act_row_bytes = testing::row_bytes(at, cols);
-  g.prepared_bytes = r16.act_bytes(cols);
+  g.prepared_stride = r16.act_bytes(cols) + 64;  // rows apart by more than their size
   g.acts.resize(g.act_row_bytes * static_cast<size_t>(n_tokens));
-  g.prepared.resize(g.prepared_bytes * static_cast<size_t>(n_tokens));
+  g.prepared.assign(g.prepared_stride * static_cast<size_t>(n_tokens), 0xcd);
   for (int t = 0; t < n_tokens; ++t) {
-    const auto x =
-        testing::gaussian(static_cast<size_t>(cols), seed + 100 + static_cast<uint32_t>(t));
+    std::vector<float> x;
+    if (fill == Fill::kRandom) {
+      x = testing::gaussian(static_cast<size_t>(cols), seed + 100 + static_cast<uint32_t>(t));
+    } else {
+      // Token 0 all +1, token 1 all -1, then alternating signs (every int sum extreme).
+      x.resize(static_cast<size_t>(cols));
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = t == 0 ? 1.0f : t == 1 ? -1.0f : ((i + static_cast<size_t>(t)) % 2 ? 1.0f : -1.0f);
+      }
+    }
     traits_for_isa(at, Isa::kScalar).quantize(x.data(), g.acts.data() + t * g.act_row_bytes, cols);
     r16.prepare_act(cols, g.acts.data() + t * g.act_row_bytes,
-                    g.prepared.data() + t * g.prepared_bytes);
+                    g.prepared.data() + t * g.prepared_stride);
   }
   return g;
 }
 
-class Rows16Kernels : public ::testing::TestWithParam<T> {};
-
-TEST_P(Rows16Kernels, RepackThenUnpackGivesTheRowsBack) {
-  const Rows16& r16 = *traits_for_isa(GetParam(), Isa::kScalar).rows16;
-  for (int64_t cols : {256, 768}) {
-    const Group g = make_group(GetParam(), cols, 1, 1);
-    std::vector<uint8_t> back(g.rows.size());
-    r16.unpack(cols, g.group.data(), back.data(), g.row_bytes);
-    EXPECT_EQ(back, g.rows) << "cols " << cols;
+// Per-element min offset dmin * m of the element's sub-block (Q4_K; 0 for other types).
+std::vector<double> min_offsets(T type, const uint8_t* row, int64_t cols) {
+  std::vector<double> off(static_cast<size_t>(cols), 0.0);
+  if (type != T::kQ4_K) return off;
+  const auto* b = reinterpret_cast<const BlockQ4_K*>(row);
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    uint8_t sc[8], m[8];
+    unpack_q4k_scales(b[i].scales, sc, m);
+    for (int e = 0; e < kQKK; ++e) off[i * kQKK + e] = half_to_float(b[i].dmin) * m[e / 32];
   }
+  return off;
 }
 
-// Both sides sum exact per-block integers times rounded scales; only the float accumulation
-// differs. For Q4_K the kernel adds d * S1 and -dmin * S2 separately, and those two terms can
-// be much larger than their difference |w_i| a_i, so the bound is relative to
-// S = sum |w_i a_i| with room for the min terms: 1e-4 * S, still far below any indexing
-// mistake (a wrong row or block moves the result by O(S)).
-TEST_P(Rows16Kernels, ScalarKernelMatchesTheDequantizedProduct) {
+// Float terms each (row, token) accumulates: one per block, two per Q4_K super-block (the
+// scale part and the min part).
+double float_terms(T type, int64_t cols) {
+  const int64_t be = gguf::tensor_type_info(type).block_elems;
+  return static_cast<double>(cols / be) * (type == T::kQ4_K ? 2 : 1);
+}
+
+// The scalar kernel of token t, 16 rows, out[r] (n_tokens = 1).
+std::vector<float> scalar_dot(T type, const Group& g, int t) {
+  std::vector<float> out(kRows16);
+  traits_for_isa(type, Isa::kScalar)
+      .rows16->dot(g.cols, g.group.data(), g.prepared.data() + t * g.prepared_stride,
+                   g.prepared_stride, 1, out.data(), 0);
+  return out;
+}
+
+class Rows16Layout : public ::testing::TestWithParam<T> {};
+
+TEST_P(Rows16Layout, RepackThenUnpackGivesTheRowsBack) {
   const T type = GetParam();
   const Rows16& r16 = *traits_for_isa(type, Isa::kScalar).rows16;
-  const T at = traits_for_isa(type, Isa::kScalar).vec_dot_type;
-  const int64_t cols = 512;
-  const Group g = make_group(type, cols, 1, 7);
-  float out[kRows16];
-  r16.dot(cols, g.group.data(), g.prepared.data(), g.prepared_bytes, 1, out, 0);
-  const auto a = testing::dequantize(at, g.acts.data(), cols);
-  for (int r = 0; r < kRows16; ++r) {
-    const auto w = testing::dequantize(type, g.rows.data() + r * g.row_bytes, cols);
-    double want = 0, mag = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      want += static_cast<double>(w[c]) * a[c];
-      mag += std::fabs(static_cast<double>(w[c]) * a[c]);
+  for (int64_t cols : lengths(type)) {
+    for (Fill fill : {Fill::kRandom, Fill::kAllMax, Fill::kAllMin}) {
+      const Group g = make_group(type, cols, 1, 1, fill);
+      std::vector<uint8_t> back(g.rows.size(), 0xcd);
+      r16.unpack(cols, g.group.data(), back.data(), g.row_bytes);
+      EXPECT_EQ(back, g.rows) << "cols " << cols;
     }
-    EXPECT_NEAR(out[r], want, 1e-4 * mag + 1e-5) << "row " << r;
   }
 }
 
-TEST_P(Rows16Kernels, EveryIsaAndTokenCountGivesTheScalarBits) {
+// Bytes are bandwidth: a group holds at most 5% (and 64 bytes of alignment) more than the
+// 16 GGUF rows it replaces.
+TEST_P(Rows16Layout, GroupBytesStayNearTheGgufBytes) {
   const T type = GetParam();
-  const Rows16& scalar = *traits_for_isa(type, Isa::kScalar).rows16;
-  for (int64_t cols : {256, 1024}) {
-    const Group g = make_group(type, cols, 4, 11);
-    std::vector<float> want(4 * kRows16);
-    for (int t = 0; t < 4; ++t) {
-      scalar.dot(cols, g.group.data(), g.prepared.data() + t * g.prepared_bytes, g.prepared_bytes,
-                 1, want.data() + t * kRows16, 0);
-    }
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDotprod}) {
-      if (!isa_supported(isa)) continue;
-      const TypeTraits& tr = traits_for_isa(type, isa);
-      ASSERT_NE(tr.rows16, nullptr);
-      for (int n = 1; n <= 4; ++n) {
-        std::vector<float> got(static_cast<size_t>(n) * kRows16);
-        tr.rows16->dot(cols, g.group.data(), g.prepared.data(), g.prepared_bytes, n, got.data(),
-                       kRows16);
-        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-            << isa_name(isa) << (tr.rows16_fast ? " (simd)" : " (scalar)") << ", " << n
-            << " tokens, cols " << cols;
+  const Rows16& r16 = *traits_for_isa(type, Isa::kScalar).rows16;
+  for (int64_t cols : lengths(type)) {
+    const double gguf = 16.0 * static_cast<double>(testing::row_bytes(type, cols));
+    EXPECT_GE(static_cast<double>(r16.group_bytes(cols)), gguf) << "cols " << cols;
+    EXPECT_LE(static_cast<double>(r16.group_bytes(cols)), 1.05 * gguf + 64) << "cols " << cols;
+  }
+}
+
+// Tolerance. The kernel forms each block's integer sums exactly; the error is in the float
+// steps: per term one rounded scale product (d_w * d_a), one int -> float rounding and one
+// fma rounding, and the reference's own rounding of each dequantized weight (to_float
+// rounds d * sc and then d * sc * q - dmin * m: <= 2^-23 * (|w| + off) per element, off =
+// dmin * m for Q4_K, since the kernel sums the scale part and the min part separately and
+// |d * sc * q| <= |w| + off). Accumulating k terms errs by at most (k - 1) * 2^-24 of the
+// sum of their magnitudes, so (as in dot_kernel_test.cpp)
+//   tol = (k + 32) * 2^-23 * S,  S = sum_i (|w_i| + off_i) * |a_i|,  k = float_terms.
+// A wrong row, block or nibble moves the result by O(S / sqrt(cols)) or more: far outside.
+TEST_P(Rows16Layout, ScalarKernelMatchesTheDequantizedProduct) {
+  const T type = GetParam();
+  const T at = traits_for_isa(type, Isa::kScalar).vec_dot_type;
+  for (int64_t cols : lengths(type)) {
+    for (Fill fill : {Fill::kRandom, Fill::kAllMax, Fill::kAllMin}) {
+      const Group g = make_group(type, cols, fill == Fill::kRandom ? 1 : 3, 7, fill);
+      for (int t = 0; t < (fill == Fill::kRandom ? 1 : 3); ++t) {
+        const auto out = scalar_dot(type, g, t);
+        const auto a = testing::dequantize(at, g.acts.data() + t * g.act_row_bytes, cols);
+        for (int r = 0; r < kRows16; ++r) {
+          const uint8_t* row = g.rows.data() + r * g.row_bytes;
+          const auto w = testing::dequantize(type, row, cols);
+          const auto off = min_offsets(type, row, cols);
+          double want = 0, s = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            want += static_cast<double>(w[c]) * a[c];
+            s += (std::fabs(static_cast<double>(w[c])) + off[c]) * std::fabs(a[c]);
+          }
+          const double tol = (float_terms(type, cols) + 32) * std::ldexp(1.0, -23) * s;
+          EXPECT_NEAR(out[r], want, tol) << "cols " << cols << " fill " << static_cast<int>(fill)
+                                         << " token " << t << " row " << r;
+        }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Rows16Kernels, ::testing::ValuesIn(rows16_types()),
+INSTANTIATE_TEST_SUITE_P(Types, Rows16Layout, ::testing::ValuesIn(rows16_types()),
                          [](const auto& info) {
                            return std::string(gguf::tensor_type_name(info.param));
+                         });
+
+class Rows16Isa : public ::testing::TestWithParam<std::tuple<Isa, T>> {
+ protected:
+  // Every token of an n-token call (n = 1..4) against the scalar kernel's one-token bits,
+  // outputs out_stride = 20 floats apart (the 4 between row sets must stay untouched).
+  void expect_scalar_bits(const Group& g) {
+    const auto [isa, type] = GetParam();
+    const TypeTraits& tr = traits_for_isa(type, isa);
+    ASSERT_NE(tr.rows16, nullptr);
+    constexpr size_t kOutStride = 20;
+    for (int n = 1; n <= 4; ++n) {
+      std::vector<float> got(4 * kOutStride, -7.0f);
+      tr.rows16->dot(g.cols, g.group.data(), g.prepared.data(), g.prepared_stride, n, got.data(),
+                     kOutStride);
+      for (int t = 0; t < 4; ++t) {
+        if (t < n) {
+          const auto want = scalar_dot(type, g, t);
+          EXPECT_EQ(0, std::memcmp(got.data() + t * kOutStride, want.data(), 16 * sizeof(float)))
+              << isa_name(isa) << (tr.rows16_fast ? " (simd)" : " (scalar)") << ", " << n
+              << " tokens, token " << t << ", cols " << g.cols << ": row 0 " << got[t * kOutStride]
+              << " vs " << want[0];
+        }
+        for (size_t i = t < n ? 16 : 0; i < kOutStride; ++i) {
+          EXPECT_EQ(got[t * kOutStride + i], -7.0f) << "wrote outside its outputs";
+        }
+      }
+    }
+  }
+};
+
+TEST_P(Rows16Isa, EveryTokenCountGivesTheScalarBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  for (int64_t cols : lengths(type)) expect_scalar_bits(make_group(type, cols, 4, 11));
+}
+
+// All quants at their largest (or smallest) stored values against activations at +-127:
+// the int32 group sums (and the int16 pairs some kernels use) must not wrap or saturate.
+TEST_P(Rows16Isa, ExtremeQuantsGiveTheScalarBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  for (Fill fill : {Fill::kAllMax, Fill::kAllMin}) {
+    expect_scalar_bits(make_group(type, 4096, 4, 21, fill));
+  }
+}
+
+// On ISAs that advertise rows16 kernels for a type, they are real SIMD kernels.
+TEST_P(Rows16Isa, FastMeansASimdKernel) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const TypeTraits& tr = traits_for_isa(type, isa);
+  const TypeTraits& scalar = traits_for_isa(type, Isa::kScalar);
+  if (tr.rows16_fast) {
+    EXPECT_NE(tr.rows16->dot, scalar.rows16->dot) << isa_name(isa);
+  } else {
+    EXPECT_EQ(tr.rows16->dot, scalar.rows16->dot) << isa_name(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
+                         ::testing::Combine(::testing::Values(Isa::kScalar, Isa::kAvx2,
+                                                              Isa::kAvx512, Isa::kNeon,
+                                                              Isa::kNeonDotprod),
+                                            ::testing::ValuesIn(rows16_types())),
+                         [](const auto& info) {
+                           return std::string(isa_name(std::get<0>(info.param))) + "_" +
+                                  std::string(gguf::tensor_type_name(std::get<1>(info.param)));
                          });
 
 }  // namespace
