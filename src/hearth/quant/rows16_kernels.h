@@ -77,11 +77,10 @@ extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
 // Q6_K (rows16_q6_k.cpp). Group = 16 rows of nsb = cols / 256 super-blocks. Super-block
 // column b at b * kSbBytes (3328 = 52 whole 64-byte vectors), then the scales d of all
 // columns (so every vector stays 64-byte aligned):
-//   0     (32 vectors) low nibbles: vector 16h + 8p + j, row r at 64(16h + 8p + j) + 4r, holds
-//         the GGUF bytes ql[64h + 32p + 4j .. +3]: low nibbles are elements 128h + 32p + 4j..,
-//         high nibbles elements 128h + 64 + 32p + 4j..
-//   2048  (16 vectors) high bits: vector 8h + j, row r at 2048 + 64(8h + j) + 4r, holds
-//         qh[32h + 4j .. +3]; bits 2Q, 2Q + 1 belong to element 128h + 32Q + 4j..
+//   0     (48 vectors) quants: element 128h + 32Q + 4j + i (Q quarter 0..3, j < 8, i < 4)
+//         of row r is q_Q below; for k = 0, 1, 2 vector 3(8h + j) + k holds at byte
+//         64(3(8h + j) + k) + 4r + i the value q_k | ((q_3 >> 2k) & 3) << 6: three whole
+//         6-bit quants (one AND each) and the fourth quarter's bits in their top bits.
 //   3072  (4 vectors) i8 group scales: vector k, row r at 3072 + 64k + 4r: scales[4k..4k+3]
 //   nsb * 3328 + 32b: (16) fp16 d of column b, row r at 2r
 // 3360 bytes per 16 rows x 256, as GGUF (16 x 210); the group is padded to 64 bytes.

@@ -11,21 +11,37 @@ namespace hearth::quant {
 namespace rows16_q6_k {
 namespace {
 
-constexpr size_t kQhOff = 2048;     // (16 vectors) high bits
 constexpr size_t kScaleOff = 3072;  // (4 vectors) group scales
+constexpr uint32_t k03 = 0x03030303u, k0C = 0x0c0c0c0cu, k0F = 0x0f0f0f0fu, k30 = 0x30303030u,
+                   k3F = 0x3f3f3f3fu, kC0 = 0xc0c0c0c0u;
 
 // Start of the per-column fp16 d array that follows the super-block columns.
 size_t d_offset(int64_t nsb) {
   return static_cast<size_t>(nsb) * kSbBytes;
 }
 
+// Offset of byte k (0..2) of slice j (elements 4j..4j+3 of each quarter) of half h, row r.
+size_t slice_offset(int h, int j, int k, int r) {
+  return static_cast<size_t>(64 * (3 * (8 * h + j) + k) + 4 * r);
+}
+
 // Unsigned 6-bit quant (0..63) of element e (< 256) of row r in a super-block column.
 int quant_at(const uint8_t* g, int r, int e) {
   const int h = e / 128, q = (e % 128) / 32, j = (e % 32) / 4, i = e % 4;
-  const uint8_t lo = g[64 * (16 * h + 8 * (q & 1) + j) + 4 * r + i];
-  const uint8_t hi = g[kQhOff + 64 * (8 * h + j) + 4 * r + i];
-  const int lo4 = q < 2 ? lo & 0x0f : lo >> 4;
-  return lo4 | (((hi >> (2 * q)) & 3) << 4);
+  if (q < 3) return g[slice_offset(h, j, q, r) + i] & 0x3f;
+  int v = 0;
+  for (int k = 0; k < 3; ++k) v |= (g[slice_offset(h, j, k, r) + i] >> 6) << (2 * k);
+  return v;
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void store_u32(uint8_t* p, uint32_t v) {
+  std::memcpy(p, &v, 4);
 }
 
 }  // namespace
@@ -46,9 +62,21 @@ void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
     for (int r = 0; r < kRows16; ++r) {
       const auto& blk = reinterpret_cast<const BlockQ6_K*>(
           static_cast<const uint8_t*>(src) + static_cast<size_t>(r) * src_row_bytes)[b];
-      // Whole 4-byte chunks, so repacking a large model stays a copy.
-      for (int v = 0; v < 32; ++v) std::memcpy(g + 64 * v + 4 * r, blk.ql + 4 * v, 4);
-      for (int v = 0; v < 16; ++v) std::memcpy(g + kQhOff + 64 * v + 4 * r, blk.qh + 4 * v, 4);
+      // Four elements (one per byte) at a time, so repacking a large model stays cheap.
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t ql0 = load_u32(blk.ql + 64 * h + 4 * j);
+          const uint32_t ql1 = load_u32(blk.ql + 64 * h + 32 + 4 * j);
+          const uint32_t qh = load_u32(blk.qh + 32 * h + 4 * j);
+          const uint32_t q0 = (ql0 & k0F) | ((qh << 4) & k30);
+          const uint32_t q1 = (ql1 & k0F) | ((qh << 2) & k30);
+          const uint32_t q2 = ((ql0 >> 4) & k0F) | (qh & k30);
+          const uint32_t q3 = ((ql1 >> 4) & k0F) | ((qh >> 2) & k30);
+          store_u32(g + slice_offset(h, j, 0, r), q0 | ((q3 << 6) & kC0));
+          store_u32(g + slice_offset(h, j, 1, r), q1 | ((q3 << 4) & kC0));
+          store_u32(g + slice_offset(h, j, 2, r), q2 | ((q3 << 2) & kC0));
+        }
+      }
       for (int k = 0; k < 4; ++k)
         std::memcpy(g + kScaleOff + 64 * k + 4 * r, blk.scales + 4 * k, 4);
       std::memcpy(base + d_offset(nsb) + 32 * static_cast<size_t>(b) + 2 * r, &blk.d, 2);
@@ -64,8 +92,19 @@ void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
     for (int r = 0; r < kRows16; ++r) {
       auto& blk = reinterpret_cast<BlockQ6_K*>(static_cast<uint8_t*>(dst) +
                                                static_cast<size_t>(r) * dst_row_bytes)[b];
-      for (int v = 0; v < 32; ++v) std::memcpy(blk.ql + 4 * v, g + 64 * v + 4 * r, 4);
-      for (int v = 0; v < 16; ++v) std::memcpy(blk.qh + 4 * v, g + kQhOff + 64 * v + 4 * r, 4);
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < 8; ++j) {
+          const uint32_t b0 = load_u32(g + slice_offset(h, j, 0, r));
+          const uint32_t b1 = load_u32(g + slice_offset(h, j, 1, r));
+          const uint32_t b2 = load_u32(g + slice_offset(h, j, 2, r));
+          const uint32_t q0 = b0 & k3F, q1 = b1 & k3F, q2 = b2 & k3F;
+          const uint32_t q3 = ((b0 >> 6) & k03) | ((b1 >> 4) & k0C) | ((b2 >> 2) & k30);
+          store_u32(blk.ql + 64 * h + 4 * j, (q0 & k0F) | ((q2 & k0F) << 4));
+          store_u32(blk.ql + 64 * h + 32 + 4 * j, (q1 & k0F) | ((q3 & k0F) << 4));
+          store_u32(blk.qh + 32 * h + 4 * j,
+                    ((q0 >> 4) & k03) | ((q1 >> 2) & k0C) | (q2 & k30) | ((q3 << 2) & kC0));
+        }
+      }
       for (int k = 0; k < 4; ++k)
         std::memcpy(blk.scales + 4 * k, g + kScaleOff + 64 * k + 4 * r, 4);
       std::memcpy(&blk.d, base + d_offset(nsb) + 32 * static_cast<size_t>(b) + 2 * r, 2);
