@@ -81,7 +81,7 @@ extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
 //         of row r is q_Q below; for k = 0, 1, 2 vector 3(8h + j) + k holds at byte
 //         64(3(8h + j) + k) + 4r + i the value q_k | ((q_3 >> 2k) & 3) << 6: three whole
 //         6-bit quants (one AND each) and the fourth quarter's bits in their top bits.
-//   3072  (4 vectors) i8 group scales: vector k, row r at 3072 + 64k + 4r: scales[4k..4k+3]
+//   3072  (16, 16) i8 group scales: scales[k] of row r at 3072 + 16k + r
 //   nsb * 3328 + 32b: (16) fp16 d of column b, row r at 2r
 // 3360 bytes per 16 rows x 256, as GGUF (16 x 210); the group is padded to 64 bytes.
 // Prepared activation per super-block (324 bytes): (256) i8 q; f32 d at 256; (16) i32

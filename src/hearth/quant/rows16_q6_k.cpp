@@ -11,7 +11,7 @@ namespace hearth::quant {
 namespace rows16_q6_k {
 namespace {
 
-constexpr size_t kScaleOff = 3072;  // (4 vectors) group scales
+constexpr size_t kScaleOff = 3072;  // (16, 16) group scales
 constexpr uint32_t k03 = 0x03030303u, k0C = 0x0c0c0c0cu, k0F = 0x0f0f0f0fu, k30 = 0x30303030u,
                    k3F = 0x3f3f3f3fu, kC0 = 0xc0c0c0c0u;
 
@@ -77,8 +77,7 @@ void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
           store_u32(g + slice_offset(h, j, 2, r), q2 | ((q3 << 2) & kC0));
         }
       }
-      for (int k = 0; k < 4; ++k)
-        std::memcpy(g + kScaleOff + 64 * k + 4 * r, blk.scales + 4 * k, 4);
+      for (int k = 0; k < 16; ++k) g[kScaleOff + 16 * k + r] = static_cast<uint8_t>(blk.scales[k]);
       std::memcpy(base + d_offset(nsb) + 32 * static_cast<size_t>(b) + 2 * r, &blk.d, 2);
     }
   }
@@ -105,8 +104,7 @@ void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
                     ((q0 >> 4) & k03) | ((q1 >> 2) & k0C) | (q2 & k30) | ((q3 << 2) & kC0));
         }
       }
-      for (int k = 0; k < 4; ++k)
-        std::memcpy(blk.scales + 4 * k, g + kScaleOff + 64 * k + 4 * r, 4);
+      for (int k = 0; k < 16; ++k) blk.scales[k] = static_cast<int8_t>(g[kScaleOff + 16 * k + r]);
       std::memcpy(&blk.d, base + d_offset(nsb) + 32 * static_cast<size_t>(b) + 2 * r, 2);
     }
   }
@@ -149,7 +147,7 @@ void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_st
           int32_t dot;
           std::memcpy(&dot, ab + 260 + 4 * grp, 4);
           for (int l = 0; l < 16; ++l) dot += quant_at(g, r, 16 * grp + l) * aq[16 * grp + l];
-          const auto sc = static_cast<int8_t>(g[kScaleOff + 64 * (grp / 4) + 4 * r + grp % 4]);
+          const auto sc = static_cast<int8_t>(g[kScaleOff + 16 * grp + r]);
           isum += sc * dot;
         }
         float da;

@@ -48,8 +48,6 @@ struct Kernel {
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
-        const __m512i scales = _mm512_loadu_si512(g + 3072 + 128 * h);
-        const __m512i scales2 = _mm512_loadu_si512(g + 3072 + 128 * h + 64);
         for (int half = 0; half < 2; ++half) {  // slices j = 4 * half .. 4 * half + 3
           // Group 8h + 2q + half of each token: quarter q's four slices.
           __m512i gsum[4][NT];
@@ -84,12 +82,9 @@ struct Kernel {
             }
           }
           for (int q = 0; q < 4; ++q) {
-            // Scale of group 8h + 2q + half: byte (2q + half) % 4 of scale vector
-            // 2h + (2q + half) / 4, sign-extended in each lane.
-            const int byte = (2 * q + half) % 4;
-            const __m512i sv = (2 * q + half) < 4 ? scales : scales2;
-            const __m512i sc =
-                _mm512_srai_epi32(_mm512_sllv_epi32(sv, _mm512_set1_epi32(24 - 8 * byte)), 24);
+            // Scale of group 8h + 2q + half, sign-extended into each row's lane.
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(
+                reinterpret_cast<const __m128i*>(g + 3072 + 16 * (8 * h + 2 * q + half))));
             for (int t = 0; t < NT; ++t) {
               isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc, gsum[q][t]));
             }
