@@ -74,24 +74,22 @@ extern const Rows16 kRows16Q4_KScalar;
 extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
 #endif
 
-// Q6_K (rows16_q6_k.cpp). Group = 16 rows of nsb = cols / 256 super-blocks. Super-block
-// column b at b * kSbBytes (3328 = 52 whole 64-byte vectors), then the scales d of all
-// columns (so every vector stays 64-byte aligned):
-//   0     (48 vectors) quants: element 128h + 32Q + 4j + i (Q quarter 0..3, j < 8, i < 4)
-//         of row r is q_Q below; for k = 0, 1, 2 vector 3(8h + j) + k holds at byte
-//         64(3(8h + j) + k) + 4r + i the value q_k | ((q_3 >> 2k) & 3) << 6: three whole
-//         6-bit quants (one AND each) and the fourth quarter's bits in their top bits.
-//   3072  (16, 16) i8 group scales: scales[k] of row r at 3072 + 16k + r
-//   nsb * 3328 + 32b: (16) fp16 d of column b, row r at 2r
-// 3360 bytes per 16 rows x 256, as GGUF (16 x 210); the group is padded to 64 bytes.
-// Prepared activation per super-block (324 bytes): (256) i8 q; f32 d at 256; (16) i32
-// -32 * (sum of the 16 quants of group g) at 260 + 4g: the weights' -32 offset.
-// Per (row, token) and super-block: isum = sum_g sc[g] * (corr[g] + sum over group g of
-// q_w * q_a) with q_w the unsigned 6-bit quant (exact int32), then
-// acc = fma(d * d_a, float(isum), acc).
+// Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
+//   0    (16) fp16 d, row r at 2r
+//   32   (16, 16) i8 group scales: group g (elements 16g..16g+15) of row r at 32 + 16g + r
+//   288  per group g at 288 + 192g, three (16 rows, 4 bytes) vectors; for e < 4 and row r:
+//        +0:   byte 4r+e = q[16g+e] & 15 | (q[16g+4+e] & 15) << 4
+//        +64:  byte 4r+e = q[16g+8+e] & 15 | (q[16g+12+e] & 15) << 4
+//        +128: byte 4r+e = (q[16g+8+e] >> 4) | (q[16g+12+e] >> 4) << 2 |
+//                          (q[16g+e] >> 4) << 4 | (q[16g+4+e] >> 4) << 6
+//        (q: the 6-bit quant, 0..63; value = d * scale * (q - 32))
+// 3360 bytes per 16 rows, as GGUF. Prepared activation per super-block (336 bytes): f32 d,
+// 12 bytes padding, (16) i32 -32 * (sum of group g's 16 quants), (256) i8 q.
+// Per (row, token) and super-block: S = sum_g sc[g] * (corr[g] + sum(q_w * q_a over g))
+// (exact int32), then acc = fma(d * d_a, float(S), acc).
 namespace rows16_q6_k {
-constexpr size_t kSbBytes = 16 * 192 + 16 * 16;
-constexpr size_t kActSbBytes = 256 + 4 + 64;
+constexpr size_t kSbBytes = 288 + 16 * 192;
+constexpr size_t kActSbBytes = 16 + 64 + 256;
 size_t group_bytes(int64_t cols);
 void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
 void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
