@@ -77,11 +77,11 @@ extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
 // Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
 //   0    (16) fp16 d, row r at 2r
 //   32   (16, 16) i8 group scales: group g (elements 16g..16g+15) of row r at 32 + 16g + r
-//   288  per group g at 288 + 192g, three (16 rows, 4 bytes) vectors; for e < 4 and row r:
-//        +0:   byte 4r+e = q[16g+e] & 15 | (q[16g+4+e] & 15) << 4
-//        +64:  byte 4r+e = q[16g+8+e] & 15 | (q[16g+12+e] & 15) << 4
-//        +128: byte 4r+e = (q[16g+8+e] >> 4) | (q[16g+12+e] >> 4) << 2 |
-//                          (q[16g+e] >> 4) << 4 | (q[16g+4+e] >> 4) << 6
+//   288  per group g at 288 + 192g, three (16 rows, 4 bytes) vectors; for e < 4 and row r,
+//        with q4 = q[16g+12+e] spread over the top bits:
+//        +0:   byte 4r+e = q[16g+e]   | (q4 & 3) << 6
+//        +64:  byte 4r+e = q[16g+4+e] | (q4 >> 2 & 3) << 6
+//        +128: byte 4r+e = q[16g+8+e] | (q4 >> 4) << 6
 //        (q: the 6-bit quant, 0..63; value = d * scale * (q - 32))
 // 3360 bytes per 16 rows, as GGUF. Prepared activation per super-block (336 bytes): f32 d,
 // 12 bytes padding, (16) i32 -32 * (sum of group g's 16 quants), (256) i8 q.

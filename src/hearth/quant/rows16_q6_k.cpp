@@ -30,14 +30,14 @@ void q6_set(BlockQ6_K& b, int idx, int q) {
   hi = static_cast<uint8_t>((hi & ~(3 << (2 * c))) | ((q >> 4) & 3) << (2 * c));
 }
 
-// The 6-bit quant of element 16g + k (k < 16) of row r in a repacked super-block.
+// The 6-bit quant of element 16g + k (k < 16) of row r in a repacked super-block: sets 0-2
+// (k < 12) are whole in the low 6 bits of vector `set`; set 3 is spread over the top two
+// bits of the three vectors (bits 0-1, 2-3, 4-5 in vectors 0, 1, 2).
 int rows16_get(const uint8_t* sb, int g, int r, int k) {
-  const uint8_t* v = sb + 288 + 192 * g;
-  const int e = k % 4, set = k / 4;
-  const uint8_t nib = v[64 * (set / 2) + 4 * r + e];
-  const int low4 = set % 2 == 0 ? nib & 15 : nib >> 4;
-  static constexpr int kHighShift[4] = {4, 6, 0, 2};
-  return low4 | ((v[128 + 4 * r + e] >> kHighShift[set]) & 3) << 4;
+  const uint8_t* v = sb + 288 + 192 * g + 4 * r + k % 4;
+  const int set = k / 4;
+  if (set < 3) return v[64 * set] & 63;
+  return (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
 }
 
 }  // namespace
@@ -60,10 +60,9 @@ void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
         for (int e = 0; e < 4; ++e) {
           const int q1 = q6_get(b, 16 * g + e), q2 = q6_get(b, 16 * g + 4 + e);
           const int q3 = q6_get(b, 16 * g + 8 + e), q4 = q6_get(b, 16 * g + 12 + e);
-          v[4 * r + e] = static_cast<uint8_t>((q1 & 15) | (q2 & 15) << 4);
-          v[64 + 4 * r + e] = static_cast<uint8_t>((q3 & 15) | (q4 & 15) << 4);
-          v[128 + 4 * r + e] =
-              static_cast<uint8_t>((q3 >> 4) | (q4 >> 4) << 2 | (q1 >> 4) << 4 | (q2 >> 4) << 6);
+          v[4 * r + e] = static_cast<uint8_t>(q1 | (q4 & 3) << 6);
+          v[64 + 4 * r + e] = static_cast<uint8_t>(q2 | ((q4 >> 2) & 3) << 6);
+          v[128 + 4 * r + e] = static_cast<uint8_t>(q3 | (q4 >> 4) << 6);
         }
       }
     }

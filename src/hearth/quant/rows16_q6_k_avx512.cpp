@@ -1,8 +1,8 @@
 // Q6_K row-interleaved kernel, AVX-512 VNNI: one row per 32-bit lane. Per 16-element group,
-// three 64-byte loads hold the group's quants for 16 rows (two nibble vectors and one vector
-// of the 2-bit high parts, layout in rows16_kernels.h); each of the four 4-element sets is
-// rebuilt as bytes with one bit-select (vpternlogd), a mask and at most two shifts, then one
-// vpdpbusd against the broadcast activation quants, starting from the group's -32 * sum(a)
+// three 64-byte loads hold the group's quants for 16 rows (three 4-element sets whole in the
+// low 6 bits, the fourth set in the top bits of all three; layout in rows16_kernels.h): 9
+// vector ops rebuild the four sets as bytes, then one vpdpbusd each against the broadcast
+// activation quants, starting from the group's -32 * sum(a)
 // correction. The int8 group scale applies lane-wise. Same integer sums and float steps per
 // lane as rows16_q6_k::dot_scalar.
 #include <immintrin.h>
@@ -31,6 +31,7 @@ struct Kernel {
     const int64_t nsb = cols / kQKK;
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i six = _mm512_set1_epi8(0x3f);
+    const __m512i low2 = _mm512_set1_epi8(0x03);
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
@@ -48,17 +49,18 @@ struct Kernel {
         for (int l = 0; l < 3; ++l) {
           _mm_prefetch(reinterpret_cast<const char*>(v) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
         }
-        const __m512i na = _mm512_loadu_si512(v);
-        const __m512i nb = _mm512_loadu_si512(v + 64);
-        const __m512i hi = _mm512_loadu_si512(v + 128);
-        // Bits 0-3 from the nibble vector, bits 4-5 from the high-bit vector shifted so the
-        // set's two bits land there; bits 6-7 (another set's bits) masked off.
-        const __m512i q1 = _mm512_and_si512(select_bits(low4, na, hi), six);
-        const __m512i q2 = _mm512_and_si512(
-            select_bits(low4, _mm512_srli_epi16(na, 4), _mm512_srli_epi16(hi, 2)), six);
-        const __m512i q3 = _mm512_and_si512(select_bits(low4, nb, _mm512_slli_epi16(hi, 4)), six);
+        const __m512i v0 = _mm512_loadu_si512(v);
+        const __m512i v1 = _mm512_loadu_si512(v + 64);
+        const __m512i v2 = _mm512_loadu_si512(v + 128);
+        // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
+        // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
+        const __m512i q1 = _mm512_and_si512(v0, six);
+        const __m512i q2 = _mm512_and_si512(v1, six);
+        const __m512i q3 = _mm512_and_si512(v2, six);
         const __m512i q4 = _mm512_and_si512(
-            select_bits(low4, _mm512_srli_epi16(nb, 4), _mm512_slli_epi16(hi, 2)), six);
+            select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
+                        _mm512_srli_epi16(v2, 2)),
+            six);
         const __m512i sc = _mm512_cvtepi8_epi32(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp)));
         for (int t = 0; t < NT; ++t) {
