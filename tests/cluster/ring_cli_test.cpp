@@ -63,7 +63,10 @@ std::string make_model(const std::string& file, const std::string& name,
 // A worker serving `model`.
 class WorkerProc : public hearth::testing::WorkerProcess {
  public:
-  explicit WorkerProc(const std::string& model) : WorkerProcess({"-m", model}) {}
+  // --repack off on every device and the single-device baseline: k = 1 devices would repack
+  // (auto) and k > 1 devices never do, and the rows16 kernels sum in another order, so ids
+  // could only be compared up to near-ties otherwise (repacking itself: engine_test.cpp).
+  explicit WorkerProc(const std::string& model) : WorkerProcess({"-m", model, "--repack", "off"}) {}
 };
 
 struct RunResult {
@@ -82,7 +85,8 @@ std::string slurp(const std::string& path) {
 RunResult run_head(const std::string& model, const std::string& extra, int n_predict = 12) {
   const std::string err = (test_dir() / "head.err").string();
   const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
-                          " -p 'the fire in the hearth' -t 1 --temp 0 --ignore-eos --json -n " +
+                          " -p 'the fire in the hearth' -t 1 --temp 0 --ignore-eos --json "
+                          "--repack off -n " +
                           std::to_string(n_predict) + " " + extra + " 2>" + err;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");

@@ -83,6 +83,8 @@ std::string write_profile(const std::string& name, double ram_gib) {
   return path;
 }
 
+// Every device and the single-device baseline run --repack off: plans with k > 1 never
+// repack, k = 1 devices would, and the ids are compared bitwise (see ring_cli_test.cpp).
 using WorkerProc = hearth::testing::WorkerProcess;
 
 struct RunResult {
@@ -95,7 +97,7 @@ RunResult run_head(const std::string& model, const std::string& extra) {
   const std::string err = (test_dir() / "head.err").string();
   const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
                           " -p 'the fire in the hearth' -t 1 -c 256 --temp 0 --ignore-eos --json "
-                          "-n 12 " +
+                          "--repack off -n 12 " +
                           extra + " 2>" + err;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -121,8 +123,10 @@ TEST(PlanAutoCli, HaldaPlanRunsTheRingAndMatchesOneDevice) {
   const auto model = make_model();
   const auto single = run_head(model, "");
   ASSERT_EQ(single.status, 0) << single.err;
-  WorkerProc w1({"-m", model, "--name", "w1", "--profile", write_profile("w1", 0.006)});
-  WorkerProc w2({"-m", model, "--name", "w2", "--profile", write_profile("w2", 0.006)});
+  WorkerProc w1(
+      {"-m", model, "--repack", "off", "--name", "w1", "--profile", write_profile("w1", 0.006)});
+  WorkerProc w2(
+      {"-m", model, "--repack", "off", "--name", "w2", "--profile", write_profile("w2", 0.006)});
   ASSERT_FALSE(w1.address().empty());
   ASSERT_FALSE(w2.address().empty());
   const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
@@ -158,14 +162,14 @@ TEST(PlanAutoCli, DroppedWorkerIdlesAndServesTheNextHead) {
   ASSERT_EQ(single.status, 0) << single.err;
   // One roomy worker with a fast CPU, one tiny slow one: Halda drops the slow one.
   const auto roomy = write_profile("roomy", 4.0);
-  WorkerProc w1({"-m", model, "--name", "roomy", "--profile", roomy});
+  WorkerProc w1({"-m", model, "--repack", "off", "--name", "roomy", "--profile", roomy});
   const std::string slow = (test_dir() / "slow.json").string();
   {
     auto j = nlohmann::json::parse(std::ifstream(write_profile("slow", 0.006)));
     for (auto& [k, v] : j["cpu"]["gflops"].items()) v = v.get<double>() / 50;
     std::ofstream(slow) << j.dump();
   }
-  WorkerProc w2({"-m", model, "--name", "slow", "--profile", slow});
+  WorkerProc w2({"-m", model, "--repack", "off", "--name", "slow", "--profile", slow});
   const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
                                         " --plan auto --profile " + write_profile("head", 0.006));
   ASSERT_EQ(ring.status, 0) << ring.err;
@@ -187,8 +191,10 @@ TEST(PlanAutoCli, NoSelectKeepsEveryDevice) {
   ASSERT_EQ(single.status, 0) << single.err;
   // Roomy devices: with selection Halda would run the head alone (no hop is cheaper than
   // one); --no-select keeps both workers with at least one layer each.
-  WorkerProc w1({"-m", model, "--name", "a", "--profile", write_profile("a", 4.0)});
-  WorkerProc w2({"-m", model, "--name", "b", "--profile", write_profile("b", 4.0)});
+  WorkerProc w1(
+      {"-m", model, "--repack", "off", "--name", "a", "--profile", write_profile("a", 4.0)});
+  WorkerProc w2(
+      {"-m", model, "--repack", "off", "--name", "b", "--profile", write_profile("b", 4.0)});
   const std::string workers = "--workers " + w1.address() + "," + w2.address();
   const std::string head = " --plan auto --profile " + write_profile("head", 4.0);
   const auto selected = run_head(model, workers + head);
