@@ -72,6 +72,7 @@ constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
 extern const Rows16 kRows16Q4_KScalar;
 #if defined(__x86_64__)
 extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
+extern const Rows16 kRows16Q4_KAvx2;    // rows16_q4_k_avx2.cpp
 #endif
 
 // Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:

@@ -37,6 +37,8 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
     switch (type) {
       case gguf::TensorType::kQ8_0:
         return &kRows16Q8_0Avx2;
+      case gguf::TensorType::kQ4_K:
+        return &kRows16Q4_KAvx2;
       default:
         return nullptr;
     }
