@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -13,6 +14,14 @@ namespace hearth {
 
 namespace {
 constexpr size_t kHuge = size_t{2} << 20;
+}
+
+bool huge_pages_wanted() {
+  static const bool wanted = [] {
+    const char* off = std::getenv("HEARTH_NO_HUGEPAGE");
+    return off == nullptr || off[0] == '\0' || (off[0] == '0' && off[1] == '\0');
+  }();
+  return wanted;
 }
 
 HugeBuffer::HugeBuffer(size_t bytes) {
@@ -29,7 +38,7 @@ HugeBuffer::HugeBuffer(size_t bytes) {
   const uintptr_t skip = ((base + kHuge - 1) & ~(uintptr_t{kHuge} - 1)) - base;
   data_ = static_cast<uint8_t*>(map_) + skip;
   size_ = bytes;
-  (void)madvise(data_, bytes, MADV_HUGEPAGE);  // advice: ignored where THP is off
+  if (huge_pages_wanted()) (void)madvise(data_, bytes, MADV_HUGEPAGE);  // advice only
 }
 
 HugeBuffer::~HugeBuffer() {

@@ -1,13 +1,19 @@
 // Anonymous memory for large, long-lived arrays that are streamed every token (repacked
 // weights, benchmark matrices): 2 MiB-aligned and advised MADV_HUGEPAGE, because streaming
-// through 4 KiB pages costs a TLB miss per page, which under a hypervisor (two-level walks)
-// measured ~20% of DRAM read bandwidth here. Pages are committed on first write.
+// through 4 KiB pages costs a TLB miss per page, expensive under a hypervisor (two-level
+// walks; docs/kernels.md, "Huge pages", has the figures). Pages are committed on first write.
+// HEARTH_NO_HUGEPAGE=1 leaves out the advice (A/B runs: `HEARTH_NO_HUGEPAGE=1 hearth bench
+// kernels` measures on 4 KiB pages).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 namespace hearth {
+
+// False when HEARTH_NO_HUGEPAGE is set (and not "0"): the model mapping and HugeBuffer then
+// use plain 4 KiB pages.
+bool huge_pages_wanted();
 
 class HugeBuffer {
  public:

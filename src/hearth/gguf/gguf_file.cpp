@@ -14,6 +14,7 @@
 
 #include "hearth/base/checked_math.h"
 #include "hearth/base/error.h"
+#include "hearth/base/huge_buffer.h"
 
 namespace hearth::gguf {
 
@@ -408,13 +409,12 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // Why: decode streams every weight byte once per token, and with 4 KiB pages that costs a TLB
 // miss per page (a two-level walk under a hypervisor). Kernels whose page cache holds large
 // folios (ext4, xfs on Linux >= 6.x) then map 2 MiB folios with one PMD entry when file
-// offset and address agree modulo 2 MiB; measured here, Q8_0 matvec from DRAM went from ~23
-// to ~27 GB/s (2 threads). The pages stay in the page cache, so reclaim, residency's
+// offset and address agree modulo 2 MiB (docs/kernels.md, "Huge pages", has the measured
+// cost of 4 KiB pages). The pages stay in the page cache, so reclaim, residency's
 // release/prefetch and mincore work as before. HEARTH_NO_HUGEPAGE=1 maps plainly (debugging,
 // A/B runs).
 void* map_file_huge_aligned(int fd, size_t size) {
-  const char* off = std::getenv("HEARTH_NO_HUGEPAGE");
-  if ((off != nullptr && off[0] != '\0' && off[0] != '0') || size < kHugePage) {
+  if (!huge_pages_wanted() || size < kHugePage) {
     return mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   }
   // Reserve size + 2 MiB of address space, place the file at the first aligned address in it,
