@@ -343,12 +343,11 @@ size_t rows16_bytes(const WeightView& w) {
 
 WeightView repack_rows16(ThreadPool& pool, const WeightView& w, void* dst) {
   if (w.layout != WeightLayout::kGguf) throw UsageError("rows16: view is already repacked");
-  const size_t total = rows16_bytes(w);  // validates
+  (void)rows16_bytes(w);  // validates type and shape (UsageError)
   const quant::Rows16& r16 = *quant::traits(w.type).rows16;
   const size_t rb = *gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols));
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
-  (void)total;
   const auto* src = static_cast<const uint8_t*>(w.data);
   auto* out = static_cast<uint8_t*>(dst);
   pool.run([&](int ti, int nt) {
