@@ -84,6 +84,9 @@ TEST(RunCli, BadInputGetsClearErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.all();
   r = run("run -p hi");
   EXPECT_EQ(r.exit_code, 2) << r.all();
+  r = run("run -m " + model_path() + " -p hi --repack sometimes");
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.all().find("--repack"), std::string::npos) << r.all();
   // A prompt longer than the context is refused with a message that says so.
   std::string long_prompt;
   for (int i = 0; i < 50; ++i) long_prompt += "the house ";
