@@ -68,6 +68,37 @@ const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const v
   return out;
 }
 
+// Hands out ranges [begin, end) of `total` units to the pool's threads, guided: each range is
+// a share of what remains (remaining / (2 * threads), at least `min_units`), so the first
+// ranges are long sequential streams for the hardware prefetcher and the last ones are small,
+// and the threads finish within a few small ranges of each other. (Fixed ranges of 1/16 of
+// the matrix left one thread idle for half a range on average at the end of every matvec.)
+class GuidedRanges {
+ public:
+  GuidedRanges(int64_t total, int n_threads, int64_t min_units)
+      : total_(total),
+        divisor_(2 * static_cast<int64_t>(n_threads)),
+        min_units_(std::max<int64_t>(1, min_units)) {}
+
+  bool next(int64_t& begin, int64_t& end) {
+    int64_t pos = pos_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (pos >= total_) return false;
+      const int64_t size = std::max(min_units_, (total_ - pos) / divisor_);
+      const int64_t stop = std::min(total_, pos + size);
+      if (pos_.compare_exchange_weak(pos, stop, std::memory_order_relaxed)) {
+        begin = pos;
+        end = stop;
+        return true;
+      }
+    }
+  }
+
+ private:
+  const int64_t total_, divisor_, min_units_;
+  std::atomic<int64_t> pos_{0};
+};
+
 // Rows16 matvec: the activation is quantized and prepared once, then groups of 16 rows are
 // taken in dynamic chunks (as matvec does with rows).
 void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
@@ -81,13 +112,11 @@ void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const auto* groups = static_cast<const uint8_t*>(w.data);
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
-  const int64_t chunk = std::max<int64_t>(1, n_groups / (static_cast<int64_t>(pool.size()) * 8));
-  std::atomic<int64_t> next{0};
+  // Smallest range: ~64 KiB of weights (two groups at 4096 columns).
+  GuidedRanges ranges(n_groups, pool.size(), static_cast<int64_t>((size_t{64} << 10) / gb));
   pool.run([&](int, int) {
-    for (;;) {
-      const int64_t g0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (g0 >= n_groups) break;
-      const int64_t g1 = std::min(n_groups, g0 + chunk);
+    int64_t g0, g1;
+    while (ranges.next(g0, g1)) {
       for (int64_t g = g0; g < g1; ++g) {
         r16.dot(w.cols, groups + static_cast<size_t>(g) * gb, act, 0, 1, y + g * quant::kRows16, 0);
       }
@@ -185,15 +214,13 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const bool prefetch = software_prefetch(w.type);
   const int nt = pool.size();
-  // Dynamic chunks of contiguous rows: each chunk is a long sequential stream for the
-  // hardware prefetcher, and ~8 chunks per thread absorb a thread being descheduled.
-  const int64_t chunk = std::max<int64_t>(4, w.rows / (static_cast<int64_t>(nt) * 8));
-  std::atomic<int64_t> next{0};
+  // Guided ranges of contiguous rows (long streams first, small ones last; they also absorb
+  // a thread being descheduled); the smallest is ~64 KiB of weights.
+  GuidedRanges ranges(
+      w.rows, nt, std::max<int64_t>(4, static_cast<int64_t>((size_t{64} << 10) / p.w_row_bytes)));
   pool.run([&](int, int) {
-    for (;;) {
-      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (r0 >= w.rows) break;
-      const int64_t r1 = std::min(w.rows, r0 + chunk);
+    int64_t r0, r1;
+    while (ranges.next(r0, r1)) {
       const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
       for (int64_t r = r0; r < r1; ++r) {
         const uint8_t* row = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
@@ -274,49 +301,46 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
     }
     items.push_back(it);
   }
-  // Chunks of contiguous rows per matrix (sized as in matvec; whole groups of 16 for rows16),
-  // taken dynamically across all matrices in one pool dispatch.
-  struct Chunk {
-    int k;
-    int64_t r0, r1;
-  };
-  thread_local std::vector<Chunk> chunks;
-  chunks.clear();
-  const int nt = pool.size();
+  // One guided range space over all matrices, in units of 16 rows (a rows16 group; a GGUF
+  // matrix's last unit may be shorter), so one pool dispatch covers them all and the threads
+  // finish together. unit_start[k] is matrix k's first unit.
+  thread_local std::vector<int64_t> unit_start;
+  unit_start.assign(static_cast<size_t>(n) + 1, 0);
   for (int k = 0; k < n; ++k) {
-    int64_t chunk = std::max<int64_t>(4, ws[k].rows / (static_cast<int64_t>(nt) * 8));
-    if (items[static_cast<size_t>(k)].rows16 != nullptr) {
-      chunk = (chunk + quant::kRows16 - 1) / quant::kRows16 * quant::kRows16;
-    }
-    for (int64_t r0 = 0; r0 < ws[k].rows; r0 += chunk) {
-      chunks.push_back({k, r0, std::min(ws[k].rows, r0 + chunk)});
-    }
+    unit_start[static_cast<size_t>(k) + 1] =
+        unit_start[static_cast<size_t>(k)] + (ws[k].rows + quant::kRows16 - 1) / quant::kRows16;
   }
+  const int64_t unit_bytes = static_cast<int64_t>(items[0].p.w_row_bytes) * quant::kRows16;
+  GuidedRanges ranges(unit_start[static_cast<size_t>(n)], pool.size(),
+                      std::max<int64_t>(1, (int64_t{64} << 10) / unit_bytes));
   const Item* its = items.data();
-  const Chunk* chs = chunks.data();
-  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
-  std::atomic<int64_t> next{0};
+  const int64_t* starts = unit_start.data();
   pool.run([&](int, int) {
-    for (;;) {
-      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= n_chunks) break;
-      const Chunk& ch = chs[c];
-      const Item& it = its[ch.k];
-      const WeightView& w = ws[ch.k];
-      const auto* wbytes = static_cast<const uint8_t*>(w.data);
-      if (it.rows16 != nullptr) {
-        const size_t gb = it.rows16->group_bytes(w.cols);
-        for (int64_t r = ch.r0; r < ch.r1; r += quant::kRows16) {
-          it.rows16->dot(w.cols, wbytes + static_cast<size_t>(r / quant::kRows16) * gb, it.act, 0,
-                         1, ys[ch.k] + r, 0);
+    int64_t u0, u1;
+    while (ranges.next(u0, u1)) {
+      int k = static_cast<int>(std::upper_bound(starts, starts + n + 1, u0) - starts) - 1;
+      for (; k < n && starts[k] < u1; ++k) {
+        const Item& it = its[k];
+        const WeightView& w = ws[k];
+        const int64_t r0 = (std::max(u0, starts[k]) - starts[k]) * quant::kRows16;
+        const int64_t r1 =
+            std::min(w.rows, (std::min(u1, starts[k + 1]) - starts[k]) * quant::kRows16);
+        const auto* wbytes = static_cast<const uint8_t*>(w.data);
+        if (it.rows16 != nullptr) {
+          const size_t gb = it.rows16->group_bytes(w.cols);
+          for (int64_t r = r0; r < r1; r += quant::kRows16) {
+            it.rows16->dot(w.cols, wbytes + static_cast<size_t>(r / quant::kRows16) * gb, it.act, 0,
+                           1, ys[k] + r, 0);
+          }
+          continue;
         }
-        continue;
-      }
-      const uint8_t* end = wbytes + static_cast<size_t>(ch.r1) * it.p.w_row_bytes;
-      for (int64_t r = ch.r0; r < ch.r1; ++r) {
-        const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
-        if (software_prefetch(w.type)) prefetch_ahead(row, it.p.w_row_bytes, end);
-        it.dot(w.cols, row, it.act, ys[ch.k] + r);
+        const uint8_t* end = wbytes + static_cast<size_t>(r1) * it.p.w_row_bytes;
+        const bool prefetch = software_prefetch(w.type);
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
+          if (prefetch) prefetch_ahead(row, it.p.w_row_bytes, end);
+          it.dot(w.cols, row, it.act, ys[k] + r);
+        }
       }
     }
   });
