@@ -22,6 +22,17 @@ inline float rows16_load_f32(const uint8_t* p) {
   return v;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// Software prefetch (into L1) of the line at `ahead`, tied to the vector `v` just loaded: the
+// asm takes v as an operand, so the compiler keeps one prefetch beside each load. Left to
+// itself it hoists a loop's prefetches into one burst per loop, which streamed ~6% slower
+// (Q4_K, 2 threads, same distance); a tied prefetch is also what lets a longer distance pay.
+template <typename V>
+inline void rows16_prefetch_beside(V& v, const uint8_t* ahead) {
+  asm volatile("prefetcht0 (%1)" : "+v"(v) : "r"(ahead));
+}
+#endif
+
 // Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..4; larger counts take 4),
 // so kernels can keep one accumulator set per token in registers.
 template <typename Fn>

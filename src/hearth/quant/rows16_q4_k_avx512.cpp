@@ -16,7 +16,9 @@ namespace {
 using rows16_q4_k::kActSbBytes;
 using rows16_q4_k::kSbBytes;
 
-constexpr int kPrefetchBytes = 2048;  // as the Q8_0 kernel: one line per 64 bytes consumed
+// One prefetch per line consumed, this far ahead (rows16_prefetch_beside). With tied
+// prefetches 3-6 KiB streamed alike and better than 1-2 KiB; 4 KiB is the middle.
+constexpr int kPrefetchBytes = 4096;
 
 struct Kernel {
   template <int NT>
@@ -28,9 +30,6 @@ struct Kernel {
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
-      for (int l = 0; l < 5; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(g) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
-      }
       const uint8_t* ab[NT];
       for (int t = 0; t < NT; ++t) {
         ab[t] = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(i) * kActSbBytes;
@@ -42,8 +41,10 @@ struct Kernel {
         for (int t = 0; t < NT; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
         const uint8_t* qp = g + 320 + 512 * p;
         for (int s = 0; s < 8; ++s) {
-          _mm_prefetch(reinterpret_cast<const char*>(qp) + kPrefetchBytes + 64 * s, _MM_HINT_T0);
-          const __m512i v = _mm512_loadu_si512(qp + 64 * s);
+          __m512i v = _mm512_loadu_si512(qp + 64 * s);
+          rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
+          // The super-block's 5 header lines (scales, mins, d) ride along the first loads.
+          if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
           const __m512i lo = _mm512_and_si512(v, m_lo);
           const __m512i hi = _mm512_and_si512(v, m_hi);
           for (int t = 0; t < NT; ++t) {
