@@ -17,6 +17,8 @@ namespace {
 using rows16_q6_k::kActSbBytes;
 using rows16_q6_k::kSbBytes;
 
+// One prefetch per line consumed, this far ahead, tied beside the loads
+// (rows16_prefetch_beside).
 constexpr int kPrefetchBytes = 2048;
 
 // (sel & a) | (~sel & b): ternary-logic truth table 0xCA with the selector first.
@@ -35,9 +37,6 @@ struct Kernel {
     __m512 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
-      for (int l = 0; l < 5; ++l) {
-        _mm_prefetch(reinterpret_cast<const char*>(g) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
-      }
       const uint8_t* ab[NT];
       __m512i s[NT];
       for (int t = 0; t < NT; ++t) {
@@ -46,12 +45,14 @@ struct Kernel {
       }
       for (int grp = 0; grp < 16; ++grp) {
         const uint8_t* v = g + 288 + 192 * grp;
-        for (int l = 0; l < 3; ++l) {
-          _mm_prefetch(reinterpret_cast<const char*>(v) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
-        }
-        const __m512i v0 = _mm512_loadu_si512(v);
-        const __m512i v1 = _mm512_loadu_si512(v + 64);
-        const __m512i v2 = _mm512_loadu_si512(v + 128);
+        __m512i v0 = _mm512_loadu_si512(v);
+        rows16_prefetch_beside(v0, v + kPrefetchBytes);
+        // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
+        if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
+        __m512i v1 = _mm512_loadu_si512(v + 64);
+        rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
+        __m512i v2 = _mm512_loadu_si512(v + 128);
+        rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
         // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
         // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
         const __m512i q1 = _mm512_and_si512(v0, six);
