@@ -104,6 +104,7 @@ constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
 }  // namespace rows16_q6_k
 extern const Rows16 kRows16Q6_KScalar;
 #if defined(__x86_64__)
+extern const Rows16 kRows16Q6_KAvx2;    // rows16_q6_k_avx2.cpp
 extern const Rows16 kRows16Q6_KAvx512;  // rows16_q6_k_avx512.cpp
 #endif
 

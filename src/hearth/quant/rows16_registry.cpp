@@ -25,7 +25,7 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &kRows16Q4_KAvx2, &kRows16Q4_KAvx512, nullptr, nullptr}},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
-     {nullptr, nullptr, &kRows16Q6_KAvx512, nullptr, nullptr}},
+     {nullptr, &kRows16Q6_KAvx2, &kRows16Q6_KAvx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
