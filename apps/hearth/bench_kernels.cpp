@@ -10,7 +10,9 @@
 // halves of a pair see the same state); "best" columns compare the fastest rep of each.
 // Buffers are huge-page advised, as the engine's weights are. Types with a rows16 layout on
 // this CPU get a second row ("q8_0/r16", JSON "layout": "rows16"): the layout the engine
-// repacks to at load.
+// repacks to at load. Matmul rows give GFLOP/s and, in the ratio column, the fraction of the
+// int8 multiply-add peak (compute::measure_int8_peak: the ISA's dot instruction with
+// operands in registers, measured in the same run), prefill's compute roofline.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "bench_registry.h"
 #include "hearth/base/huge_buffer.h"
 #include "hearth/compute/bandwidth.h"
+#include "hearth/compute/int8_peak.h"
 #include "hearth/compute/matmul.h"
 #include "hearth/compute/thread_pool.h"
 #include "hearth/gguf/tensor_type.h"
@@ -126,6 +129,17 @@ int run_bench_kernels(const Args& args) {
         "memory read bandwidth, {} thread(s): {:.1f} GB/s (stream-style reads of a 1 GiB buffer, "
         "best 64 MiB window)\n",
         t, mem_gbps.back());
+  }
+  // Prefill's compute roofline: the int8 dot idiom's issue rate with operands in registers.
+  std::vector<compute::Int8Peak> peaks;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    peaks.push_back(compute::measure_int8_peak(*pools[i]));
+    if (peaks.back().gmacs > 0) {
+      fmt::print(
+          "int8 multiply-add peak, {} thread(s): {:.0f} GMAC/s = {:.0f} GFLOP/s ({}, operands "
+          "in registers)\n",
+          thread_counts[i], peaks.back().gmacs, 2 * peaks.back().gmacs, peaks.back().idiom);
+    }
   }
   compute::ThreadPool& prep_pool = *pools[static_cast<size_t>(
       std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin())];
@@ -265,9 +279,13 @@ int run_bench_kernels(const Args& args) {
             const double s = median(times);
             const double gflops =
                 2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e9;
+            // Fraction of the int8 peak (matmul's "ratio": 2 flops per multiply-add).
+            const double peak_gflops = 2 * peaks[ti].gmacs;
+            const double peak_fraction = peak_gflops > 0 ? gflops / peak_gflops : 0;
             fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f}\n", "matmul",
                        label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
-                       pool.size(), s * 1e3, "-", "-", "-", gflops);
+                       pool.size(), s * 1e3, "-", "-",
+                       peak_gflops > 0 ? fmt::format("{:.2f}", peak_fraction) : "-", gflops);
             rows.push_back({{"op", "matmul"},
                             {"type", gguf::tensor_type_name(type)},
                             {"layout", r16 ? "rows16" : "gguf"},
@@ -276,7 +294,8 @@ int run_bench_kernels(const Args& args) {
                             {"threads", pool.size()},
                             {"ms", s * 1e3},
                             {"gbps", static_cast<double>(weights.size()) / s / 1e9},
-                            {"gflops", gflops}});
+                            {"gflops", gflops},
+                            {"peak_fraction", peak_fraction}});
           }
         }
       }
@@ -290,8 +309,13 @@ int run_bench_kernels(const Args& args) {
       by_threads[std::to_string(thread_counts[i])] = mem_gbps[i];
     const size_t imax = static_cast<size_t>(
         std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin());
+    nlohmann::json peak_by_threads = nlohmann::json::object();
+    for (size_t i = 0; i < thread_counts.size(); ++i)
+      peak_by_threads[std::to_string(thread_counts[i])] = peaks[i].gmacs;
     nlohmann::json out = {{"mem_read_gbps", mem_gbps[imax]},
                           {"mem_read_gbps_by_threads", by_threads},
+                          {"int8_peak_gmacs_by_threads", peak_by_threads},
+                          {"int8_peak_idiom", peaks[imax].idiom},
                           {"isa", quant::isa_name(quant::active_isa())},
                           {"rows", rows}};
     fmt::print("{}\n", out.dump());

@@ -1,0 +1,68 @@
+#include "hearth/compute/int8_peak.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::compute {
+
+namespace {
+
+using LoopFn = uint64_t (*)(int64_t);
+
+struct Probe {
+  LoopFn loop = nullptr;
+  const char* idiom = "";
+};
+
+Probe pick_probe() {
+#if defined(__x86_64__)
+  switch (quant::active_isa()) {
+    case quant::Isa::kAvx512:
+      return {detail::int8_dot_loop_avx512, "vpdpbusd zmm"};
+    case quant::Isa::kAvx2:
+      return {detail::int8_dot_loop_avx2, "vpmaddubsw+vpmaddwd+vpaddd ymm"};
+    default:
+      break;
+  }
+#endif
+  return {};
+}
+
+// Seconds for every pool thread to run `iterations` of the loop; the MACs done in total.
+double time_loop(ThreadPool& pool, LoopFn loop, int64_t iterations, uint64_t& macs) {
+  std::atomic<uint64_t> total{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.run([&](int, int) { total.fetch_add(loop(iterations), std::memory_order_relaxed); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  macs = total.load();
+  return s;
+}
+
+}  // namespace
+
+Int8Peak measure_int8_peak(ThreadPool& pool, double seconds) {
+  const Probe probe = pick_probe();
+  if (probe.loop == nullptr) return {};
+  // Calibrate on a short run, then time three runs of ~`seconds` and keep the fastest (the
+  // one least disturbed by other work on a shared machine).
+  uint64_t macs = 0;
+  int64_t iterations = 1 << 14;
+  double s = time_loop(pool, probe.loop, iterations, macs);
+  while (s < seconds / 8) {
+    iterations *= 2;
+    s = time_loop(pool, probe.loop, iterations, macs);
+  }
+  iterations =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(iterations) * seconds / s));
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    s = time_loop(pool, probe.loop, iterations, macs);
+    best = std::max(best, static_cast<double>(macs) / s / 1e9);
+  }
+  return {best, probe.idiom};
+}
+
+}  // namespace hearth::compute

@@ -1,0 +1,43 @@
+// The int8 peak probe (bench kernels' compute roofline for matmul): it must time real work.
+// No speed is asserted here (figures belong to benchmarks); only that the probe measures
+// something finite and consistent with the work it reports.
+#include "hearth/compute/int8_peak.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "hearth/quant/type_traits.h"
+
+namespace hearth::compute {
+namespace {
+
+TEST(Int8Peak, MeasuresAFiniteRateOnIsasWithAProbe) {
+  ThreadPool pool(2);
+  const Int8Peak peak = measure_int8_peak(pool, 0.01);
+  const quant::Isa isa = quant::active_isa();
+  if (isa == quant::Isa::kAvx512 || isa == quant::Isa::kAvx2) {
+    EXPECT_GT(peak.gmacs, 0);
+    // Finite and below 1e6 GMAC/s: a loop the compiler dropped would time ~0 s per run and
+    // report an absurd or infinite rate.
+    EXPECT_TRUE(std::isfinite(peak.gmacs));
+    EXPECT_LT(peak.gmacs, 1e6);
+    EXPECT_STRNE(peak.idiom, "");
+  } else {
+    EXPECT_EQ(peak.gmacs, 0);
+  }
+}
+
+#if defined(__x86_64__)
+TEST(Int8Peak, LoopsReportTheMultiplyAddsTheyIssue) {
+  if (quant::isa_supported(quant::Isa::kAvx512)) {
+    EXPECT_EQ(detail::int8_dot_loop_avx512(1000), 1000u * 10 * 64);
+  }
+  if (quant::isa_supported(quant::Isa::kAvx2)) {
+    EXPECT_EQ(detail::int8_dot_loop_avx2(1000), 1000u * 6 * 32);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace hearth::compute
