@@ -22,7 +22,12 @@ using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, 
 const Rows16* scalar_rows16(gguf::TensorType type);
 const Rows16* isa_rows16(gguf::TensorType type, Isa isa);
 
+// Activation quantizer (same bits as the reference) for Q8_K / Q8_0; nullptr for others.
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+
 #if defined(__x86_64__)
+QuantizeFn avx2_act_quantize(gguf::TensorType type);      // act_quant_avx2.cpp
+QuantizeFn avx512_act_quantize(gguf::TensorType type);    // act_quant_avx512.cpp
 VecDotFn avx2_vec_dot(gguf::TensorType type);             // kernels_avx2.cpp
 const PackedDot* avx2_packed_dot(gguf::TensorType type);  // kernels_avx2.cpp
 VecDotFn avx512_vec_dot(gguf::TensorType type);           // kernels_avx512.cpp

@@ -34,9 +34,8 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
     const float id = d > 0 ? 1.0f / d : 0.0f;
     b[i].d = dh;
     for (int j = 0; j < kQK0; ++j) {
-      // Clamp to +-127: kernels rely on activations never being -128 (see dot kernels).
-      const float q = std::clamp(round_to_nearest_even(x[j] * id), -127.0f, 127.0f);
-      b[i].qs[j] = static_cast<int8_t>(static_cast<int>(q));
+      // Clamped to +-127: kernels rely on activations never being -128 (see dot kernels).
+      b[i].qs[j] = static_cast<int8_t>(static_cast<int>(clamp_round_127(x[j] * id)));
     }
   }
 }

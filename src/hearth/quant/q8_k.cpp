@@ -33,8 +33,7 @@ void quantize_q8_k(const float* src, void* dst, int64_t n) {
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
     b[i].d = d;
     for (int j = 0; j < kQKK; ++j) {
-      const float q = std::clamp(round_to_nearest_even(x[j] * id), -127.0f, 127.0f);
-      b[i].qs[j] = static_cast<int8_t>(static_cast<int>(q));
+      b[i].qs[j] = static_cast<int8_t>(static_cast<int>(clamp_round_127(x[j] * id)));
     }
     for (int g = 0; g < kQKK / 16; ++g) {
       int sum = 0;

@@ -12,4 +12,14 @@ inline float round_to_nearest_even(float v) {
   return (v + kMagic) - kMagic;
 }
 
+// An activation quant: v clamped to [-127, 127], then rounded to nearest even. Written as
+// the two comparisons x86's maxps/minps make with the bound as second operand, so the SIMD
+// quantizers give the same bits for every input: NaN -> -127, +inf -> 127, -inf -> -127
+// (clamping before rounding equals rounding before it for finite v: the bounds are integers).
+inline float clamp_round_127(float v) {
+  v = v > -127.0f ? v : -127.0f;
+  v = v < 127.0f ? v : 127.0f;
+  return round_to_nearest_even(v);
+}
+
 }  // namespace hearth::quant

@@ -53,6 +53,13 @@ Table build_table(Isa isa) {
   Table table{};
   for (size_t i = 0; i < kNumTypes; ++i) {
     table[i] = kReference[i];
+#if defined(__x86_64__)
+    // Before the vec_dot check: Q8_K is an activation-only type.
+    QuantizeFn q = nullptr;
+    if (isa == Isa::kAvx2) q = avx2_act_quantize(table[i].type);
+    if (isa == Isa::kAvx512) q = avx512_act_quantize(table[i].type);
+    if (q != nullptr) table[i].quantize = q;
+#endif
     if (table[i].vec_dot == nullptr) continue;
     if (VecDotFn fn = isa_dot(isa, table[i].type)) table[i].vec_dot = fn;
     table[i].rows16 = scalar_rows16(table[i].type);

@@ -79,7 +79,8 @@ struct TypeTraits {
   TensorType vec_dot_type;  // format the dot product expects for the activation row
   // Dequantizes n elements (n a multiple of the block size). Bit-exact to the format.
   void (*to_float)(const void* src, float* dst, int64_t n);
-  // Reference quantizer: writes n / block_elems valid blocks.
+  // Quantizer: writes n / block_elems valid blocks. The reference, except the activation
+  // types Q8_K / Q8_0 on AVX2 / AVX-512, whose SIMD quantizers give the same bytes.
   void (*quantize)(const float* src, void* dst, int64_t n);
   // *out = dot(w_row, act_row) over n elements; act_row is in vec_dot_type. nullptr for
   // activation-only types.

@@ -1,0 +1,80 @@
+// Activation quantizers (Q8_K, Q8_0) with AVX-512: every matvec quantizes its input row on
+// the calling thread before the threads start, so this is serial time on the decode path
+// (the reference took ~4 us per 4096 floats). Bitwise the reference for every input: the
+// same abs-max (maxps keeps its second operand on NaN, as the reference's std::max does),
+// the same scalar scale, the clamp of rounding.h's clamp_round_127 and round to nearest even.
+#include <immintrin.h>
+
+#include "hearth/base/half.h"
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/isa_kernels.h"
+
+namespace hearth::quant {
+namespace {
+
+inline __m512 abs_ps(__m512 v) {
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+}
+
+// max(|x|) over n (a multiple of 16) floats; NaN elements are skipped as the reference does.
+inline float abs_max(const float* x, int n) {
+  __m512 m = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16) m = _mm512_max_ps(abs_ps(_mm512_loadu_ps(x + j)), m);
+  return _mm512_reduce_max_ps(m);
+}
+
+// 16 quants of x * id as int32 (clamp_round_127 lane-wise).
+inline __m512i quant16(const float* x, __m512 id) {
+  __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x), id);
+  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+  return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+void quantize_q8_k(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float* x = src + i * kQKK;
+    const float amax = abs_max(x, kQKK);
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    b[i].d = amax / 127.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    for (int g = 0; g < kQKK / 16; ++g) {
+      const __m512i q = quant16(x + 16 * g, vid);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b[i].qs + 16 * g), _mm512_cvtepi32_epi8(q));
+      b[i].bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+  }
+}
+
+void quantize_q8_0(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK0; ++i) {
+    const float* x = src + i * kQK0;
+    const float amax = abs_max(x, kQK0);
+    // The reference quantizes against the fp16-rounded scale it stores.
+    const uint16_t dh = float_to_half(amax / 127.0f);
+    const float d = half_to_float(dh);
+    const __m512 vid = _mm512_set1_ps(d > 0 ? 1.0f / d : 0.0f);
+    b[i].d = dh;
+    for (int g = 0; g < kQK0 / 16; ++g) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b[i].qs + 16 * g),
+                       _mm512_cvtepi32_epi8(quant16(x + 16 * g, vid)));
+    }
+  }
+}
+
+}  // namespace
+
+QuantizeFn avx512_act_quantize(gguf::TensorType type) {
+  switch (type) {
+    case gguf::TensorType::kQ8_K:
+      return quantize_q8_k;
+    case gguf::TensorType::kQ8_0:
+      return quantize_q8_0;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace hearth::quant
