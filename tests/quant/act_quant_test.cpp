@@ -30,7 +30,7 @@ std::vector<Case> cases(int block) {
   std::vector<Case> out;
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
-  for (int blocks : {1, 2, 4}) {
+  for (int blocks : {1, 2, 3, 4}) {
     for (float scale : {1e-3f, 1.0f, 1e3f}) {
       std::vector<float> x(static_cast<size_t>(blocks * block));
       for (auto& v : x) v = scale * normal(rng);
@@ -49,6 +49,14 @@ std::vector<Case> cases(int block) {
   ties[0] = 127.0f;
   ties[static_cast<size_t>(block)] = -127.0f;
   out.push_back({"ties", ties});
+  // Q8_0: amax / 127 = 1.4 * 2^-24 rounds to the fp16 subnormal 2^-24, so finite x * id
+  // reaches ~178 and the clamp does the work.
+  std::vector<float> coarse(n);
+  for (size_t j = 0; j < n; ++j) {
+    coarse[j] =
+        std::ldexp(1.4f * 127.0f, -24) * static_cast<float>(static_cast<int>(j % 64) - 32) / 32.0f;
+  }
+  out.push_back({"coarse fp16 scale", coarse});
   std::vector<float> sub(n);
   for (size_t j = 0; j < n; ++j) sub[j] = static_cast<float>(j + 1) * 1e-45f;  // subnormals
   out.push_back({"subnormals", sub});
@@ -63,6 +71,11 @@ std::vector<Case> cases(int block) {
   std::vector<float> nan(n);
   for (size_t j = 0; j < n; ++j) nan[j] = normal(rng);
   nan[5] = std::numeric_limits<float>::quiet_NaN();
+  // NaN last in every lane of the first block: a max with swapped operands keeps those
+  // (earlier ones it forgets, and so may a lane reduction).
+  for (size_t k = 1; k <= 16; ++k) {
+    nan[static_cast<size_t>(block) - k] = std::numeric_limits<float>::quiet_NaN();
+  }
   nan[static_cast<size_t>(block) + 9] = -std::numeric_limits<float>::quiet_NaN();
   out.push_back({"nan", nan});
   std::vector<float> all_nan(n, std::numeric_limits<float>::quiet_NaN());
@@ -122,6 +135,14 @@ TEST(ActivationQuant, Q8_0EveryIsaWritesTheReferenceBytes) {
 // never seeing -128) and Q8_K's group sums equal the quants' sums.
 TEST(ActivationQuant, BlocksAreValidForEveryInput) {
   for (Isa isa : x86_isas()) {
+    for (const Case& c : cases(kQK0)) {
+      std::vector<BlockQ8_0> b(c.x.size() / kQK0);
+      traits_for_isa(T::kQ8_0, isa)
+          .quantize(c.x.data(), b.data(), static_cast<int64_t>(c.x.size()));
+      for (const BlockQ8_0& blk : b) {
+        for (int8_t q : blk.qs) EXPECT_NE(q, -128) << isa_name(isa) << " Q8_0 " << c.name;
+      }
+    }
     const auto& tr = traits_for_isa(T::kQ8_K, isa);
     for (const Case& c : cases(kQKK)) {
       std::vector<BlockQ8_K> b(c.x.size() / kQKK);

@@ -20,7 +20,7 @@ inline float abs_max(const float* x, int n) {
   return _mm_cvtss_f32(h);
 }
 
-// 8 quants of x * id as int32 (clamp_round_127 lane-wise).
+// 8 quants of x * id as int32: clamp, then round to nearest even (clamp_round_127's bits).
 inline __m256i quant8(const float* x, __m256 id) {
   __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), id);
   v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));

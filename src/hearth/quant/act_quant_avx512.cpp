@@ -24,7 +24,7 @@ inline float abs_max(const float* x, int n) {
   return _mm512_reduce_max_ps(m);
 }
 
-// 16 quants of x * id as int32 (clamp_round_127 lane-wise).
+// 16 quants of x * id as int32: clamp, then round to nearest even (clamp_round_127's bits).
 inline __m512i quant16(const float* x, __m512 id) {
   __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x), id);
   v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));

@@ -12,14 +12,16 @@ inline float round_to_nearest_even(float v) {
   return (v + kMagic) - kMagic;
 }
 
-// An activation quant: v clamped to [-127, 127], then rounded to nearest even. Written as
+// An activation quant: v clamped to [-127, 127], then rounded to nearest even. The clamp is
 // the two comparisons x86's maxps/minps make with the bound as second operand, so the SIMD
-// quantizers give the same bits for every input: NaN -> -127, +inf -> 127, -inf -> -127
-// (clamping before rounding equals rounding before it for finite v: the bounds are integers).
+// quantizers give the same bits for every input: NaN -> -127, +inf -> 127, -inf -> -127.
+// Rounding first gives the same bits as clamping first for all 2^32 inputs (the rounding
+// is monotone and keeps +-127, inf and NaN), and is the order GCC vectorizes: clamping
+// first, it folds the rounding of the bounds into branches and the loop stays scalar.
 inline float clamp_round_127(float v) {
+  v = round_to_nearest_even(v);
   v = v > -127.0f ? v : -127.0f;
-  v = v < 127.0f ? v : 127.0f;
-  return round_to_nearest_even(v);
+  return v < 127.0f ? v : 127.0f;
 }
 
 }  // namespace hearth::quant
