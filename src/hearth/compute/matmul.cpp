@@ -69,15 +69,19 @@ const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const v
 }
 
 // Hands out ranges [begin, end) of `total` units to the pool's threads, guided: each range is
-// a share of what remains (remaining / (2 * threads), at least `min_units`), so the first
-// ranges are long sequential streams for the hardware prefetcher and the last ones are small,
-// and the threads finish within a few small ranges of each other. (Fixed ranges of 1/16 of
-// the matrix left one thread idle for half a range on average at the end of every matvec.)
+// a share of what remains (remaining / threads, at least `min_units`), so the first ranges
+// are long sequential streams for the hardware prefetcher and the last ones are small, and
+// the threads finish within a few small ranges of each other. (Fixed ranges of 1/16 of the
+// matrix left one thread idle for half a range on average at the end of every matvec.)
+// Why remaining / threads and not / (2 * threads): every range boundary breaks a thread's
+// stream and restarts its prefetch ramp; the halving divisor makes ~2x as many breaks and
+// measured 0.02-0.03 lower bandwidth ratio on 4096x4096 Q4_K/Q6_K at 2 threads (session 5
+// in docs/benchmarks.md). Contiguous per-thread shares with work stealing were no better.
 class GuidedRanges {
  public:
   GuidedRanges(int64_t total, int n_threads, int64_t min_units)
       : total_(total),
-        divisor_(2 * static_cast<int64_t>(n_threads)),
+        divisor_(n_threads),
         min_units_(std::max<int64_t>(1, min_units)) {}
 
   bool next(int64_t& begin, int64_t& end) {
