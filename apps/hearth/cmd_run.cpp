@@ -22,6 +22,7 @@
 #include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"
 #include "model_options.h"
+#include "residency_options.h"
 
 namespace hearth::cli {
 namespace {
@@ -29,18 +30,19 @@ namespace {
 // Per-device residency metrics (docs/residency.md), per token step on average.
 void print_device_stats(const std::vector<cluster::RingDevice>& devs,
                         const std::vector<residency::DeviceTotals>& st) {
-  fmt::print(stderr, "  {:<3} {:<22} {:>5} {:>9} {:>8} {:>8} {:>10} {:>8} {:>10} {:>6}\n", "dev",
-             "name", "steps", "compute", "comm", "wait", "reload MB", "majflt", "prefetch MB",
-             "press");
+  fmt::print(stderr, "  {:<3} {:<22} {:>5} {:>9} {:>8} {:>8} {:>10} {:>8} {:>10} {:>6} {:>9}\n",
+             "dev", "name", "steps", "compute", "comm", "wait", "reload MB", "majflt",
+             "prefetch MB", "press", "disk MB/t");
   for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
     const auto& t = st[m];
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
     fmt::print(stderr,
                "  {:<3} {:<22} {:>5} {:>7.2f}ms {:>6.2f}ms {:>6.2f}ms {:>10.2f} {:>8.1f} {:>10.2f} "
-               "{:>5.1f}%\n",
+               "{:>5.1f}% {:>9.2f}\n",
                m, devs[m].name.substr(0, 22), t.steps, t.sum.compute_ms / n, t.sum.comm_ms / n,
                t.sum.wait_ms / n, t.sum.reload_bytes / n / 1e6, t.sum.major_faults / n,
-               t.sum.prefetch_bytes / n / 1e6, 100.0 * t.pressure_max);
+               t.sum.prefetch_bytes / n / 1e6, 100.0 * t.pressure_max,
+               t.per_decode_token(&residency::StepStats::disk_bytes) / 1e6);
   }
 }
 
@@ -50,17 +52,29 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
   for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
     const auto& t = st[m];
     const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
-    out.push_back({{"name", devs[m].name},
-                   {"steps", t.steps},
-                   {"compute_ms", t.sum.compute_ms / n},
-                   {"comm_ms", t.sum.comm_ms / n},
-                   {"wait_ms", t.sum.wait_ms / n},
-                   {"reload_bytes", t.sum.reload_bytes / n},
-                   {"major_faults", t.sum.major_faults / n},
-                   {"prefetch_bytes", t.sum.prefetch_bytes / n},
-                   {"release_bytes", t.sum.release_bytes / n},
-                   {"pressure_max", t.pressure_max},
-                   {"pressure_mean", t.pressure_mean()}});
+    out.push_back(
+        {{"name", devs[m].name},
+         {"steps", t.steps},
+         {"compute_ms", t.sum.compute_ms / n},
+         {"comm_ms", t.sum.comm_ms / n},
+         {"wait_ms", t.sum.wait_ms / n},
+         {"reload_bytes", t.sum.reload_bytes / n},
+         {"major_faults", t.sum.major_faults / n},
+         {"prefetch_bytes", t.sum.prefetch_bytes / n},
+         {"release_bytes", t.sum.release_bytes / n},
+         {"pressure_max", t.pressure_max},
+         {"pressure_mean", t.pressure_mean()},
+         {"decode_steps", t.decode_steps},
+         {"disk_bytes_per_token", t.per_decode_token(&residency::StepStats::disk_bytes)},
+         {"stream_bytes_per_token", t.per_decode_token(&residency::StepStats::stream_bytes)},
+         {"read_ms", t.per_decode_token(&residency::StepStats::read_ms)},
+         {"read_exposed_ms", t.per_decode_token(&residency::StepStats::exposed_ms)},
+         {"read_hidden_ms",
+          std::max(0.0, t.per_decode_token(&residency::StepStats::read_ms) -
+                            t.per_decode_token(&residency::StepStats::exposed_ms))},
+         {"assigned_bytes", t.sum.assigned_bytes},
+         {"weight_budget_bytes", t.sum.weight_budget_bytes},
+         {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});
   }
   return out;
 }
@@ -147,25 +161,19 @@ int run_run(const Args& args) {
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
       ->check(CLI::IsMember({"on", "off"}));
-  std::string release = "auto", method = "willneed";
-  app.add_option("--release", release,
-                 "with --workers: release the head's windows after use: auto (when its layers "
-                 "do not fit in its memory), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  app.add_option("--prefetch-method", method,
-                 "with --workers: how the head prefetches its next window")
-      ->check(CLI::IsMember({"willneed", "touch", "both"}));
+  ResidencyFlags rf;  // with --workers: the head's own device
+  add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  std::unique_ptr<model::Engine> local_engine;
   std::unique_ptr<cluster::RingSource> ring;
   std::optional<cluster::AutoPlan> auto_plan;
-  if (workers.empty()) {
-    local_engine = std::make_unique<model::Engine>(file, engine_options(mo));
-  } else {
+  // One device is a ring of one: the same stage, so a model larger than this device's memory
+  // streams what does not fit (docs/residency.md).
+  const bool local = workers.empty();
+  {
     cluster::RingOptions ro;
     for (size_t pos = 0; pos <= workers.size();) {
       const size_t comma = std::min(workers.find(',', pos), workers.size());
@@ -173,7 +181,9 @@ int run_run(const Args& args) {
       pos = comma + 1;
     }
     const int n_devices = static_cast<int>(ro.workers.size()) + 1;
-    if (plan == "auto") {
+    if (local) {
+      // --plan only means something with workers.
+    } else if (plan == "auto") {
       auto_plan = make_auto_plan(file, mo, ro.workers, profile_file, no_select);
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
@@ -181,12 +191,13 @@ int run_run(const Args& args) {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
     ro.threads = mo.threads;
+    apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";
-    ro.residency.release = residency::parse_release_mode(release);
-    ro.residency.method = residency::parse_prefetch_method(method);
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);
+  }
+  if (!local) {
     fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", ring->devices().size(),
                ring->rounds(), ring->rounds() == 1 ? "" : "s");
     fmt::print(stderr, "  {:<3} {:<28} {:>4}   layers per round\n", "dev", "name", "w");
@@ -200,7 +211,7 @@ int run_run(const Args& args) {
       fmt::print(stderr, "  {:<3} {:<28} {:>4}   {}\n", m, d.name, d.w, ranges);
     }
   }
-  model::Engine& engine = ring ? ring->engine() : *local_engine;
+  model::Engine& engine = ring->engine();
   const double load_ms = now_ms() - t_load;
 
   std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
@@ -209,18 +220,14 @@ int run_run(const Args& args) {
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.stop_at_eog = !ignore_eos;
-  model::LocalSource local_source(engine);
-  model::LogitsSource& source = ring ? static_cast<model::LogitsSource&>(*ring) : local_source;
+  model::LogitsSource& source = *ring;
   const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
-  std::vector<residency::DeviceTotals> dev_stats;
-  if (ring) {
-    dev_stats = ring->device_stats();
-    print_device_stats(ring->devices(), dev_stats);
-  }
+  const std::vector<residency::DeviceTotals> dev_stats = ring->device_stats();
+  if (!local) print_device_stats(ring->devices(), dev_stats);
   fmt::print(stderr,
              "hearth run: {} prompt tokens at {:.1f} tok/s, {} generated, TTFT {:.1f} ms, TPOT "
              "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
@@ -252,7 +259,7 @@ int run_run(const Args& args) {
     j["seed"] = gp.sampling.seed;
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();
-    if (ring) {
+    if (!local) {
       nlohmann::json devs = nlohmann::json::array();
       for (const auto& d : ring->devices())
         devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
@@ -264,6 +271,8 @@ int run_run(const Args& args) {
         j["plan"]["predicted_tpot_run_ctx_ms"] = predicted_run_ms;
         j["plan"]["run_ctx"] = run_ctx;
         j["plan"]["halda"] = cluster::auto_plan_to_json(*auto_plan);
+        j["predicted_tpot_ms"] = auto_plan->plan.predicted_tpot_ms;
+        j["predicted_tpot_run_ctx_ms"] = predicted_run_ms;
       }
       j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring->prefetched_bytes()}};
       j["devices"] = device_stats_json(ring->devices(), dev_stats);
@@ -271,6 +280,8 @@ int run_run(const Args& args) {
     } else {
       j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
                    {"k", 1}};
+      j["devices"] = device_stats_json(ring->devices(), dev_stats);
+      j["devices"][0]["name"] = "local";
     }
     // Invalid UTF-8 can only come from a model emitting partial characters at the very end;
     // replace rather than fail the summary.

@@ -12,6 +12,7 @@
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
 #include "model_options.h"
+#include "residency_options.h"
 
 namespace hearth::cli {
 namespace {
@@ -34,21 +35,16 @@ int run_worker(const Args& args) {
   app.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--name", o.name, "device name shown by the head (default: the address)");
-  std::string release = "auto", method = "willneed", repack = "auto";
+  std::string repack = "auto";
   add_repack_option(app, repack);
-  app.add_option("--release", release,
-                 "release each window after use: auto (when this device's layers do not fit "
-                 "in its memory), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
-  app.add_option("--prefetch-method", method, "how to prefetch the next window")
-      ->check(CLI::IsMember({"willneed", "touch", "both"}));
+  ResidencyFlags rf;
+  add_residency_options(app, rf);
   std::string profile_file;
   app.add_option("--profile", profile_file,
                  "device profile to give a --plan auto head instead of measuring (one device "
                  "object as `hearth profile --json` prints)");
   if (auto code = parse(app, args)) return *code;
-  o.residency.release = residency::parse_release_mode(release);
-  o.residency.method = residency::parse_prefetch_method(method);
+  apply_residency_options(rf, o.residency);
   o.residency.repack = model::parse_repack_mode(repack);
 
   // A --plan auto head asks for this device's profile; measured on first request (a few

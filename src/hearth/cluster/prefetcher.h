@@ -26,17 +26,6 @@
 
 namespace hearth::cluster {
 
-// A device's residency choices (hearth run / hearth worker flags).
-struct ResidencyOptions {
-  bool prefetch = true;
-  residency::PrefetchMethod method = residency::PrefetchMethod::kWillNeed;
-  residency::ReleaseMode release = residency::ReleaseMode::kAuto;
-  // Repack into rows16 at load (model::RepackMode). A device with k > 1 rounds streams its
-  // windows from the file, so the ring repacks only k = 1 devices; a device that repacked
-  // has nothing to prefetch or release.
-  model::RepackMode repack = model::RepackMode::kAuto;
-};
-
 // The byte ranges of the layers of `w` (clipped to the model's layers).
 std::vector<residency::ByteRange> window_ranges(const model::ModelWeights& weights, Window w);
 

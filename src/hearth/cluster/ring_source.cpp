@@ -48,7 +48,7 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
   const auto windows = ring_windows(n_layers, w);
   rounds_ = ring_rounds(n_layers, w);
   for (int m = 0; m < n_devices; ++m) {
-    if (windows[m][0].empty()) {
+    if (m > 0 && windows[m][0].empty()) {
       throw UsageError(
           fmt::format("ring: device {} gets no layers ({} layers, windows sum to "
                       "more); shrink the plan",
@@ -58,31 +58,15 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
                                   m == 0 ? "head" : opt_.workers[m - 1], w[m], windows[m]});
   }
 
-  model::EngineOptions eo;
-  eo.threads = opt_.threads;
-  eo.n_ctx = opt_.n_ctx;
-  for (const auto& win : windows[0]) {
-    for (int l = win.begin; l < win.end; ++l) eo.layers.push_back(l);
-  }
-  // As on the workers: with k > 1 rounds the head streams its windows from the file.
-  eo.repack = rounds_ > 1 ? model::RepackMode::kOff : opt_.residency.repack;
-  engine_ = std::make_unique<model::Engine>(file_, eo);
+  StageOptions so;
+  so.windows = windows[0];
+  so.threads = opt_.threads;
+  so.n_ctx = opt_.n_ctx;
+  so.with_output = true;
+  so.residency = opt_.residency;
+  so.residency.prefetch = opt_.prefetch;
+  stage_ = std::make_unique<Stage>(file_, so);
   totals_.resize(static_cast<size_t>(n_devices));
-  pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
-  meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
-  std::vector<residency::ByteRange> share;
-  for (const auto& win : windows[0]) {
-    const auto rr = window_ranges(engine_->weights(), win);
-    share.insert(share.end(), rr.begin(), rr.end());
-  }
-  const bool release =
-      residency::release_enabled(opt_.residency.release, pages_->span_bytes(share),
-                                 pages_->resident_bytes(share), meter_->baseline());
-  // With k = 1 the next window is the one just used: nothing to prefetch or release.
-  if (rounds_ > 1 && (opt_.prefetch || release)) {
-    prefetch_ = std::make_unique<WindowPrefetcher>(engine_->weights(), *pages_, opt_.prefetch,
-                                                   opt_.residency.method, release);
-  }
   if (opt_.workers.empty()) return;
 
   // The head's inbox: loopback only when every worker is local, else every interface.
@@ -157,7 +141,7 @@ void RingSource::connect_workers(int n_devices, int n_layers,
     a.successor_endpoint =
         i + 1 < peers_.size() ? peers_[i + 1].data_endpoint : peers_[i].head_inbox;
     a.prefetch = opt_.prefetch;
-    a.n_ctx = static_cast<uint32_t>(engine_->n_ctx());
+    a.n_ctx = static_cast<uint32_t>(engine().n_ctx());
     a.n_threads = 0;
     try {
       peers_[i].control->send(a);
@@ -221,22 +205,19 @@ std::vector<residency::DeviceTotals> RingSource::device_stats() {
     }
   }
   auto out = totals_;
-  out[0] = meter_->totals();
+  out[0] = stage_->totals();
   return out;
 }
 
-uint64_t RingSource::prefetched_bytes() const {
-  return prefetch_ ? prefetch_->bytes_advised() : 0;
-}
-
 int64_t RingSource::vocab() const {
-  return engine_->hparams().vocab;
+  return stage_->engine().hparams().vocab;
 }
 int64_t RingSource::n_ctx() const {
-  return engine_->n_ctx();
+  return stage_->engine().n_ctx();
 }
 int64_t RingSource::seq_length(int64_t seq) const {
-  return engine_->seq_length(seq);
+  const auto it = seq_len_.find(seq);
+  return it == seq_len_.end() ? 0 : it->second;
 }
 
 void RingSource::send_kv(const net::KvCommand& c) {
@@ -250,13 +231,15 @@ void RingSource::send_kv(const net::KvCommand& c) {
 }
 
 void RingSource::truncate(int64_t seq, int64_t n_pos) {
-  engine_->truncate(seq, n_pos);
+  stage_->engine().truncate(seq, n_pos);
+  if (auto it = seq_len_.find(seq); it != seq_len_.end()) it->second = std::min(it->second, n_pos);
   send_kv(net::KvCommand{net::KvOp::kRemove, static_cast<uint32_t>(seq),
                          static_cast<uint32_t>(n_pos), UINT32_MAX});
 }
 
 void RingSource::drop(int64_t seq) {
-  engine_->drop(seq);
+  stage_->engine().drop(seq);
+  seq_len_.erase(seq);
   send_kv(net::KvCommand{net::KvOp::kClear, static_cast<uint32_t>(seq), 0, 0});
 }
 
@@ -309,12 +292,18 @@ void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logit
 }
 
 void RingSource::eval_batch(std::span<const model::EvalItem> items) {
-  const uint32_t dim = engine_->hparams().dim;
-  const int n_layers = static_cast<int>(engine_->hparams().n_layers);
+  model::Engine& engine = stage_->engine();
+  const uint32_t dim = engine.hparams().dim;
+  const int n_layers = static_cast<int>(engine.hparams().n_layers);
   std::vector<model::BatchSegment> segments;   // (n_items) head's view of the batch
   std::vector<net::SeqSegment> wire_segments;  // (n_items) the same on the wire
   for (const model::EvalItem& it : items) {
-    const int64_t pos0 = engine_->seq_length(it.seq);
+    const int64_t pos0 = seq_length(it.seq);
+    if (pos0 + static_cast<int64_t>(it.tokens.size()) > engine.n_ctx()) {
+      throw UsageError(
+          fmt::format("context full: {} positions do not fit in the context of {} (use -c)",
+                      pos0 + static_cast<int64_t>(it.tokens.size()), engine.n_ctx()));
+    }
     const auto n_tok = static_cast<int64_t>(it.tokens.size());
     if (it.seq < 0 || it.seq > UINT32_MAX || pos0 + n_tok > UINT32_MAX) {
       throw UsageError(fmt::format("ring: sequence {} at position {} does not fit the wire's u32",
@@ -328,17 +317,13 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
   hidden_.resize(static_cast<size_t>(n) * dim);  // (n, dim)
   int64_t row = 0;
   for (const model::EvalItem& it : items) {
-    engine_->embed(it.tokens, hidden_.data() + row * dim);
+    engine.embed(it.tokens, hidden_.data() + row * dim);
     row += static_cast<int64_t>(it.tokens.size());
   }
-  auto foreign = [&] { return prefetch_ ? prefetch_->own_major_faults() : 0; };
   const uint64_t step = ++step_;
   for (int r = 0; r < rounds_; ++r) {
     const Window win = devices_[0].windows[r];
-    meter_->compute_begin(window_ranges(engine_->weights(), win), foreign());
-    engine_->forward_batch(segments, win.begin, win.end, hidden_.data());
-    meter_->compute_end(foreign());
-    if (prefetch_) prefetch_->request(devices_[0].windows[(r + 1) % rounds_], win);
+    stage_->run_window(r, segments, hidden_.data());
     if (win.end == n_layers) break;  // the head ran the last layer itself
     net::Activations a;
     a.round = static_cast<uint32_t>(r);
@@ -353,9 +338,9 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
       fail_peer(0, e.what());
     }
     const double t_wait = now_ms();
-    meter_->add_comm_ms(t_wait - t_send);
+    stage_->add_comm_ms(t_wait - t_send);
     auto back = wait_hidden(step, fmt::format("round {} of token step {}", r, step));
-    meter_->add_wait_ms(now_ms() - t_wait);
+    stage_->add_wait_ms(now_ms() - t_wait);
     const bool done = back.final;
     if (back.dim != dim || back.segments != wire_segments ||
         (!done && (back.round != static_cast<uint32_t>(r + 1) || r + 1 >= rounds_ ||
@@ -369,16 +354,13 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
     hidden_ = std::move(back.hidden);
     if (done) break;
   }
-  const double t_logits = now_ms();
-  engine_->batch_logits(items, hidden_.data());
-  meter_->add_compute_ms(now_ms() - t_logits);
-  if (prefetch_) {
-    meter_->add_prefetch(prefetch_->bytes_advised() - advised0_,
-                         prefetch_->bytes_released() - released0_);
-    advised0_ = prefetch_->bytes_advised();
-    released0_ = prefetch_->bytes_released();
+  stage_->logits(items, hidden_.data());
+  bool decode = true;
+  for (const model::EvalItem& it : items) {
+    seq_len_[it.seq] += static_cast<int64_t>(it.tokens.size());
+    decode = decode && it.tokens.size() == 1;
   }
-  meter_->finish_step();
+  stage_->finish_step(decode);
 }
 
 }  // namespace hearth::cluster

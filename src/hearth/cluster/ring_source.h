@@ -14,9 +14,10 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
-#include "hearth/cluster/prefetcher.h"
+#include "hearth/cluster/stage.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
@@ -31,8 +32,8 @@ struct RingOptions {
   std::vector<int> plan;             // window size per device incl. the head; empty: even
   int threads = 0;                   // head's threads (0: all cores); workers decide their own
   int64_t n_ctx = 0;                 // 0: engine default
-  bool prefetch = true;              // prefetch each device's next window (sent to the workers)
-  ResidencyOptions residency;        // the head's own method and release (.prefetch unused)
+  bool prefetch = true;  // mmap mode: prefetch each device's next window (sent to the workers)
+  ResidencyOptions residency;  // the head's own device (.prefetch is taken from `prefetch`)
   int handshake_timeout_ms = 5000;
   int step_timeout_ms = 60000;  // one eval() through the whole ring
   net::TransportOptions transport;
@@ -41,7 +42,7 @@ struct RingOptions {
 struct RingDevice {
   std::string name;
   std::string address;          // control address ("head" for device 0)
-  int w = 0;                    // window size per round
+  int w = 0;                    // window size per round (the head's may be 0)
   std::vector<Window> windows;  // (k) per round
 };
 
@@ -63,14 +64,15 @@ class RingSource : public model::LogitsSource {
 
   const std::vector<RingDevice>& devices() const { return devices_; }
   int rounds() const { return rounds_; }
-  model::Engine& engine() { return *engine_; }
+  model::Engine& engine() { return stage_->engine(); }
+  const Stage& head_stage() const { return *stage_; }
   // Bytes the head asked the kernel to prefetch (page-rounded; 0 when off or k = 1).
-  uint64_t prefetched_bytes() const;
+  uint64_t prefetched_bytes() const { return stage_->prefetched_bytes(); }
   // Residency metrics per device (ring order), summed over token steps: the head's own, and
   // the workers' from their Stats messages (collected up to now: pings each worker and reads
   // its control link up to the Pong, so every Stats sent before is in).
   std::vector<residency::DeviceTotals> device_stats();
-  bool head_releases() const { return prefetch_ && prefetch_->releases(); }
+  bool head_releases() const { return stage_->releases(); }
 
  private:
   struct Peer {
@@ -91,12 +93,9 @@ class RingSource : public model::LogitsSource {
   RingOptions opt_;
   std::vector<RingDevice> devices_;
   int rounds_ = 1;
-  std::unique_ptr<model::Engine> engine_;
-  std::unique_ptr<residency::MappedPages> pages_;
-  std::unique_ptr<residency::DeviceMeter> meter_;  // the head's own device
-  std::unique_ptr<WindowPrefetcher> prefetch_;
-  std::vector<residency::DeviceTotals> totals_;  // (n_devices) workers' from Stats
-  uint64_t advised0_ = 0, released0_ = 0;
+  std::unique_ptr<Stage> stage_;                  // the head's own device
+  std::unordered_map<int64_t, int64_t> seq_len_;  // positions of each sequence in the ring
+  std::vector<residency::DeviceTotals> totals_;   // (n_devices) workers' from Stats
   void absorb_stats(size_t peer, const net::Stats& st);
   std::unique_ptr<net::Listener> inbox_;
   std::vector<Peer> peers_;                     // devices 1..N-1

@@ -15,11 +15,14 @@ int64_t checked_total(int n_layers, const std::vector<int>& w) {
   if (w.empty()) throw UsageError("ring: the plan has no devices");
   int64_t total = 0;
   for (size_t m = 0; m < w.size(); ++m) {
-    if (w[m] < 1) {
-      throw UsageError(fmt::format("ring: device {} has window size {} (must be >= 1)", m, w[m]));
+    // The head (device 0) may hold no layers: it embeds and computes the logits only.
+    if (w[m] < (m == 0 ? 0 : 1)) {
+      throw UsageError(fmt::format("ring: device {} has window size {} (must be >= {})", m, w[m],
+                                   m == 0 ? 0 : 1));
     }
     total += w[m];
   }
+  if (total < 1) throw UsageError("ring: the plan assigns no layers");
   return total;
 }
 
@@ -65,9 +68,10 @@ std::vector<int> parse_plan(const std::string& text, int n_devices) {
     const std::string item = text.substr(pos, comma - pos);
     int v = 0;
     const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 1) {
-      throw UsageError(fmt::format("--plan: entry {} '{}' is not a window size >= 1 (in '{}')",
-                                   w.size(), item, text));
+    const int least = w.empty() ? 0 : 1;  // the head's entry may be 0
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < least) {
+      throw UsageError(fmt::format("--plan: entry {} '{}' is not a window size >= {} (in '{}')",
+                                   w.size(), item, least, text));
     }
     w.push_back(v);
     pos = comma + 1;

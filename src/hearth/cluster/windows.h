@@ -22,7 +22,8 @@ struct Window {
 };
 
 // windows[m][r]: device m's window in round r, (n_devices, k). Throws UsageError when a
-// window size is < 1, the list is empty, or n_layers < 1.
+// window size is < 1 (the head's, device 0, may be 0: it then only embeds and computes the
+// logits), all are 0, the list is empty, or n_layers < 1.
 std::vector<std::vector<Window>> ring_windows(int n_layers, const std::vector<int>& w);
 
 // Number of rounds k = ceil(L / W).
@@ -32,7 +33,8 @@ int ring_rounds(int n_layers, const std::vector<int>& w);
 // layers), k = 1. UsageError when there are more devices than layers.
 std::vector<int> even_split(int n_layers, int n_devices);
 
-// Parses "w0,w1,..." for n_devices devices; UsageError naming the bad entry.
+// Parses "w0,w1,..." for n_devices devices (w0 >= 0, the rest >= 1); UsageError naming the
+// bad entry.
 std::vector<int> parse_plan(const std::string& text, int n_devices);
 
 }  // namespace hearth::cluster

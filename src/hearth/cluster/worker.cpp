@@ -53,12 +53,9 @@ struct Worker::Session {
   net::PeerId head;
   std::string head_label;
   net::Assign assign;
-  std::unique_ptr<model::Engine> engine;
+  std::unique_ptr<Stage> stage;                 // engine, residency and meter of this device
   std::unique_ptr<net::Connection> head_inbox;  // final hidden states go straight back
   std::unique_ptr<net::Connection> successor;   // null when the successor is the head
-  std::unique_ptr<residency::MappedPages> pages;
-  std::unique_ptr<residency::DeviceMeter> meter;  // per-token Stats sent to the head
-  std::unique_ptr<WindowPrefetcher> prefetch;     // null when prefetch and release are off
 };
 
 Worker::Worker(WorkerOptions options)
@@ -171,58 +168,36 @@ void Worker::run_session(const net::Incoming& hello_in) {
   const double t0 = now_ms();
   const uint32_t n_layers = static_cast<uint32_t>(model::load_hparams(file_).n_layers);
   check_assign(s.assign, n_layers);
-  model::EngineOptions eo;
-  eo.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
-  eo.n_ctx = s.assign.n_ctx;
+  const size_t k = s.assign.windows.size();
+  StageOptions so;
+  so.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
+  so.n_ctx = s.assign.n_ctx;
   for (const auto& w : s.assign.windows) {
-    for (uint32_t l = w.begin; l < w.end; ++l) eo.layers.push_back(static_cast<int>(l));
+    so.windows.push_back(Window{static_cast<int>(w.begin), static_cast<int>(w.end)});
   }
-  // With k > 1 rounds this device streams its windows from the file (prefetch, release):
-  // its weights stay in the mapping.
-  eo.repack = s.assign.windows.size() > 1 ? model::RepackMode::kOff : opt_.residency.repack;
-  eo.with_output = false;  // the head computes the logits
-  s.engine = std::make_unique<model::Engine>(file_, eo);
+  so.with_output = false;  // the head computes the logits
+  so.residency = opt_.residency;
+  so.residency.prefetch = s.assign.prefetch;
+  s.stage = std::make_unique<Stage>(file_, so);
   s.head_inbox = net::connect(hello.data_endpoint, opt_.transport);
   if (s.assign.successor_endpoint != hello.data_endpoint) {
     s.successor = net::connect(s.assign.successor_endpoint, opt_.transport);
   }
-  const size_t k = s.assign.windows.size();
-  auto window_of = [&](size_t r) {
-    return Window{static_cast<int>(s.assign.windows[r].begin),
-                  static_cast<int>(s.assign.windows[r].end)};
-  };
-  // Residency (docs/residency.md): measure from a baseline taken before any window is read.
-  s.pages = std::make_unique<residency::MappedPages>(file_.bytes(), opt_.model_path);
-  s.meter = std::make_unique<residency::DeviceMeter>(*s.pages);
-  std::vector<residency::ByteRange> share;
-  for (size_t r = 0; r < k; ++r) {
-    const auto rr = window_ranges(s.engine->weights(), window_of(r));
-    share.insert(share.end(), rr.begin(), rr.end());
-  }
-  const bool release =
-      residency::release_enabled(opt_.residency.release, s.pages->span_bytes(share),
-                                 s.pages->resident_bytes(share), s.meter->baseline());
-  // With k = 1 the next window is the one just used: nothing to prefetch or release.
-  const bool prefetch = s.assign.prefetch && k > 1;
-  if ((prefetch || (release && k > 1)) && s.engine->repacked_bytes() == 0) {
-    s.prefetch = std::make_unique<WindowPrefetcher>(s.engine->weights(), *s.pages, prefetch,
-                                                    opt_.residency.method, release);
-    s.prefetch->request(window_of(0));  // warm the first window while the head sets up
-  }
   // The last round in which this device has layers ends its part of a token step.
   size_t last_round = 0;
   for (size_t r = 0; r < k; ++r) {
-    if (!window_of(r).empty()) last_round = r;
+    if (!s.stage->window(static_cast<int>(r)).empty()) last_round = r;
   }
   double idle_since = 0;  // end of our last send; the time until the next hidden state is wait
-  uint64_t advised0 = 0, released0 = 0;
   control_->send(s.head, net::Ready{now_ms() - t0, 0});
+  size_t n_layers_here = 0;
+  for (const auto& w : so.windows) n_layers_here += static_cast<size_t>(w.size());
   log::info("worker {}: device {} of {}, {} layers in {} rounds, successor {}",
-            control_->endpoint(), s.assign.ring_position, s.assign.n_devices, eo.layers.size(),
-            s.assign.windows.size(), s.assign.successor_endpoint);
+            control_->endpoint(), s.assign.ring_position, s.assign.n_devices, n_layers_here, k,
+            s.assign.successor_endpoint);
 
   const bool last = s.assign.ring_position + 1 == s.assign.n_devices;
-  const uint32_t dim = s.engine->hparams().dim;
+  const uint32_t dim = s.stage->engine().hparams().dim;
   std::vector<model::BatchSegment> segments;  // (n_segments) of the batch being computed
   while (!stop_->load()) {
     net::Receiver* rs[] = {control_.get(), inbox_.get(), s.head_inbox.get()};
@@ -248,9 +223,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
       if (const auto* kv = std::get_if<net::KvControl>(&in->msg.body)) {
         for (const auto& c : kv->commands) {
           if (c.op == net::KvOp::kClear || c.p0 == 0) {
-            s.engine->drop(c.seq_id);
+            s.stage->engine().drop(c.seq_id);
           } else {
-            s.engine->truncate(c.seq_id, c.p0);
+            s.stage->engine().truncate(c.seq_id, c.p0);
           }
         }
       } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
@@ -290,17 +265,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
       for (const net::SeqSegment& seg : act->segments) {
         segments.push_back(model::BatchSegment{seg.seq, seg.pos0, seg.n_tokens});
       }
-      if (idle_since > 0) s.meter->add_wait_ms(now_ms() - idle_since);
-      const Window this_window = window_of(act->round);
-      auto foreign = [&] { return s.prefetch ? s.prefetch->own_major_faults() : 0; };
-      s.meter->compute_begin(window_ranges(s.engine->weights(), this_window), foreign());
+      if (idle_since > 0) s.stage->add_wait_ms(now_ms() - idle_since);
       // Every sequence of the step in one pass over this window's weights.
-      s.engine->forward_batch(segments, static_cast<int>(win.begin), static_cast<int>(win.end),
-                              act->hidden.data());
-      s.meter->compute_end(foreign());
-      // While the others compute, bring in the window this device needs next (the next
-      // round's, or round 0's of the next token after the last round).
-      if (s.prefetch) s.prefetch->request(window_of((act->round + 1) % k), this_window);
+      s.stage->run_window(static_cast<int>(act->round), segments, act->hidden.data());
       const double t_send = now_ms();
       const uint32_t round = act->round;
       act->next_layer = win.end;
@@ -314,18 +281,14 @@ void Worker::run_session(const net::Incoming& hello_in) {
         (s.successor ? *s.successor : *s.head_inbox).send(*act, rid);
       }
       idle_since = now_ms();
-      s.meter->add_comm_ms(idle_since - t_send);
+      s.stage->add_comm_ms(idle_since - t_send);
       if (round == last_round) {
-        if (s.prefetch) {
-          s.meter->add_prefetch(s.prefetch->bytes_advised() - advised0,
-                                s.prefetch->bytes_released() - released0);
-          advised0 = s.prefetch->bytes_advised();
-          released0 = s.prefetch->bytes_released();
-        }
+        bool decode = true;
+        for (const net::SeqSegment& seg : act->segments) decode = decode && seg.n_tokens == 1;
         net::Stats st;
         st.device = s.assign.ring_position;
         st.token = rid;
-        for (auto& [key, value] : residency::to_fields(s.meter->finish_step())) {
+        for (auto& [key, value] : residency::to_fields(s.stage->finish_step(decode))) {
           st.metrics.push_back(net::Metric{std::move(key), value});
         }
         control_->send(s.head, st, rid);

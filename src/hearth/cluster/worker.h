@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "hearth/cluster/prefetcher.h"
+#include "hearth/cluster/stage.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
 
@@ -31,8 +31,8 @@ struct WorkerOptions {
   // --plan auto head (cached by the caller); unset: an empty Profile is answered.
   std::function<std::string()> profile;
   net::TransportOptions transport;
-  // Prefetch method and release of used windows on this device (the head decides only
-  // whether prefetch is on, through Assign.prefetch).
+  // This device's residency (the head decides only whether mmap-mode prefetch is on, through
+  // Assign.prefetch).
   ResidencyOptions residency;
 };
 

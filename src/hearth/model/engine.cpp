@@ -51,7 +51,7 @@ Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
       rope_(rope_config(weights_)) {
   const int n_layers = static_cast<int>(weights_.hp.n_layers);
   layers_ = options.layers;
-  if (layers_.empty()) {
+  if (layers_.empty() && !options.no_layers) {
     for (int l = 0; l < n_layers; ++l) layers_.push_back(l);
   }
   std::sort(layers_.begin(), layers_.end());
@@ -204,7 +204,7 @@ void Engine::forward_layers(int64_t seq, int layer_begin, int layer_end, float* 
 }
 
 void Engine::forward_batch(std::span<const BatchSegment> segments, int layer_begin, int layer_end,
-                           float* hidden) {
+                           float* hidden, WeightFeed* feed) {
   const int64_t n = batch_rows(segments);
   for (int l = layer_begin; l < layer_end; ++l) {
     if (!owns_layer(l)) throw UsageError(fmt::format("layer {} is not assigned to this device", l));
@@ -234,13 +234,60 @@ void Engine::forward_batch(std::span<const BatchSegment> segments, int layer_beg
   }
   rope_.compute(positions_);
   for (int l = layer_begin; l < layer_end; ++l) {
-    layer_forward(weights_.layers[l], segments, batch_caches_, local_index_[l], hidden, n);
+    layer_forward(l, feed, segments, batch_caches_, hidden, n);
   }
 }
 
-void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> segments,
-                           std::span<compute::KvCache* const> caches, int local, float* x,
-                           int64_t n) {
+namespace {
+
+// A layer's matrices as this pass reads them: the engine's views, or where a feed points
+// them. acquire/release bracket each group's use.
+struct LayerMatrices {
+  WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+  int layer;
+  WeightFeed* feed;
+
+  LayerMatrices(const LayerWeights& L, int l, WeightFeed* f)
+      : wq(L.wq),
+        wk(L.wk),
+        wv(L.wv),
+        wo(L.wo),
+        w_gate(L.w_gate),
+        w_up(L.w_up),
+        w_down(L.w_down),
+        layer(l),
+        feed(f) {}
+  void acquire(MatrixGroup g) {
+    if (feed == nullptr) return;
+    GroupViews v;
+    switch (g) {
+      case MatrixGroup::kQkv:
+        v = GroupViews{{&wq, &wk, &wv}, 3};
+        break;
+      case MatrixGroup::kOut:
+        v = GroupViews{{&wo, nullptr, nullptr}, 1};
+        break;
+      case MatrixGroup::kGateUp:
+        v = GroupViews{{&w_gate, &w_up, nullptr}, 2};
+        break;
+      case MatrixGroup::kDown:
+        v = GroupViews{{&w_down, nullptr, nullptr}, 1};
+        break;
+    }
+    feed->acquire(layer, g, v);
+  }
+  void release(MatrixGroup g) {
+    if (feed != nullptr) feed->release(layer, g);
+  }
+};
+
+}  // namespace
+
+void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSegment> segments,
+                           std::span<compute::KvCache* const> caches, float* x, int64_t n) {
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
+  const int local = local_index_[layer];
+  LayerMatrices M(L, layer, feed);
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
   grow(xn_, n * dim);
@@ -254,7 +301,9 @@ void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> 
 
   // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
-  project3(L.wq, L.wk, L.wv, xn_.data(), n, q_.data(), k_.data(), v_.data());
+  M.acquire(MatrixGroup::kQkv);
+  project3(M.wq, M.wk, M.wv, xn_.data(), n, q_.data(), k_.data(), v_.data());
+  M.release(MatrixGroup::kQkv);
   if (L.bq != nullptr) {
     for (int64_t t = 0; t < n; ++t) {
       compute::add(q_.data() + t * q_dim, L.bq, q_.data() + t * q_dim, q_dim);
@@ -285,17 +334,23 @@ void Engine::layer_forward(const LayerWeights& L, std::span<const BatchSegment> 
       row0 += s.n_tokens;
     }
   });
-  project(L.wo, attn_.data(), n, proj_.data());
+  M.acquire(MatrixGroup::kOut);
+  project(M.wo, attn_.data(), n, proj_.data());
+  M.release(MatrixGroup::kOut);
   compute::add(x, proj_.data(), x, n * dim);
 
   // Feed-forward block (SwiGLU). silu_mul row by row so that a row's elements meet the same
   // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
-  project2(L.w_gate, L.w_up, xn_.data(), n, gate_.data(), up_.data());
+  M.acquire(MatrixGroup::kGateUp);
+  project2(M.w_gate, M.w_up, xn_.data(), n, gate_.data(), up_.data());
+  M.release(MatrixGroup::kGateUp);
   for (int64_t t = 0; t < n; ++t) {
     compute::silu_mul(gate_.data() + t * ffn, up_.data() + t * ffn, gate_.data() + t * ffn, ffn);
   }
-  project(L.w_down, gate_.data(), n, proj_.data());
+  M.acquire(MatrixGroup::kDown);
+  project(M.w_down, gate_.data(), n, proj_.data());
+  M.release(MatrixGroup::kDown);
   compute::add(x, proj_.data(), x, n * dim);
 }
 

@@ -25,6 +25,7 @@
 #include "hearth/compute/rope.h"
 #include "hearth/compute/thread_pool.h"
 #include "hearth/model/batch.h"
+#include "hearth/model/weight_feed.h"
 #include "hearth/model/weights.h"
 
 namespace hearth::model {
@@ -43,6 +44,7 @@ struct EngineOptions {
   int threads = 0;          // 0: all cores
   int64_t n_ctx = 0;        // KV capacity per sequence; 0: min(ctx_train, 4096)
   std::vector<int> layers;  // model layer indices this engine computes; empty: all
+  bool no_layers = false;   // none at all (a ring head that only embeds and computes logits)
   RepackMode repack = RepackMode::kAuto;
   bool with_output = true;  // false: logits() is never called (ring workers): skip its repack
 };
@@ -78,9 +80,11 @@ class Engine {
 
   // The same over a batch of sequences: hidden (batch_rows(segments), dim) in place, rows in
   // segment order. Everything is checked (see batch_rows(), context, cache lengths) before
-  // any cache changes, so a refused batch leaves every sequence as it was.
+  // any cache changes, so a refused batch leaves every sequence as it was. With a `feed`, the
+  // layers' matrices are read where it says (a streaming device's buffers); the values are
+  // the same bytes, so the results are bitwise those without it.
   void forward_batch(std::span<const BatchSegment> segments, int layer_begin, int layer_end,
-                     float* hidden);
+                     float* hidden, WeightFeed* feed = nullptr);
 
   // Head: final norm and output projection of one hidden row (dim) -> logits (vocab).
   void logits(const float* hidden_row, float* logits);
@@ -107,8 +111,8 @@ class Engine {
  private:
   compute::KvCache& cache_for(int64_t seq);
   void repack(RepackMode mode, bool with_output);
-  void layer_forward(const LayerWeights& L, std::span<const BatchSegment> segments,
-                     std::span<compute::KvCache* const> caches, int local, float* x, int64_t n);
+  void layer_forward(int layer, WeightFeed* feed, std::span<const BatchSegment> segments,
+                     std::span<compute::KvCache* const> caches, float* x, int64_t n);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
   void project2(const WeightView& a, const WeightView& b, const float* x, int64_t n, float* ya,
                 float* yb);

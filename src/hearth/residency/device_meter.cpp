@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "hearth/base/clock.h"
 
@@ -24,7 +25,21 @@ constexpr Field kFields[] = {
     {"prefetch_bytes", &StepStats::prefetch_bytes},
     {"release_bytes", &StepStats::release_bytes},
     {"pressure", &StepStats::pressure},
+    {"disk_bytes", &StepStats::disk_bytes},
+    {"stream_bytes", &StepStats::stream_bytes},
+    {"read_ms", &StepStats::read_ms},
+    {"exposed_ms", &StepStats::exposed_ms},
+    {"decode", &StepStats::decode},
+    {"assigned_bytes", &StepStats::assigned_bytes},
+    {"weight_budget_bytes", &StepStats::weight_budget_bytes},
+    {"stream_buffer_bytes", &StepStats::stream_buffer_bytes},
 };
+
+// Layout fields are not summed: the totals keep the latest.
+bool is_layout(double StepStats::*m) {
+  return m == &StepStats::assigned_bytes || m == &StepStats::weight_budget_bytes ||
+         m == &StepStats::stream_buffer_bytes;
+}
 
 uint64_t faults(int who) {
   rusage ru{};
@@ -49,13 +64,40 @@ StepStats from_fields(std::span<const std::pair<std::string, double>> fields) {
     }
   }
   s.pressure = std::min(s.pressure, 1.0);
+  s.decode = s.decode > 0 ? 1.0 : 0.0;
   return s;
 }
 
 void DeviceTotals::add(const StepStats& s) {
   ++steps;
-  for (const auto& f : kFields) sum.*f.member += s.*f.member;
+  const bool dec = s.decode > 0;
+  if (dec) ++decode_steps;
+  for (const auto& f : kFields) {
+    if (is_layout(f.member)) {
+      sum.*f.member = s.*f.member;
+      decode_sum.*f.member = s.*f.member;
+      continue;
+    }
+    sum.*f.member += s.*f.member;
+    if (dec) decode_sum.*f.member += s.*f.member;
+  }
   pressure_max = std::max(pressure_max, s.pressure);
+}
+
+std::optional<uint64_t> process_read_bytes() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return std::nullopt;
+  char line[128];
+  std::optional<uint64_t> out;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "read_bytes: %llu", &v) == 1) {
+      out = static_cast<uint64_t>(v);
+      break;
+    }
+  }
+  std::fclose(f);
+  return out;
 }
 
 uint64_t process_major_faults() {
@@ -66,7 +108,8 @@ uint64_t thread_major_faults() {
   return faults(RUSAGE_THREAD);
 }
 
-DeviceMeter::DeviceMeter(const MappedPages& pages) : pages_(pages), base_(read_memory_status()) {}
+DeviceMeter::DeviceMeter(const MappedPages& pages)
+    : pages_(pages), base_(read_memory_status()), read0_(process_read_bytes()) {}
 
 void DeviceMeter::compute_begin(std::span<const ByteRange> ranges, uint64_t foreign_faults) {
   step_.reload_bytes +=
@@ -83,8 +126,15 @@ void DeviceMeter::compute_end(uint64_t foreign_faults) {
   step_.major_faults += static_cast<double>(all > foreign ? all - foreign : 0);
 }
 
-StepStats DeviceMeter::finish_step() {
+StepStats DeviceMeter::finish_step(bool decode) {
   step_.pressure = memory_pressure(base_, read_memory_status());
+  const auto read = process_read_bytes();
+  if (read && read0_) step_.disk_bytes = static_cast<double>(*read - *read0_);
+  read0_ = read;
+  step_.decode = decode ? 1.0 : 0.0;
+  step_.assigned_bytes = layout_.assigned;
+  step_.weight_budget_bytes = layout_.weight_budget;
+  step_.stream_buffer_bytes = layout_.stream_buffer;
   const StepStats s = step_;
   totals_.add(s);
   step_ = StepStats{};

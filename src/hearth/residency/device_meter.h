@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,6 +26,17 @@ struct StepStats {
   double prefetch_bytes = 0;  // bytes asked for by the prefetcher during the step
   double release_bytes = 0;   // resident bytes released during the step
   double pressure = 0;        // memory pressure at the end of the step, [0, 1]
+  double disk_bytes = 0;      // bytes this process read from storage during the step
+  double stream_bytes = 0;    // of those, bytes the weight streamer read
+  double read_ms = 0;         // time the streamer spent reading
+  double exposed_ms = 0;      // time compute waited for streamed weights
+  double decode = 0;          // 1: every sequence of the step advanced by one token
+  // The device's residency layout (constant over a session; carried with every step so the
+  // head needs no other message): bytes of its weights, what the resident part may take, and
+  // the stream buffer.
+  double assigned_bytes = 0;
+  double weight_budget_bytes = 0;
+  double stream_buffer_bytes = 0;
 };
 
 // Keys and values as carried in net::Stats metrics, in a fixed order.
@@ -33,14 +45,26 @@ std::vector<std::pair<std::string, double>> to_fields(const StepStats& s);
 // numbers must not poison the head's totals).
 StepStats from_fields(std::span<const std::pair<std::string, double>> fields);
 
-// Sums of a device's steps.
+// Sums of a device's steps, and of its decode steps alone (the per-token figures of the
+// offload regime leave out load and prefill). Layout fields hold the last step's values.
 struct DeviceTotals {
   uint64_t steps = 0;
   StepStats sum;  // sum.pressure is the sum of per-step pressures
   double pressure_max = 0;
+  uint64_t decode_steps = 0;
+  StepStats decode_sum;
   void add(const StepStats& s);
   double pressure_mean() const { return steps ? sum.pressure / static_cast<double>(steps) : 0.0; }
+  // Per decoded token (0 without decode steps).
+  double per_decode_token(double StepStats::*field) const {
+    return decode_steps ? decode_sum.*field / static_cast<double>(decode_steps) : 0.0;
+  }
 };
+
+// Bytes this process has read from storage so far (/proc/self/io read_bytes: every read it
+// caused to reach the block layer, page faults, readahead and direct I/O alike); nullopt where
+// the kernel does not account it.
+std::optional<uint64_t> process_read_bytes();
 
 // Major page faults of this process so far (getrusage RUSAGE_SELF), and of the calling
 // thread (RUSAGE_THREAD).
@@ -67,8 +91,19 @@ class DeviceMeter {
     step_.release_bytes += static_cast<double>(released);
   }
 
-  // Ends the step: samples memory pressure, adds the step to the totals, returns it.
-  StepStats finish_step();
+  void add_stream(uint64_t bytes, double read_ms, double exposed_ms) {
+    step_.stream_bytes += static_cast<double>(bytes);
+    step_.read_ms += read_ms;
+    step_.exposed_ms += exposed_ms;
+  }
+  void set_layout(uint64_t assigned, uint64_t weight_budget, uint64_t stream_buffer) {
+    layout_ = {static_cast<double>(assigned), static_cast<double>(weight_budget),
+               static_cast<double>(stream_buffer)};
+  }
+
+  // Ends the step: samples memory pressure and the bytes read from storage since the last
+  // step ended, adds the step to the totals, returns it.
+  StepStats finish_step(bool decode = false);
   const DeviceTotals& totals() const { return totals_; }
   const MemoryStatus& baseline() const { return base_; }
 
@@ -80,6 +115,10 @@ class DeviceMeter {
   double t0_ = 0;
   uint64_t faults0_ = 0;
   uint64_t foreign0_ = 0;
+  std::optional<uint64_t> read0_;
+  struct {
+    double assigned = 0, weight_budget = 0, stream_buffer = 0;
+  } layout_;
 };
 
 }  // namespace hearth::residency

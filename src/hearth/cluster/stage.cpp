@@ -1,0 +1,242 @@
+#include "hearth/cluster/stage.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+#include "hearth/compute/kv_cache.h"
+#include "hearth/model/hparams.h"
+#include "hearth/residency/memory_status.h"
+
+namespace hearth::cluster {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+// Headroom for what grows after start-up besides the KV cache and the working buffers:
+// message buffers, thread stacks, allocator slack.
+constexpr uint64_t kMemoryMargin = 8 * kMiB;
+// Rows of working buffers reserved: decode and short prompts. A longer prompt grows them for
+// its prefill and may squeeze the resident weights meanwhile; decode is what the plan is for.
+constexpr int64_t kReservedRows = 64;
+
+uint64_t matrix_bytes(const compute::WeightView& v) {
+  return *gguf::row_bytes(v.type, static_cast<uint64_t>(v.cols)) * static_cast<uint64_t>(v.rows);
+}
+
+void check_windows(const std::vector<Window>& windows, int n_layers) {
+  if (windows.empty()) throw UsageError("stage: no rounds");
+  int prev_end = 0;
+  for (size_t r = 0; r < windows.size(); ++r) {
+    const Window w = windows[r];
+    if (w.empty()) continue;
+    if (w.begin < prev_end || w.end > n_layers) {
+      throw UsageError(fmt::format("stage: window {} [{}, {}) is not ascending inside [0, {})", r,
+                                   w.begin, w.end, n_layers));
+    }
+    prev_end = w.end;
+  }
+}
+
+}  // namespace
+
+ResidencyMode parse_residency_mode(std::string_view text) {
+  if (text == "auto") return ResidencyMode::kAuto;
+  if (text == "stream") return ResidencyMode::kStream;
+  if (text == "mmap") return ResidencyMode::kMmap;
+  throw UsageError(fmt::format("--residency: '{}' is not auto, stream or mmap", std::string(text)));
+}
+
+std::string_view residency_mode_name(ResidencyMode m) {
+  switch (m) {
+    case ResidencyMode::kAuto:
+      return "auto";
+    case ResidencyMode::kStream:
+      return "stream";
+    case ResidencyMode::kMmap:
+      return "mmap";
+  }
+  return "?";
+}
+
+Stage::Stage(const gguf::GgufFile& file, StageOptions options)
+    : file_(file), opt_(std::move(options)) {
+  const model::HParams hp = model::load_hparams(file_);
+  const int n_layers = static_cast<int>(hp.n_layers);
+  check_windows(opt_.windows, n_layers);
+  std::vector<int> layers;
+  for (const Window& w : opt_.windows) {
+    for (int l = w.begin; l < w.end; ++l) layers.push_back(l);
+  }
+
+  // The matrices in the order a token uses them, as views into the mapping.
+  const model::ModelWeights views = model::bind_weights(file_, hp);
+  const uint8_t* base = file_.bytes().data();
+  uint64_t fixed = 0;
+  for (const Window& w : opt_.windows) {
+    for (int l = w.begin; l < w.end; ++l) {
+      const model::LayerWeights& L = views.layers[static_cast<size_t>(l)];
+      const compute::WeightView* groups[model::kMatrixGroups][3] = {
+          {&L.wq, &L.wk, &L.wv}, {&L.wo}, {&L.w_gate, &L.w_up}, {&L.w_down}};
+      uint64_t layer_matrices = 0;
+      for (int g = 0; g < model::kMatrixGroups; ++g) {
+        for (const compute::WeightView* v : groups[g]) {
+          if (v == nullptr) continue;
+          const auto* p = static_cast<const uint8_t*>(v->data);
+          matrices_.push_back(
+              residency::PlannedMatrix{l, g, static_cast<uint64_t>(p - base), matrix_bytes(*v)});
+          layer_matrices += matrix_bytes(*v);
+        }
+      }
+      uint64_t layer_all = 0;
+      for (const auto& [ptr, len] : L.spans) layer_all += len;
+      fixed += layer_all - std::min(layer_all, layer_matrices);  // norms and biases
+    }
+  }
+  if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
+
+  pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
+  // Weight memory: what is available now, plus our own pages already cached (a cgroup counts
+  // them as used), minus what the KV cache and working buffers will take.
+  uint64_t budget = opt_.residency.weight_memory;
+  if (budget == 0) {
+    const auto mem = residency::read_memory_status();
+    uint64_t avail = mem.available;
+    if (mem.source.rfind("cgroup", 0) == 0) {
+      std::vector<residency::ByteRange> all;
+      for (const auto& m : matrices_) all.push_back({base + m.offset, m.bytes});
+      avail += pages_->resident_bytes(all);
+    }
+    uint64_t reserve = kMemoryMargin;
+    if (!layers.empty()) {
+      reserve += compute::KvCache::bytes_for(
+          static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
+          static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096);
+    }
+    reserve += 4ull * kReservedRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
+    budget = avail > reserve ? avail - reserve : 0;
+  }
+  layout_.weight_memory = budget;
+
+  // Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds
+  // the streamed part of one window, so the reads of a window fit in the idle time before it
+  // (docs/plan.md, the overlap model), within a quarter of the weight memory.
+  uint64_t buffer = opt_.residency.stream_buffer;
+  const int k = rounds();
+  if (buffer == 0 && k > 1) {
+    uint64_t assigned = fixed;
+    for (const auto& m : matrices_) assigned += m.bytes;
+    if (assigned > budget) buffer = std::min((assigned - budget) / (k - 1), budget / 4);
+  }
+  layout_.stream = residency::plan_stream({matrices_, fixed, budget, buffer, 4096});
+  const bool streams = !layout_.stream.fits();
+  layout_.mode = opt_.residency.mode == ResidencyMode::kStream ||
+                         (opt_.residency.mode == ResidencyMode::kAuto && streams)
+                     ? ResidencyMode::kStream
+                     : ResidencyMode::kMmap;
+  const bool streaming = layout_.mode == ResidencyMode::kStream && streams;
+
+  model::EngineOptions eo;
+  eo.threads = opt_.threads;
+  eo.n_ctx = opt_.n_ctx;
+  eo.layers = layers;
+  eo.with_output = opt_.with_output;
+  eo.repack = opt_.residency.repack;
+  // A streaming device computes from the file's bytes; with k > 1 rounds in mmap mode the
+  // windows come and go from the page cache: both keep the GGUF layout.
+  if (streaming || k > 1) eo.repack = model::RepackMode::kOff;
+  eo.no_layers = layers.empty();  // a head with no layers still embeds and computes logits
+  engine_ = std::make_unique<model::Engine>(file_, eo);
+  meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
+  meter_->set_layout(layout_.stream.assigned_bytes,
+                     streams ? layout_.stream.weight_budget_bytes : budget,
+                     streaming ? layout_.stream.buffer_bytes : 0);
+
+  if (streaming) {
+    std::vector<residency::ByteRange> streamed, resident;
+    for (size_t i = 0; i < matrices_.size(); ++i) {
+      const residency::ByteRange r{base + matrices_[i].offset, matrices_[i].bytes};
+      (layout_.stream.streamed[i] ? streamed : resident).push_back(r);
+    }
+    // Pages of the streamed part left in the cache by an earlier reader would only take room
+    // from the resident part: drop them. Then ask for the resident part in the background.
+    pages_->release(streamed);
+    pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
+    streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream);
+    layout_.direct_io = streamer_->direct_io();
+    log::info(
+        "stage: layers {} MiB + fixed {} MiB in {} MiB of weight memory: {} MiB resident, {} "
+        "MiB streamed per token through a {} MiB buffer ({})",
+        (layout_.stream.assigned_bytes - fixed) / kMiB, fixed / kMiB, budget / kMiB,
+        layout_.stream.resident_bytes / kMiB, layout_.stream.streamed_bytes / kMiB,
+        layout_.stream.buffer_bytes / kMiB, layout_.direct_io ? "direct I/O" : "buffered reads");
+    return;
+  }
+  // mmap mode: the prefetch/release scheme for k > 1 rounds.
+  std::vector<residency::ByteRange> share;
+  for (const Window& w : opt_.windows) {
+    const auto rr = window_ranges(engine_->weights(), w);
+    share.insert(share.end(), rr.begin(), rr.end());
+  }
+  const bool release =
+      residency::release_enabled(opt_.residency.release, pages_->span_bytes(share),
+                                 pages_->resident_bytes(share), meter_->baseline());
+  if (k > 1 && (opt_.residency.prefetch || release) && engine_->repacked_bytes() == 0) {
+    prefetch_ = std::make_unique<WindowPrefetcher>(
+        engine_->weights(), *pages_, opt_.residency.prefetch, opt_.residency.method, release);
+    prefetch_->request(window(0));  // warm the first window while the ring sets up
+  }
+}
+
+Stage::~Stage() = default;
+
+std::vector<residency::ByteRange> Stage::resident_ranges(Window w) const {
+  if (!streamer_) return window_ranges(engine_->weights(), w);
+  std::vector<residency::ByteRange> out;
+  const uint8_t* base = file_.bytes().data();
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const auto& m = matrices_[i];
+    if (m.layer >= w.begin && m.layer < w.end && !layout_.stream.streamed[i]) {
+      out.push_back({base + m.offset, m.bytes});
+    }
+  }
+  return out;
+}
+
+void Stage::run_window(int round, std::span<const model::BatchSegment> segments, float* hidden) {
+  const Window w = window(round);
+  if (w.empty()) return;
+  auto foreign = [&] { return prefetch_ ? prefetch_->own_major_faults() : 0; };
+  meter_->compute_begin(resident_ranges(w), foreign());
+  engine_->forward_batch(segments, w.begin, w.end, hidden, streamer_.get());
+  meter_->compute_end(foreign());
+  // While the others compute, bring in the window this device needs next (the next round's,
+  // or round 0's of the next token after the last round).
+  if (prefetch_) prefetch_->request(window((round + 1) % rounds()), w);
+}
+
+void Stage::logits(std::span<const model::EvalItem> items, const float* hidden) {
+  const double t0 = now_ms();
+  engine_->batch_logits(items, hidden);
+  meter_->add_compute_ms(now_ms() - t0);
+}
+
+residency::StepStats Stage::finish_step(bool decode) {
+  if (prefetch_) {
+    meter_->add_prefetch(prefetch_->bytes_advised() - advised0_,
+                         prefetch_->bytes_released() - released0_);
+    advised0_ = prefetch_->bytes_advised();
+    released0_ = prefetch_->bytes_released();
+  }
+  if (streamer_) {
+    const StreamCounters c = streamer_->counters();
+    meter_->add_stream(c.bytes_read - stream0_.bytes_read, c.read_ms - stream0_.read_ms,
+                       c.exposed_ms - stream0_.exposed_ms);
+    stream0_ = c;
+  }
+  return meter_->finish_step(decode);
+}
+
+}  // namespace hearth::cluster

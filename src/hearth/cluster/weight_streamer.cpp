@@ -1,0 +1,267 @@
+#include "hearth/cluster/weight_streamer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+
+namespace hearth::cluster {
+namespace {
+
+constexpr uint64_t kNoRoom = UINT64_MAX;
+constexpr uint64_t kAlign = 4096;
+// Requests outstanding at once (the reader thread plus kIoThreads helpers), and the smallest
+// chunk worth a request of its own.
+constexpr int kIoThreads = 3;
+constexpr uint64_t kMinChunk = uint64_t{512} << 10;
+
+int open_direct(const std::string& path) {
+#ifdef O_DIRECT
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+#else
+  (void)path;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
+                               std::vector<residency::PlannedMatrix> matrices,
+                               residency::StreamPlan plan)
+    : path_(path), mapping_(mapping), matrices_(std::move(matrices)), plan_(std::move(plan)) {
+  if (plan_.items.empty()) return;  // nothing streamed: no thread, no buffer
+  fd_ = open_direct(path_);
+  direct_ = fd_ >= 0;
+  if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    throw IoError(fmt::format("{}: cannot open for streaming: {}", path_, std::strerror(errno)));
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  capacity_ = (plan_.buffer_bytes + page - 1) / page * page;
+  void* p = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd_);
+    throw IoError(fmt::format("{}: cannot allocate a stream buffer of {} MiB: {}", path_,
+                              capacity_ >> 20, std::strerror(errno)));
+  }
+  buffer_ = static_cast<uint8_t*>(p);
+  for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
+  thread_ = std::thread([this] { run(); });
+}
+
+WeightStreamer::~WeightStreamer() {
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(io_mu_);
+    io_quit_ = true;
+  }
+  io_cv_.notify_all();
+  for (auto& t : io_threads_) t.join();
+  if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StreamCounters WeightStreamer::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+uint64_t WeightStreamer::room_for(uint64_t bytes) const {
+  if (bytes > capacity_) return kNoRoom;
+  if (slots_.empty()) return 0;
+  const uint64_t tail = slots_.front().offset;
+  const uint64_t head = slots_.back().offset + slots_.back().bytes;
+  if (slots_.back().offset >= tail) {  // in flight: [tail, head), free at both ends
+    if (capacity_ - head >= bytes) return head;
+    return tail >= bytes ? 0 : kNoRoom;
+  }
+  return tail - head >= bytes ? head : kNoRoom;  // wrapped: free is [head, tail)
+}
+
+void WeightStreamer::run() {
+  std::unique_lock lock(mu_);
+  while (!quit_) {
+    const auto& item = plan_.items[next_item_];
+    const uint64_t off = room_for(item.bytes);
+    if (off == kNoRoom) {
+      cv_.wait(lock);
+      continue;
+    }
+    slots_.push_back(Slot{next_item_, off, item.bytes, false, false});
+    lock.unlock();
+    const double t0 = now_ms();
+    const bool ok = read_item(item, buffer_ + off);
+    const double dt = now_ms() - t0;
+    lock.lock();
+    // Only this thread appends, and the engine takes only slots that are ready: the slot just
+    // read is still the last one.
+    slots_.back().ready = true;
+    slots_.back().failed = !ok;
+    counters_.read_ms += dt;
+    counters_.bytes_read += ok ? item.bytes : 0;
+    ++counters_.items_read;
+    next_item_ = (next_item_ + 1) % plan_.items.size();
+    cv_.notify_all();
+  }
+}
+
+bool WeightStreamer::read_chunk(const Chunk& c) {
+  uint64_t done = 0;
+  while (done < c.bytes) {
+    const ssize_t r =
+        ::pread(fd_, c.dst + done, c.bytes - done, static_cast<off_t>(c.offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      log::warn("stream {}: read of {} bytes at {} failed: {}", path_, c.bytes - done,
+                c.offset + done, std::strerror(errno));
+      return false;
+    }
+    if (r == 0) break;  // end of file inside the last aligned block
+    done += static_cast<uint64_t>(r);
+  }
+  if (!direct_) {
+    ::posix_fadvise(fd_, static_cast<off_t>(c.offset), static_cast<off_t>(c.bytes),
+                    POSIX_FADV_DONTNEED);
+  }
+  return true;
+}
+
+void WeightStreamer::io_loop() {
+  std::unique_lock lock(io_mu_);
+  for (;;) {
+    io_cv_.wait(lock, [&] { return io_quit_ || next_chunk_ < chunks_.size(); });
+    if (io_quit_) return;
+    const Chunk c = chunks_[next_chunk_++];
+    lock.unlock();
+    const bool ok = read_chunk(c);
+    lock.lock();
+    chunks_ok_ = chunks_ok_ && ok;
+    if (++chunks_done_ == chunks_.size()) io_cv_.notify_all();
+  }
+}
+
+bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) {
+  // Chunks of each matrix's aligned extent, about a quarter of the item each.
+  const uint64_t target =
+      std::max(kMinChunk, (item.bytes / (kIoThreads + 1) + kAlign - 1) / kAlign * kAlign);
+  std::vector<Chunk> chunks;
+  uint64_t pos = 0;
+  for (int mi : item.matrices) {
+    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
+    const uint64_t begin = m.offset / kAlign * kAlign;
+    const uint64_t len = residency::aligned_span(m.offset, m.bytes, kAlign);
+    for (uint64_t o = 0; o < len; o += target) {
+      chunks.push_back(Chunk{dst + pos + o, begin + o, std::min(target, len - o)});
+    }
+    pos += len;
+  }
+  bool ok = true;
+  if (direct_) {
+    // Probe direct I/O on the first chunk: a file system may refuse it at this alignment.
+    if (!read_chunk(chunks.front())) {
+      const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return false;
+      {
+        std::lock_guard lock(io_mu_);  // no I/O thread is reading now
+        ::close(fd_);
+        fd_ = fd;
+        direct_ = false;
+      }
+      log::info("stream {}: direct I/O refused, reading through the page cache", path_);
+      if (!read_chunk(chunks.front())) return false;
+    }
+    chunks.erase(chunks.begin());
+  }
+  if (chunks.empty()) return ok;
+  std::unique_lock lock(io_mu_);
+  chunks_ = std::move(chunks);
+  next_chunk_ = 0;
+  chunks_done_ = 0;
+  chunks_ok_ = true;
+  io_cv_.notify_all();
+  // This thread reads chunks too, then waits for the helpers' last ones.
+  while (next_chunk_ < chunks_.size()) {
+    const Chunk c = chunks_[next_chunk_++];
+    lock.unlock();
+    const bool r = read_chunk(c);
+    lock.lock();
+    chunks_ok_ = chunks_ok_ && r;
+    ++chunks_done_;
+  }
+  io_cv_.wait(lock, [&] { return chunks_done_ == chunks_.size(); });
+  ok = chunks_ok_;
+  chunks_.clear();
+  next_chunk_ = 0;
+  // Each matrix must have been read up to its end (a short file reads short).
+  return ok;
+}
+
+void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews& v) {
+  const int group = static_cast<int>(g);
+  // Is this group streamed at all? Items are few; a linear scan is cheaper than a map here.
+  bool streamed = false;
+  for (const auto& it : plan_.items) {
+    if (it.layer == layer && it.group == group) {
+      streamed = true;
+      break;
+    }
+  }
+  if (!streamed) return;
+  std::unique_lock lock(mu_);
+  if (held_) {  // the last pass ended without release (an exception in compute)
+    slots_.pop_front();
+    held_ = false;
+    cv_.notify_all();
+  }
+  const double t0 = now_ms();
+  for (;;) {
+    cv_.wait(lock, [&] { return !slots_.empty() && slots_.front().ready; });
+    const auto& it = plan_.items[slots_.front().item];
+    if (it.layer == layer && it.group == group) break;
+    // A pass was cut short (or started mid-cycle): skip to the group the engine asks for.
+    slots_.pop_front();
+    cv_.notify_all();
+  }
+  counters_.exposed_ms += now_ms() - t0;
+  held_ = true;
+  const Slot& s = slots_.front();
+  if (s.failed) return;  // the engine reads the mapping: slower, same bytes
+  const auto& item = plan_.items[s.item];
+  uint64_t pos = 0;
+  for (int mi : item.matrices) {
+    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
+    const uint8_t* in_map = mapping_ + m.offset;
+    const uint8_t* in_buf = buffer_ + s.offset + pos + (m.offset % kAlign);
+    for (int j = 0; j < v.count; ++j) {
+      if (v.views[j]->data == in_map) v.views[j]->data = in_buf;
+    }
+    pos += residency::aligned_span(m.offset, m.bytes, kAlign);
+  }
+}
+
+void WeightStreamer::release(int layer, model::MatrixGroup g) {
+  std::lock_guard lock(mu_);
+  if (!held_ || slots_.empty()) return;
+  const auto& it = plan_.items[slots_.front().item];
+  if (it.layer != layer || it.group != static_cast<int>(g)) return;
+  slots_.pop_front();
+  held_ = false;
+  cv_.notify_all();
+}
+
+}  // namespace hearth::cluster

@@ -1,0 +1,109 @@
+// The streamed part of a device's weights (issue 16; residency/stream_plan.h says which
+// matrices): a reader thread reads each streamed group of matrices into a bounded ring buffer
+// ahead of its use, in the cyclic order the engine uses them (window after window, token
+// after token), and the engine takes them from there (model::WeightFeed). A group's buffer
+// space is reused as soon as the engine gives it back, so the reader runs ahead by at most
+// the buffer: while the others compute, and while this device computes its resident layers.
+//
+// Reads bypass the page cache (O_DIRECT, aligned extents), so streaming never evicts the
+// resident part and reads exactly the streamed bytes. Where direct I/O is refused (tmpfs,
+// some file systems, other OSes) it falls back to buffered pread followed by
+// POSIX_FADV_DONTNEED on the range, so the cache does not keep what was streamed.
+//
+// Reads are split into chunks read in parallel by a few I/O threads: storage that serves one
+// request at a time with a fixed latency (virtual disks, network storage, SD cards with
+// queues) reaches its throughput only with several requests outstanding.
+//
+// Bitwise: the engine computes on the same bytes it would read from the mapping.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hearth/model/weight_feed.h"
+#include "hearth/residency/stream_plan.h"
+
+namespace hearth::cluster {
+
+struct StreamCounters {
+  uint64_t bytes_read = 0;  // file bytes read into the buffer (aligned extents)
+  double read_ms = 0;       // time the reader spent in reads
+  double exposed_ms = 0;    // time the engine waited for a group not yet read
+  uint64_t items_read = 0;
+};
+
+class WeightStreamer : public model::WeightFeed {
+ public:
+  // `path` is the model file; `mapping` its mapping (the engine's views point into it, so a
+  // view's file offset is its pointer minus mapping). `plan` from residency::plan_stream over
+  // `matrices` (same indices). Starts reading at once. Throws IoError if the file cannot be
+  // opened or the buffer cannot be allocated.
+  WeightStreamer(const std::string& path, const uint8_t* mapping,
+                 std::vector<residency::PlannedMatrix> matrices, residency::StreamPlan plan);
+  ~WeightStreamer() override;
+  WeightStreamer(const WeightStreamer&) = delete;
+  WeightStreamer& operator=(const WeightStreamer&) = delete;
+
+  void acquire(int layer, model::MatrixGroup g, model::GroupViews& v) override;
+  void release(int layer, model::MatrixGroup g) override;
+
+  StreamCounters counters() const;
+  bool direct_io() const { return direct_; }
+  const residency::StreamPlan& plan() const { return plan_; }
+
+ private:
+  struct Slot {
+    size_t item = 0;      // index into plan_.items
+    uint64_t offset = 0;  // in the buffer
+    uint64_t bytes = 0;   // taken in the buffer
+    bool ready = false;   // read complete
+    bool failed = false;  // read failed: the engine reads the mapping instead
+  };
+  struct Chunk {
+    uint8_t* dst = nullptr;
+    uint64_t offset = 0;  // file offset, aligned
+    uint64_t bytes = 0;   // aligned, except where the file ends
+  };
+  void run();
+  void io_loop();
+  bool read_item(const residency::StreamItem& item, uint8_t* dst);
+  bool read_chunk(const Chunk& c);
+  // Buffer offset for `bytes` after the slots in flight, or UINT64_MAX if no room now.
+  uint64_t room_for(uint64_t bytes) const;
+
+  std::string path_;
+  const uint8_t* mapping_;
+  std::vector<residency::PlannedMatrix> matrices_;
+  residency::StreamPlan plan_;
+  int fd_ = -1;
+  bool direct_ = false;
+  uint8_t* buffer_ = nullptr;
+  uint64_t capacity_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Slot> slots_;  // in use order: the oldest is the next the engine takes
+  size_t next_item_ = 0;    // the next item the reader reads
+  bool held_ = false;       // the engine holds slots_.front()
+  bool quit_ = false;
+  StreamCounters counters_;
+  std::thread thread_;
+
+  // The chunks of the item being read, taken by the I/O threads and the reader thread alike.
+  std::mutex io_mu_;
+  std::condition_variable io_cv_;
+  std::vector<Chunk> chunks_;
+  size_t next_chunk_ = 0;
+  size_t chunks_done_ = 0;
+  bool chunks_ok_ = true;
+  bool io_quit_ = false;
+  std::vector<std::thread> io_threads_;
+};
+
+}  // namespace hearth::cluster

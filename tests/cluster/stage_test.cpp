@@ -1,0 +1,167 @@
+// One device's stage (cluster/stage.h): streaming part of the weights through the buffer gives
+// bitwise the logits of reading them all from the mapping, for one round and for several, and
+// reads exactly the streamed bytes each token.
+#include "hearth/cluster/stage.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "hearth/base/error.h"
+#include "hearth/gguf/gguf_file.h"
+#include "hearth/model/synth.h"
+
+namespace hearth::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string make_model() {
+  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 6;
+  opt.hp.dim = 256;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 768;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q4_k_m");
+  opt.seed = 11;
+  opt.name = "stage-test";
+  opt.threads = 1;
+  const std::string path = (dir / "m.gguf").string();
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+struct StageRun {
+  std::vector<std::vector<float>> logits;  // per step
+  residency::DeviceTotals totals;
+  StageLayout layout;
+  StreamCounters stream;
+};
+
+// A prompt of 5 tokens, then 6 decode steps with fixed ids, through `windows`.
+StageRun run_stage(const gguf::GgufFile& file, std::vector<Window> windows, ResidencyOptions ro) {
+  StageOptions so;
+  so.windows = std::move(windows);
+  so.threads = 1;
+  so.n_ctx = 64;
+  so.with_output = true;
+  ro.repack = model::RepackMode::kOff;
+  so.residency = ro;
+  Stage stage(file, so);
+  const auto& hp = stage.engine().hparams();
+  StageRun out;
+  int64_t pos = 0;
+  const std::vector<std::vector<int32_t>> steps = {
+      {1, 7, 42, 99, 3}, {5}, {77}, {300}, {2}, {8}, {9}};
+  for (const auto& toks : steps) {
+    std::vector<float> hidden(toks.size() * hp.dim);
+    stage.engine().embed(toks, hidden.data());
+    const model::BatchSegment seg{0, pos, static_cast<int64_t>(toks.size())};
+    for (int r = 0; r < stage.rounds(); ++r) {
+      stage.run_window(r, std::span<const model::BatchSegment>(&seg, 1), hidden.data());
+    }
+    std::vector<float> logits(hp.vocab);
+    const model::EvalItem item{0, toks, logits.data()};
+    stage.logits(std::span<const model::EvalItem>(&item, 1), hidden.data());
+    stage.finish_step(toks.size() == 1);
+    out.logits.push_back(std::move(logits));
+    pos += static_cast<int64_t>(toks.size());
+  }
+  out.totals = stage.totals();
+  out.layout = stage.layout();
+  return out;
+}
+
+TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
+  const auto path = make_model();
+  const auto file = gguf::GgufFile::open(path);
+  ResidencyOptions mmap;
+  mmap.mode = ResidencyMode::kMmap;
+  const StageRun ref = run_stage(file, {{0, 6}}, mmap);
+  ASSERT_EQ(ref.layout.mode, ResidencyMode::kMmap);
+
+  ResidencyOptions st;
+  st.mode = ResidencyMode::kAuto;
+  st.weight_memory = ref.layout.stream.assigned_bytes / 2;  // half of it must stream
+  for (const std::vector<Window>& windows :
+       {std::vector<Window>{{0, 6}}, std::vector<Window>{{0, 3}, {3, 6}},
+        std::vector<Window>{{0, 2}, {2, 4}, {4, 6}}}) {
+    SCOPED_TRACE(windows.size());
+    const StageRun s = run_stage(file, windows, st);
+    ASSERT_EQ(s.layout.mode, ResidencyMode::kStream);
+    const auto& plan = s.layout.stream;
+    ASSERT_FALSE(plan.fits());
+    EXPECT_LE(plan.resident_bytes, plan.weight_budget_bytes);
+    EXPECT_EQ(plan.weight_budget_bytes + plan.buffer_bytes, st.weight_memory);
+    ASSERT_EQ(s.logits.size(), ref.logits.size());
+    for (size_t i = 0; i < ref.logits.size(); ++i) {
+      EXPECT_EQ(s.logits[i], ref.logits[i]) << "step " << i;
+    }
+    // Every decode step reads the streamed groups once: the reader runs ahead by at most the
+    // buffer, so the sum over the decode steps is within a buffer of steps x one pass.
+    uint64_t pass = 0;
+    for (const auto& it : plan.items) pass += it.bytes;
+    const double steps = static_cast<double>(s.totals.decode_steps);
+    ASSERT_EQ(s.totals.decode_steps, 6u);
+    const double streamed = s.totals.decode_sum.stream_bytes;
+    EXPECT_GE(streamed, steps * pass - static_cast<double>(plan.buffer_bytes));
+    EXPECT_LE(streamed, steps * pass + static_cast<double>(plan.buffer_bytes));
+    EXPECT_GT(s.totals.decode_sum.read_ms, 0.0);
+    // The process's own storage reads (page faults, readahead, direct I/O) cover the streamed
+    // bytes when the reads bypass the page cache; with buffered reads they may hit the cache.
+    if (s.layout.direct_io && residency::process_read_bytes()) {
+      EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
+    }
+  }
+}
+
+TEST(Stage, FitsMeansNothingStreamedEvenInStreamMode) {
+  const auto path = make_model();
+  const auto file = gguf::GgufFile::open(path);
+  ResidencyOptions st;
+  st.mode = ResidencyMode::kStream;
+  st.weight_memory = uint64_t{1} << 30;
+  const StageRun s = run_stage(file, {{0, 6}}, st);
+  EXPECT_TRUE(s.layout.stream.fits());
+  EXPECT_EQ(s.totals.decode_sum.stream_bytes, 0.0);
+  EXPECT_EQ(s.totals.sum.stream_buffer_bytes, 0.0);
+}
+
+TEST(Stage, HeadWithNoLayersEmbedsAndComputesLogits) {
+  const auto path = make_model();
+  const auto file = gguf::GgufFile::open(path);
+  StageOptions so;
+  so.windows = {Window{0, 0}};
+  so.threads = 1;
+  so.with_output = true;
+  Stage stage(file, so);
+  EXPECT_TRUE(stage.engine().layers().empty());
+  const std::vector<int32_t> toks = {4};
+  std::vector<float> hidden(stage.engine().hparams().dim);
+  stage.engine().embed(toks, hidden.data());
+  const model::BatchSegment seg{0, 0, 1};
+  stage.run_window(0, std::span<const model::BatchSegment>(&seg, 1), hidden.data());  // no-op
+  std::vector<float> logits(stage.engine().hparams().vocab);
+  const model::EvalItem item{0, toks, logits.data()};
+  stage.logits(std::span<const model::EvalItem>(&item, 1), hidden.data());
+  EXPECT_NE(logits[0], 0.0f);
+}
+
+TEST(Stage, ResidencyModeParsesAndRefuses) {
+  EXPECT_EQ(parse_residency_mode("auto"), ResidencyMode::kAuto);
+  EXPECT_EQ(parse_residency_mode("stream"), ResidencyMode::kStream);
+  EXPECT_EQ(parse_residency_mode("mmap"), ResidencyMode::kMmap);
+  EXPECT_THROW(parse_residency_mode("lru"), Error);
+}
+
+}  // namespace
+}  // namespace hearth::cluster

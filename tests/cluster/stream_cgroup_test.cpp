@@ -1,0 +1,126 @@
+// The residency planner on a real file larger than a real memory limit (cgroup v1, as the
+// emulated home cluster uses): `hearth run` in a cgroup whose limit is below the model keeps
+// part of the weights resident and streams the rest, reading per decoded token about the
+// excess (assigned bytes minus its weight budget), where plain mmap re-reads much more; the
+// greedy ids are those of an unconstrained run.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "hearth/model/synth.h"
+#include "support/subprocess.h"
+
+namespace hearth::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::last_json_line;
+using testing::run_command;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// A memory cgroup of its own, removed on destruction.
+class MemoryCgroup {
+ public:
+  explicit MemoryCgroup(uint64_t limit) {
+    const fs::path root = "/sys/fs/cgroup/memory";
+    if (::access(root.c_str(), W_OK) != 0) return;
+    dir_ = root / ("hearth-stream-test-" + std::to_string(::getpid()));
+    std::error_code ec;
+    fs::create_directory(dir_, ec);
+    if (ec) {
+      dir_.clear();
+      return;
+    }
+    std::ofstream(dir_ / "memory.limit_in_bytes") << limit;
+  }
+  ~MemoryCgroup() {
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  bool ok() const { return !dir_.empty(); }
+  // A shell command that runs `cmd` inside the cgroup.
+  std::string wrap(const std::string& cmd) const {
+    return "sh -c 'echo $$ > " + (dir_ / "cgroup.procs").string() + " && exec " + cmd + "'";
+  }
+
+ private:
+  fs::path dir_;
+};
+
+std::string make_model(const fs::path& dir) {
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 12;
+  opt.hp.dim = 1024;
+  opt.hp.n_heads = 8;
+  opt.hp.n_kv_heads = 8;
+  opt.hp.head_dim = 128;
+  opt.hp.ffn = 2816;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q4_k");
+  opt.seed = 3;
+  opt.name = "stream-cgroup";
+  opt.threads = 2;
+  const std::string path = (dir / "big.gguf").string();
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+TEST(StreamInCgroup, ReadsAboutTheExcessPerTokenWherePlainMmapRereadsMore) {
+  const auto dir = fs::temp_directory_path() / ("hearth_stream_cg_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = make_model(dir);
+  const uint64_t model_bytes = fs::file_size(model);
+  ASSERT_GT(model_bytes, 80 * kMiB);
+  MemoryCgroup cg(64 * kMiB);
+  if (!cg.ok()) GTEST_SKIP() << "no writable cgroup v1 memory controller (needs root)";
+
+  const std::string args = " run -m " + model +
+                           " -p fire -n 6 -t 1 -c 64 --temp 0 --ignore-eos --json "
+                           "--repack off";
+  const auto ref = run_command(std::string(HEARTH_BIN_PATH) + args + " --residency mmap");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const auto ref_ids = last_json_line(ref.out)["ids"];
+
+  auto in_cgroup = [&](const std::string& mode) {
+    // Nothing of the file may be in the page cache before the run: its first reader would be
+    // charged elsewhere and the cgroup would not have to evict it.
+    const int fd = ::open(model.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+    const auto r =
+        run_command(cg.wrap(std::string(HEARTH_BIN_PATH) + args + " --residency " + mode));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return last_json_line(r.out);
+  };
+  const auto stream = in_cgroup("stream");
+  ASSERT_TRUE(stream.contains("devices")) << stream.dump();
+  EXPECT_EQ(stream["ids"], ref_ids);
+  const auto& d = stream["devices"][0];
+  const double assigned = d["assigned_bytes"].get<double>();
+  const double budget = d["weight_budget_bytes"].get<double>();
+  const double excess = assigned - budget;
+  ASSERT_GT(excess, 10.0 * kMiB) << d.dump();  // the limit really is below the model
+  const double disk = d["disk_bytes_per_token"].get<double>();
+  const double streamed = d["stream_bytes_per_token"].get<double>();
+  EXPECT_LE(disk, 1.15 * excess + 4.0 * kMiB) << d.dump();
+  EXPECT_GE(streamed, 0.9 * excess) << d.dump();
+
+  const auto mmap = in_cgroup("mmap");
+  EXPECT_EQ(mmap["ids"], ref_ids);
+  const double disk_mmap = mmap["devices"][0]["disk_bytes_per_token"].get<double>();
+  EXPECT_GT(disk_mmap, disk) << "plain mmap in the same limit read " << disk_mmap / kMiB
+                             << " MiB per token, streaming " << disk / kMiB;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace hearth::cluster
