@@ -162,9 +162,11 @@ int run_demo(const Args& args) {
       "tok/s)\n",
       r.prompt_tokens, r.ids.size(), r.ttft_ms, r.tpot_ms, r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0);
   fmt::print(
-      "demo: memory pressure on this host: {:.2f}% (drop of available memory over total); "
+      "demo: memory pressure on this host: {:.2f}% (drop of available memory, reclaimable "
+      "cache counted as available, over total; {:.2f}% counting the page cache as used); "
       "weights stay in the page cache through mmap\n",
-      100.0 * residency::memory_pressure(mem_before, mem_after));
+      100.0 * residency::memory_pressure(mem_before, mem_after),
+      100.0 * residency::memory_pressure_unreclaimed(mem_before, mem_after));
   // Per device, averaged over token steps (workers report theirs in Stats messages);
   // pressure is the largest drop of available memory over total seen by that device.
   const auto stats = ring.device_stats();

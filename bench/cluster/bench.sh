@@ -10,7 +10,8 @@
 #   full:  8B, 30B and 70B shapes, 16 tokens per run, 3 repetitions (about 20 minutes)
 #   --reps N: repetitions (the report takes each system's median run)
 # Environment: LLAMA_CPP_BIN=DIR with llama-bench: also run llama.cpp alone on the strongest
-# device, same files and limits (optional).
+# device, same files and limits (optional). HEARTH_CLUSTER_SYSTEMS="halda halda-paper ...":
+# run only these systems of run.sh (default: all but llamacpp, which LLAMA_CPP_BIN adds).
 set -Eeuo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -43,7 +44,14 @@ case "$PROFILE" in
   full) MODELS=(l8 l30 l70); TOKENS=16; REPS=${REPS:-3} ;;
   *) echo "bench.sh: --profile small|full" >&2; exit 2 ;;
 esac
-SYSTEMS=(single pipeline ring-k2-off ring-k2 halda halda-prefetch)
+# shellcheck disable=SC2206
+SYSTEMS=(${HEARTH_CLUSTER_SYSTEMS:-single pipeline ring-k2-off ring-k2 halda halda-prefetch halda-paper})
+for s in "${SYSTEMS[@]}"; do
+  case "$s" in
+    single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | llamacpp) ;;
+    *) echo "bench.sh: HEARTH_CLUSTER_SYSTEMS: unknown system '$s' (run.sh --help lists them)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$DATA" "$OUT"
 
 # name -> synth arguments, layers, size of the real Q4_K_M model in bytes (what the scaled
@@ -75,7 +83,7 @@ START=$(date -u +%FT%TZ)
 UPTIME_BEFORE=$(uptime)
 # Repetitions interleave the systems (every system, then again), so slow phases of the shared
 # machine spread over all of them.
-[[ -n "${LLAMA_CPP_BIN:-}" ]] && SYSTEMS+=(llamacpp)
+if [[ -n "${LLAMA_CPP_BIN:-}" && -z "${HEARTH_CLUSTER_SYSTEMS:-}" ]]; then SYSTEMS+=(llamacpp); fi
 for ((rep = 1; rep <= REPS; rep++)); do
   for m in "${MODELS[@]}"; do
     for s in "${SYSTEMS[@]}"; do
@@ -88,7 +96,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
       }
       jq -c --arg name "$m" --argjson real "${REAL[$m]}" --argjson L "${LAYERS[$m]}" --argjson rep "$rep" \
         '. + {name: $name, real_bytes: $real, layers: $L, rep: $rep}' <<< "$line" >> "$RES"
-      jq -c '{system, name, tpot_ms, ttft_ms, k: .plan.k, pred: .plan.predicted_tpot_run_ctx_ms}' "$RES" | tail -1 >&2
+      jq -c '{system, name, tpot_ms, ttft_ms, k: .plan.k, pred: .plan.predicted_tpot_run_ctx_ms, predicted: .predicted_tpot_ms}' "$RES" | tail -1 >&2
     done
   done
 done

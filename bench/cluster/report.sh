@@ -16,7 +16,7 @@ done
 PROFILE=$(jq -r .profile "$META")
 R="$OUT/REPORT.md"
 [[ "$PROFILE" == full ]] || R="$OUT/REPORT-$PROFILE.md"
-SYSTEMS='["single","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","llamacpp"]'
+SYSTEMS='["single","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","halda-paper","llamacpp"]'
 # One row per model and system: the run with the median TPOT (a failed run counts as the
 # slowest), with every run's TPOT in tpot_runs.
 ALL=$(jq -cs 'group_by([.name, .system]) | map(
@@ -32,6 +32,7 @@ label() {
     ring-k2-off) echo "ring, memory-proportional, k=2, no prefetch" ;;
     halda) echo "PRP ring + Halda, prefetch off" ;;
     halda-prefetch) echo "PRP ring + Halda + prefetch" ;;
+    halda-paper) echo "PRP ring + Halda, paper cost model, prefetch off" ;;
     llamacpp) echo "llama.cpp alone on the strongest device" ;;
   esac
 }
@@ -75,28 +76,74 @@ label() {
   jq -r --argjson sys "$SYSTEMS" 'sort_by(.real_bytes, (.system as $s | $sys | index($s)))[] |
     "| \(.name) | \(.system) | \(if .failed then "failed" else (.tpot_ms | . * 10 | round / 10) end) | \([.tpot_runs[] | if . == null then "failed" else (round | tostring) end] | join(" ")) | \(if .ttft_ms == null then "-" else (.ttft_ms | round) end) | \(.plan.k // "-") | \(if .failed then "-" elif .system == "single" or .system == "llamacpp" then "all layers on \(.devices[0].name)" elif .plan then ([.plan.devices[] | "\(.name | sub("^head$"; "D1")):\(.w)"] | join(" ")) else "-" end) | \(.loadavg // "-" | split(" ")[0]) |"' <<< "$ALL"
   echo
-  echo "## Per device (largest model): memory pressure, reloads, compute"
+  echo "## Per device (largest model): memory pressure, reloads, disk reads, compute"
   echo
-  echo "peak = the cgroup's peak charge (page cache included) over its limit; pressure = hearth's own"
-  echo "figure (drop of available memory since the session began, over total, max over steps);"
+  echo "peak = the cgroup's peak charge (page cache included) over its limit;"
+  echo "pressure = hearth's own figure, max over steps: the drop of available memory since the session"
+  echo "began, over total, with reclaimable file cache counted as available (the paper's way);"
+  echo "pressure (cache as used) = the same with limit - usage, which counts the page cache of the"
+  echo "mapped weights as used;"
   echo "reload = weight bytes not resident when a window's compute began (mincore), per token;"
-  echo "disk = bytes the device's cgroup read from the disk during the run (blkio), per generated token."
+  echo "disk blkio = bytes the device's cgroup read from the disk during the run, per generated token"
+  echo "(prefill and set-up included); disk hearth = bytes the process read from disk per decoded"
+  echo "token, decode steps only (/proc/self/io);"
+  echo "assigned = weight bytes of the layers the plan gives the device; budget = the plan's weight"
+  echo "budget of the device; excess = max(0, assigned - budget);"
+  echo "disk / excess = disk hearth over excess, against the bound disk <= 1.15 x excess + 4 MiB"
+  echo "(**over** marks a device that reads more; with no excess the bound is 4 MiB);"
+  echo "read hidden / exposed = disk-read time per token overlapped with other devices' work / on"
+  echo "the critical path. \"-\": the run has no such figure."
   echo
-  echo "| system | device | layers | limit MiB | peak % | OOM kills | pressure max % | reload MB/token | disk MB/token | compute ms/token | wait ms/token |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| system | device | layers | limit MiB | peak % | OOM kills | pressure max % (paper) | pressure max % (cache as used) | reload MB/token | disk blkio MB/token | disk hearth MB/token (decode) | assigned MiB | budget MiB | excess MiB | disk / excess (bound 1.15x + 4 MiB) | read hidden ms/token | read exposed ms/token | compute ms/token | wait ms/token |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   BIG=$(jq -r 'max_by(.model_bytes) | .name' <<< "$ALL")
-  jq -r --arg big "$BIG" --argjson sys "$SYSTEMS" '[.[] | select(.name == $big and (.failed | not))] | sort_by(.system as $s | $sys | index($s))[] | . as $r |
+  jq -r --arg big "$BIG" --argjson sys "$SYSTEMS" '
+    def num(x; f): x as $v | if $v == null then "-" else ($v | f) end;
+    def r1: . * 10 | round / 10;
+    def mib: . / 1048576 | r1;
+    [.[] | select(.name == $big and (.failed | not))] | sort_by(.system as $s | $sys | index($s))[] | . as $r |
     .devices | to_entries[] | .key as $k | .value |
-    "| \($r.system) | \(.name) | \(if $r.plan then ($r.plan.devices[$k].w * $r.plan.k) else $r.layers end) | \(.cg_limit_bytes / 1048576 | round) | \(.cg_peak_bytes / .cg_limit_bytes * 100 | round) | \(.cg_oom_kills // 0) | \(if .pressure_max == null then "-" else (.pressure_max * 100 | round) end) | \(if .reload_bytes == null then "-" else (.reload_bytes / 1e6 | . * 10 | round / 10) end) | \(.disk_read_bytes / 1e6 / $r.tokens | . * 10 | round / 10) | \(if .compute_ms == null then "-" else (.compute_ms | round) end) | \(if .wait_ms == null then "-" else (.wait_ms | round) end) |"' <<< "$ALL"
+    (if .assigned_bytes != null and .weight_budget_bytes != null then ([.assigned_bytes - .weight_budget_bytes, 0] | max) else null end) as $ex |
+    (if $r.plan then ((([($r.plan.devices // [])[] | select(.name == $r.devices[$k].name or ($k == 0 and .name == "head"))] | .[0].w) // 0) * $r.plan.k) else $r.layers end) as $layers |
+    "| \($r.system) | \(.name) | \($layers) | \(.cg_limit_bytes / 1048576 | round) | \(.cg_peak_bytes / .cg_limit_bytes * 100 | round) | \(.cg_oom_kills // 0) | \(num(.pressure_max; . * 100 | round)) | \(num(.pressure_unreclaimed_max; . * 100 | round)) | \(num(.reload_bytes; . / 1e6 | r1)) | \(.disk_read_bytes / 1e6 / $r.tokens | r1) | \(num(.disk_bytes_per_token; . / 1e6 | r1)) | \(num(.assigned_bytes; mib)) | \(num(.weight_budget_bytes; mib)) | \(num($ex; mib)) | \(if .disk_bytes_per_token == null or $ex == null then "-" else ((if $ex > 0 then (.disk_bytes_per_token / $ex | . * 100 | round / 100 | tostring) else "- (no excess)" end) + (if .disk_bytes_per_token > 1.15 * $ex + 4194304 then " **over**" else "" end)) end) | \(num(.read_hidden_ms; r1)) | \(num(.read_exposed_ms; r1)) | \(num(.compute_ms; round)) | \(num(.wait_ms; round)) |"' <<< "$ALL"
+  echo
+  echo "## Lower bound on TPOT (Halda runs)"
+  echo
+  echo "Every token, the bytes a plan assigns beyond the devices' weight budgets must come from disk,"
+  echo "and every device must compute its layers. excess = sum over devices of max(0, assigned - budget)"
+  echo "(or, when the run has no per-device assigned bytes, the file size minus the sum of the weight"
+  echo "budgets); disk bound = excess over the testbed's aggregate disk rate (the sum of"
+  echo "emulate.disk_read_mbps: all devices reading at once); compute = the sum over devices of the"
+  echo "measured compute ms per token; bound = max(disk bound, compute). Measured / bound near 1 means"
+  echo "the run is as fast as its placement allows; well above 1, time goes elsewhere (waits, links,"
+  echo "reads beyond the excess)."
+  echo
+  echo "| model | system | excess MiB | aggregate disk MB/s | disk bound ms | compute sum ms | bound ms | measured TPOT ms | measured / bound |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  jq -r --argjson sys "$SYSTEMS" --argjson rate "$(jq '[.devices[].emulate.disk_read_mbps // 0] | add' "$TESTBED")" '
+    def r1: . * 10 | round / 10;
+    sort_by(.real_bytes, (.system as $s | $sys | index($s)))[] | select((.system | startswith("halda")) and (.failed | not)) |
+    . as $r |
+    (if any(.devices[]; .assigned_bytes != null) then
+       ([.devices[] | select(.assigned_bytes != null) | [.assigned_bytes - (.weight_budget_bytes // 0), 0] | max] | add)
+     elif any(.devices[]; .weight_budget_bytes != null) then
+       ([.model_bytes - ([.devices[].weight_budget_bytes // 0] | add), 0] | max)
+     else null end) as $ex |
+    (if $ex == null or $rate <= 0 then null else $ex / ($rate * 1e6) * 1000 end) as $disk |
+    (if any(.devices[]; .compute_ms != null) then ([.devices[].compute_ms // 0] | add) else null end) as $comp |
+    (if $disk == null and $comp == null then null else ([$disk // 0, $comp // 0] | max) end) as $bound |
+    "| \(.name) | \(.system) | \(if $ex == null then "-" else ($ex / 1048576 | r1) end) | \($rate) | \(if $disk == null then "-" else ($disk | r1) end) | \(if $comp == null then "-" else ($comp | r1) end) | \(if $bound == null then "-" else ($bound | r1) end) | \(.tpot_ms | r1) | \(if $bound == null or $bound <= 0 then "-" else (.tpot_ms / $bound | . * 100 | round / 100) end) |"' <<< "$ALL"
   echo
   echo "## The scheduler's prediction against the measurement"
   echo
   echo "Halda's predicted TPOT (cost model, at the planned ctx and at the run's mean ctx) beside the measured TPOT."
   echo
-  echo "| model | system | predicted ms (ctx) | predicted ms (run ctx) | measured ms | measured / predicted |"
-  echo "|---|---|---|---|---|---|"
-  jq -r 'sort_by(.real_bytes)[] | select(.plan.predicted_tpot_ms != null) |
-    "| \(.name) | \(.system) | \(.plan.predicted_tpot_ms | . * 10 | round / 10) (\(.plan.ctx)) | \(.plan.predicted_tpot_run_ctx_ms | . * 10 | round / 10) | \(.tpot_ms | . * 10 | round / 10) | \(.tpot_ms / .plan.predicted_tpot_run_ctx_ms | . * 100 | round / 100) |"' <<< "$ALL"
+  echo "| model | system | cost model | predicted ms (ctx) | predicted ms (run ctx) | measured ms | measured / predicted |"
+  echo "|---|---|---|---|---|---|---|"
+  jq -r 'def r1: . * 10 | round / 10;
+    sort_by(.real_bytes)[] | select((.failed | not) and (.predicted_tpot_ms // .plan.predicted_tpot_ms) != null) |
+    (.predicted_tpot_ms // .plan.predicted_tpot_ms) as $p | .plan.predicted_tpot_run_ctx_ms as $pr |
+    "| \(.name) | \(.system) | \(.plan.cost_model | if . == null then "-" elif type == "string" then . else (.name // .kind // "yes") end) | \($p | r1) (\(.plan.ctx // "-")) | \(if $pr == null then "-" else ($pr | r1) end) | \(.tpot_ms | r1) | \(.tpot_ms / ($pr // $p) | . * 100 | round / 100) |"' <<< "$ALL"
   echo
   echo "## Findings (computed from the tables above)"
   echo
@@ -105,7 +152,7 @@ label() {
     def r($a; $b): if $a == null or $b == null then "n/a" else ($b / $a | . * 100 | round / 100 | tostring) + "x" end;
     def ms($x): if $x == null then "failed" else ($x | round | tostring) + " ms" end;
     . as $all | sort_by(.real_bytes) | [.[].name] | reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end) | map(. as $n | $all |
-      "- \($n): PRP+Halda+prefetch \(ms(t($n; "halda-prefetch"))) vs single device \(ms(t($n; "single"))) (speed-up \(r(t($n; "halda-prefetch"); t($n; "single")))) and vs MemSched pipeline \(ms(t($n; "pipeline"))) (\(r(t($n; "halda-prefetch"); t($n; "pipeline")))); prefetch off \(ms(t($n; "halda"))) (prefetch gives \(r(t($n; "halda-prefetch"); t($n; "halda"))) at Halda\u0027s k); prefetch at k=2, memory-proportional: \(ms(t($n; "ring-k2"))) vs off \(ms(t($n; "ring-k2-off"))) (\(r(t($n; "ring-k2"); t($n; "ring-k2-off")))); k=2 memory-proportional \(ms(t($n; "ring-k2"))) vs k=1 \(ms(t($n; "pipeline"))) (\(r(t($n; "ring-k2"); t($n; "pipeline"))))")[]' <<< "$ALL"
+      "- \($n): PRP+Halda+prefetch \(ms(t($n; "halda-prefetch"))) vs single device \(ms(t($n; "single"))) (speed-up \(r(t($n; "halda-prefetch"); t($n; "single")))) and vs MemSched pipeline \(ms(t($n; "pipeline"))) (\(r(t($n; "halda-prefetch"); t($n; "pipeline")))); prefetch off \(ms(t($n; "halda"))) (prefetch gives \(r(t($n; "halda-prefetch"); t($n; "halda"))) at Halda\u0027s k); Halda with the paper\u0027s cost model \(ms(t($n; "halda-paper"))); prefetch at k=2, memory-proportional: \(ms(t($n; "ring-k2"))) vs off \(ms(t($n; "ring-k2-off"))) (\(r(t($n; "ring-k2"); t($n; "ring-k2-off")))); k=2 memory-proportional \(ms(t($n; "ring-k2"))) vs k=1 \(ms(t($n; "pipeline"))) (\(r(t($n; "ring-k2"); t($n; "pipeline"))))")[]' <<< "$ALL"
   echo
   if [[ -f "$OUT/NOTES-$PROFILE.md" ]]; then cat "$OUT/NOTES-$PROFILE.md"; echo; fi
   echo "## Plots"

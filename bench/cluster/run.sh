@@ -12,6 +12,7 @@
 #           ring-k2-off     the same, prefetch off
 #           halda           --plan auto (Halda on measured profiles), prefetch off
 #           halda-prefetch  --plan auto, prefetch on
+#           halda-paper     --plan auto --cost-model paper, prefetch off
 #           llamacpp        llama-bench (LLAMA_CPP_BIN=DIR) alone on the strongest device
 #   --layers L         the model's layer count (pipeline, ring-k2)
 #   --memory-scale S   device memory = ram_available_gib * S + emulation.overhead_mib
@@ -48,13 +49,13 @@ hc_require_root "$@"
 [[ -f "$TESTBED" ]] || { echo "run.sh: --testbed FILE is required (got '$TESTBED')" >&2; exit 2; }
 [[ -f "$MODEL" ]] || { echo "run.sh: --model FILE is required (got '$MODEL')" >&2; exit 2; }
 case "$SYSTEM" in
-  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch) ;;
+  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper) ;;
   llamacpp)
     [[ -x "${LLAMA_CPP_BIN:-}/llama-bench" ]] || {
       echo "run.sh: --system llamacpp needs LLAMA_CPP_BIN=DIR holding llama-bench" >&2
       exit 2
     } ;;
-  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
+  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|halda-paper|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
 esac
 if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2* ]] && ((LAYERS <= 0)); then
   echo "run.sh: --system $SYSTEM needs --layers" >&2
@@ -183,6 +184,7 @@ case "$SYSTEM" in
   ring-k2-off) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch off) ;;
   halda) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  halda-paper) ARGS+=(--workers "$WORKERS" --plan auto --cost-model paper --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
 esac
 if [[ "$SYSTEM" == llamacpp ]]; then
   # Small batches: llama-bench sizes its compute buffers for -ub (default 512), which would not
@@ -215,17 +217,29 @@ else
 fi
 jq -e . > /dev/null <<< "$J" || { hc_log "head printed no JSON"; exit 1; }
 
+# Each device's entry in the head's devices[] and in the plan, found by name (the head is
+# "head" there): Halda may drop devices, so ring positions of the testbed and of the run differ.
+# The per-token disk and budget figures are carried explicitly (null when hearth has none).
+# shellcheck disable=SC2016
 DEVS="[]"
 for ((u = 0; u < ${#USE[@]}; u++)); do
   i=${USE[$u]}
   s=$(hc_device_stats "$i")
   DEVS=$(jq -c --argjson s "$s" --argjson d "$(jq -c ".[$i]" <<< "$TB")" --argjson u "$u" \
-    --argjson j "$J" '. + [$d + $s + ((($j.devices // [])[$u] // {}) | with_entries(if .key == "name" then .key = "hearth_name" else . end))]' <<< "$DEVS")
+    --argjson j "$J" '
+    def find($list; $name; $u): ([($list // [])[] | select(.name == $name or ($u == 0 and .name == "head"))] | .[0]) // {};
+    find($j.devices; $d.name; $u) as $h
+    | ((find($j.plan.devices; $d.name; $u)) + (find($j.plan.halda.devices; $d.name; $u))) as $p
+    | . + [$d + $s + ($h | with_entries(if .key == "name" then .key = "hearth_name" else . end))
+      + {disk_bytes_per_token: ($h.disk_bytes_per_token // null),
+         assigned_bytes: ($h.assigned_bytes // $p.assigned_bytes // null),
+         weight_budget_bytes: ($h.weight_budget_bytes // $p.weight_budget_bytes // null)}]' <<< "$DEVS")
 done
 jq -c --arg system "$SYSTEM" --arg model "$(basename "$MODEL")" --arg testbed "$(basename "$TESTBED")" \
   --argjson size "$(stat -c %s "$MODEL")" --argjson devs "$DEVS" --argjson tokens "$TOKENS" \
   --argjson wall "$(awk -v a="$T0" -v b="$T1" 'BEGIN { print b - a }')" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
   --arg cmd "${CMD[*]} ${ARGS[*]}" \
   '{system: $system, model: $model, model_bytes: $size, testbed: $testbed, tokens: $tokens,
-    tpot_ms, ttft_ms, plan: (.plan // null), prefetch: (.prefetch // null), wall_s: $wall,
+    tpot_ms, ttft_ms, predicted_tpot_ms: (.predicted_tpot_ms // .plan.predicted_tpot_ms // null),
+    plan: (.plan // null), prefetch: (.prefetch // null), wall_s: $wall,
     loadavg: $load, head_command: $cmd, devices: $devs}' <<< "$J"

@@ -31,15 +31,30 @@ std::optional<uint64_t> read_value(const std::string& path) {
   return parse_limit(*text);
 }
 
-// Limit and usage of the cgroup at `dir` (files `limit_name`, `usage_name`), when limited
-// below `ram`.
+// Limit, usage and file pages of the cgroup at `dir` (files `limit_name`, `usage_name`,
+// memory.stat), when limited below `ram`.
 std::optional<MemoryStatus> cgroup_status(const std::string& dir, const char* limit_name,
-                                          const char* usage_name, uint64_t ram,
+                                          const char* usage_name, bool v1, uint64_t ram,
                                           const std::string& label) {
   const auto limit = read_value(dir + "/" + limit_name);
   const auto usage = read_value(dir + "/" + usage_name);
   if (!limit || !usage || *limit == 0 || *limit >= ram) return std::nullopt;
-  return MemoryStatus{*limit, *limit > *usage ? *limit - *usage : 0, label};
+  const auto stat = slurp(dir + "/memory.stat");
+  const uint64_t file = stat ? memory_stat_file_bytes(*stat, v1).value_or(0) : 0;
+  MemoryStatus s;
+  s.total = *limit;
+  s.available_unreclaimed = *limit > *usage ? *limit - *usage : 0;
+  s.file_bytes = file;
+  // limit - usage + file, in [0, limit] (usage is approximate, file pages may exceed it).
+  const uint64_t used = *usage > file ? *usage - file : 0;
+  s.available = *limit > used ? *limit - used : 0;
+  s.source = label;
+  return s;
+}
+
+std::optional<uint64_t> sum(std::optional<uint64_t> a, std::optional<uint64_t> b) {
+  if (!a || !b || *a > UINT64_MAX - *b) return std::nullopt;
+  return *a + *b;
 }
 
 }  // namespace
@@ -75,6 +90,33 @@ std::optional<uint64_t> meminfo_field(std::string_view meminfo, std::string_view
   return std::nullopt;
 }
 
+std::optional<uint64_t> memory_stat_field(std::string_view stat, std::string_view key) {
+  size_t pos = 0;
+  while (pos < stat.size()) {
+    const size_t eol = std::min(stat.find('\n', pos), stat.size());
+    const std::string_view line = stat.substr(pos, eol - pos);
+    pos = eol + 1;
+    const size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || line.substr(0, sp) != key) continue;
+    return parse_limit(line.substr(sp + 1));
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> memory_stat_file_bytes(std::string_view stat, bool v1) {
+  const auto lists = [&](std::string_view prefix) {
+    return sum(memory_stat_field(stat, std::string(prefix) + "inactive_file"),
+               memory_stat_field(stat, std::string(prefix) + "active_file"));
+  };
+  if (v1) {
+    if (auto t = lists("total_")) return t;
+    if (auto t = lists("")) return t;
+    return memory_stat_field(stat, "cache");
+  }
+  if (auto f = memory_stat_field(stat, "file")) return f;
+  return lists("");
+}
+
 std::optional<std::string> cgroup_path(std::string_view text, bool v1) {
   size_t pos = 0;
   while (pos < text.size()) {
@@ -107,22 +149,29 @@ MemoryStatus read_memory_status() {
   const auto meminfo = slurp("/proc/meminfo");
   const auto total = meminfo ? meminfo_field(*meminfo, "MemTotal") : std::nullopt;
   if (!total) throw IoError("/proc/meminfo: cannot read MemTotal");
-  const auto avail = meminfo_field(*meminfo, "MemAvailable");
-  MemoryStatus sys{*total, avail.value_or(meminfo_field(*meminfo, "MemFree").value_or(0)),
-                   "meminfo"};
+  // MemAvailable counts reclaimable cache already; kernels before 3.14 lack it.
+  const auto free = meminfo_field(*meminfo, "MemFree").value_or(0);
+  MemoryStatus sys;
+  sys.total = *total;
+  sys.available = std::min(*total, meminfo_field(*meminfo, "MemAvailable").value_or(free));
+  sys.available_unreclaimed = std::min(*total, free);
+  sys.file_bytes =
+      sum(meminfo_field(*meminfo, "Active(file)"), meminfo_field(*meminfo, "Inactive(file)"))
+          .value_or(0);
+  sys.source = "meminfo";
   const auto cg = slurp("/proc/self/cgroup");
   if (cg) {
     if (auto p = cgroup_path(*cg, true)) {
       const std::string dir = "/sys/fs/cgroup/memory" + (*p == "/" ? std::string() : *p);
-      if (auto s = cgroup_status(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", *total,
-                                 "cgroup v1 " + *p)) {
+      if (auto s = cgroup_status(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", true,
+                                 *total, "cgroup v1 " + *p)) {
         return *s;
       }
     }
     if (auto p = cgroup_path(*cg, false)) {
       const std::string rel = *p == "/" ? std::string() : *p;
       for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-        if (auto s = cgroup_status(root + rel, "memory.max", "memory.current", *total,
+        if (auto s = cgroup_status(root + rel, "memory.max", "memory.current", false, *total,
                                    "cgroup v2 " + *p)) {
           return *s;
         }
@@ -132,10 +181,22 @@ MemoryStatus read_memory_status() {
   return sys;
 }
 
+namespace {
+
+double pressure(uint64_t base_available, uint64_t now_available, uint64_t total) {
+  if (total == 0 || now_available >= base_available) return 0.0;
+  return std::min(1.0,
+                  static_cast<double>(base_available - now_available) / static_cast<double>(total));
+}
+
+}  // namespace
+
 double memory_pressure(const MemoryStatus& base, const MemoryStatus& now) {
-  if (now.total == 0 || now.available >= base.available) return 0.0;
-  return std::min(
-      1.0, static_cast<double>(base.available - now.available) / static_cast<double>(now.total));
+  return pressure(base.available, now.available, now.total);
+}
+
+double memory_pressure_unreclaimed(const MemoryStatus& base, const MemoryStatus& now) {
+  return pressure(base.available_unreclaimed, now.available_unreclaimed, now.total);
 }
 
 }  // namespace hearth::residency

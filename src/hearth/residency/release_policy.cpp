@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <string>
 
 #include "hearth/base/error.h"
@@ -30,7 +31,7 @@ std::string_view release_mode_name(ReleaseMode m) {
 bool release_enabled(ReleaseMode mode, uint64_t share_bytes, uint64_t share_resident,
                      const MemoryStatus& mem) {
   if (mode != ReleaseMode::kAuto) return mode == ReleaseMode::kOn;
-  return share_bytes > mem.available + share_resident;
+  return share_bytes > std::max(mem.available, mem.available_unreclaimed + share_resident);
 }
 
 }  // namespace hearth::residency

@@ -17,8 +17,9 @@ ReleaseMode parse_release_mode(std::string_view text);
 std::string_view release_mode_name(ReleaseMode m);
 
 // kAuto: on when share_bytes (this device's layer bytes, page-rounded) exceed what the
-// device can hold: available memory plus the part of the share already in the page cache
-// (already counted as used).
+// device can hold: the paper's available memory (free plus reclaimable file cache, which
+// includes the part of the share already cached), and at least the unreclaimed figure plus
+// share_resident (for a status whose file pages are unknown).
 bool release_enabled(ReleaseMode mode, uint64_t share_bytes, uint64_t share_resident,
                      const MemoryStatus& mem);
 
