@@ -16,7 +16,7 @@ done
 PROFILE=$(jq -r .profile "$META")
 R="$OUT/REPORT.md"
 [[ "$PROFILE" == full ]] || R="$OUT/REPORT-$PROFILE.md"
-SYSTEMS='["single","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","halda-paper","llamacpp"]'
+SYSTEMS='["single","single-mmap","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","halda-paper","halda-mmap","llamacpp"]'
 # One row per model and system: the run with the median TPOT (a failed run counts as the
 # slowest), with every run's TPOT in tpot_runs.
 ALL=$(jq -cs 'group_by([.name, .system]) | map(
@@ -26,7 +26,9 @@ MEMSCALE=$(jq -r .memory_scale "$META")
 
 label() {
   case "$1" in
-    single) echo "single device (mmap, strongest device alone)" ;;
+    single) echo "single device (strongest device alone, streaming what does not fit)" ;;
+    single-mmap) echo "single device, plain mmap (the scheme before streaming)" ;;
+    halda-mmap) echo "PRP ring + Halda, paper cost model, plain mmap + prefetch (the ring before streaming)" ;;
     pipeline) echo "plain pipeline, memory-proportional, k=1 (exo/MemSched)" ;;
     ring-k2) echo "ring, memory-proportional, k=2, prefetch" ;;
     ring-k2-off) echo "ring, memory-proportional, k=2, no prefetch" ;;
@@ -74,7 +76,7 @@ label() {
   echo "| model | system | TPOT ms (median) | all runs | TTFT ms | k | plan (layers per round, ring order D1 D2 D3 D4) | load |"
   echo "|---|---|---|---|---|---|---|---|"
   jq -r --argjson sys "$SYSTEMS" 'sort_by(.real_bytes, (.system as $s | $sys | index($s)))[] |
-    "| \(.name) | \(.system) | \(if .failed then "failed" else (.tpot_ms | . * 10 | round / 10) end) | \([.tpot_runs[] | if . == null then "failed" else (round | tostring) end] | join(" ")) | \(if .ttft_ms == null then "-" else (.ttft_ms | round) end) | \(.plan.k // "-") | \(if .failed then "-" elif .system == "single" or .system == "llamacpp" then "all layers on \(.devices[0].name)" elif .plan then ([.plan.devices[] | "\(.name | sub("^head$"; "D1")):\(.w)"] | join(" ")) else "-" end) | \(.loadavg // "-" | split(" ")[0]) |"' <<< "$ALL"
+    "| \(.name) | \(.system) | \(if .failed then "failed" else (.tpot_ms | . * 10 | round / 10) end) | \([.tpot_runs[] | if . == null then "failed" else (round | tostring) end] | join(" ")) | \(if .ttft_ms == null then "-" else (.ttft_ms | round) end) | \(.plan.k // "-") | \(if .failed then "-" elif (.system | startswith("single")) or .system == "llamacpp" then "all layers on \(.devices[0].name)" elif .plan then ([.plan.devices[] | "\(.name | sub("^head$"; "D1")):\(.w)"] | join(" ")) else "-" end) | \(.loadavg // "-" | split(" ")[0]) |"' <<< "$ALL"
   echo
   echo "## Per device (largest model): memory pressure, reloads, disk reads, compute"
   echo

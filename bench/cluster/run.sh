@@ -13,6 +13,10 @@
 #           halda           --plan auto (Halda on measured profiles), prefetch off
 #           halda-prefetch  --plan auto, prefetch on
 #           halda-paper     --plan auto --cost-model paper, prefetch off
+#           single-mmap     as single, every matrix paged in through the mapping (--residency
+#                           mmap: the scheme before streaming)
+#           halda-mmap      --plan auto --cost-model paper, prefetch on, every device
+#                           --residency mmap (the ring before streaming)
 #           llamacpp        llama-bench (LLAMA_CPP_BIN=DIR) alone on the strongest device
 #   --layers L         the model's layer count (pipeline, ring-k2)
 #   --memory-scale S   device memory = ram_available_gib * S + emulation.overhead_mib
@@ -49,13 +53,13 @@ hc_require_root "$@"
 [[ -f "$TESTBED" ]] || { echo "run.sh: --testbed FILE is required (got '$TESTBED')" >&2; exit 2; }
 [[ -f "$MODEL" ]] || { echo "run.sh: --model FILE is required (got '$MODEL')" >&2; exit 2; }
 case "$SYSTEM" in
-  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper) ;;
+  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | single-mmap | halda-mmap) ;;
   llamacpp)
     [[ -x "${LLAMA_CPP_BIN:-}/llama-bench" ]] || {
       echo "run.sh: --system llamacpp needs LLAMA_CPP_BIN=DIR holding llama-bench" >&2
       exit 2
     } ;;
-  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|halda-paper|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
+  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|halda-paper|single-mmap|halda-mmap|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
 esac
 if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2* ]] && ((LAYERS <= 0)); then
   echo "run.sh: --system $SYSTEM needs --layers" >&2
@@ -98,7 +102,7 @@ for ((i = 0; i < N; i++)); do
 done
 
 # The devices taking part: all, or the strongest alone (highest cpu share, then memory).
-if [[ "$SYSTEM" == single || "$SYSTEM" == llamacpp ]]; then
+if [[ "$SYSTEM" == single* || "$SYSTEM" == llamacpp ]]; then
   USE=($(jq -r 'to_entries | max_by([.value.share, .value.mem]) | .key' <<< "$TB"))
 else
   USE=($(seq 0 $((N - 1))))
@@ -170,7 +174,8 @@ WORKERS=""
 for i in "${USE[@]:1}"; do
   hc_spawn "$i" "d$i" "$HC_WORK/w$i.out" "$HC_WORK/w$i.err" -- "$HC_BIN" worker \
     --listen "tcp://$HC_SUBNET.$((i + 1)):9100" -m "${FILE[$i]}" -t 1 --name "$(dev "$i" name)" \
-    $([[ "$SYSTEM" == halda* ]] && echo --profile "$HC_WORK/profile-d$i.json")
+    $([[ "$SYSTEM" == halda* ]] && echo --profile "$HC_WORK/profile-d$i.json") \
+    $([[ "$SYSTEM" == *-mmap ]] && echo --residency mmap)
   hc_wait_line "$HC_WORK/w$i.out" listening 30
   WORKERS+="${WORKERS:+,}tcp://$HC_SUBNET.$((i + 1)):9100"
 done
@@ -185,6 +190,8 @@ case "$SYSTEM" in
   halda) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-paper) ARGS+=(--workers "$WORKERS" --plan auto --cost-model paper --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  halda-mmap) ARGS+=(--workers "$WORKERS" --plan auto --cost-model paper --prefetch on --residency mmap --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  single-mmap) ARGS+=(--residency mmap) ;;
 esac
 if [[ "$SYSTEM" == llamacpp ]]; then
   # Small batches: llama-bench sizes its compute buffers for -ub (default 512), which would not

@@ -98,17 +98,15 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
-  // Weight memory: what is available now, plus our own pages already cached (a cgroup counts
-  // them as used), minus what the KV cache and working buffers will take.
+  // Weight memory: what is available now, counting reclaimable file cache (our own pages and
+  // other files' cold pages: a cgroup evicts them before anything else), minus what the KV
+  // cache and working buffers will take.
   uint64_t budget = opt_.residency.weight_memory;
   if (budget == 0) {
+    // Mapped file pages (the code of this process and its libraries, mostly) are counted as
+    // reclaimable, but they are in use: keep clear of them.
     const auto mem = residency::read_memory_status();
-    uint64_t avail = mem.available;
-    if (mem.source.rfind("cgroup", 0) == 0) {
-      std::vector<residency::ByteRange> all;
-      for (const auto& m : matrices_) all.push_back({base + m.offset, m.bytes});
-      avail += pages_->resident_bytes(all);
-    }
+    const uint64_t avail = mem.available - std::min(mem.available, mem.mapped_file_bytes);
     uint64_t reserve = kMemoryMargin;
     if (!layers.empty()) {
       reserve += compute::KvCache::bytes_for(
@@ -236,7 +234,57 @@ residency::StepStats Stage::finish_step(bool decode) {
                        c.exposed_ms - stream0_.exposed_ms);
     stream0_ = c;
   }
-  return meter_->finish_step(decode);
+  const residency::StepStats st = meter_->finish_step(decode);
+  if (decode) recalibrate(st);
+  return st;
+}
+
+// The weight memory measured at start is an estimate (what the kernel will really leave to
+// the resident part depends on everything else in the cgroup). A decode step that reads far
+// more from storage than the streamed part means the resident part is being evicted and
+// re-read, the cyclic-scan thrash streaming exists to avoid: shrink the weight memory by a
+// third of the overflow and plan again. Only for a measured budget (--weight-memory is kept).
+void Stage::recalibrate(const residency::StepStats& st) {
+  if (opt_.residency.weight_memory != 0 || opt_.residency.mode == ResidencyMode::kMmap) return;
+  if (engine_->repacked_bytes() != 0) return;
+  const double extra = st.disk_bytes > st.stream_bytes ? st.disk_bytes - st.stream_bytes : 0.0;
+  const double resident = static_cast<double>(layout_.stream.resident_bytes);
+  if (extra <= std::max(4.0 * static_cast<double>(kMiB), resident / 20)) return;
+  const uint64_t cut =
+      static_cast<uint64_t>(std::min(extra / 3, static_cast<double>(layout_.weight_memory) / 3));
+  if (cut == 0 || cut >= layout_.weight_memory) return;
+  layout_.weight_memory -= cut;
+  uint64_t buffer = opt_.residency.stream_buffer;
+  if (buffer == 0 && rounds() > 1 && layout_.stream.assigned_bytes > layout_.weight_memory) {
+    buffer = std::min((layout_.stream.assigned_bytes - layout_.weight_memory) / (rounds() - 1),
+                      layout_.weight_memory / 4);
+  }
+  streamer_.reset();
+  const uint64_t fixed = layout_.stream.assigned_bytes - [&] {
+    uint64_t m = 0;
+    for (const auto& x : matrices_) m += x.bytes;
+    return m;
+  }();
+  layout_.stream = residency::plan_stream({matrices_, fixed, layout_.weight_memory, buffer, 4096});
+  if (layout_.stream.fits()) return;  // cannot happen after a cut, but keep the invariant
+  layout_.mode = ResidencyMode::kStream;
+  prefetch_.reset();  // an mmap-mode device that turned out not to fit streams from now on
+  std::vector<residency::ByteRange> streamed;
+  const uint8_t* base = file_.bytes().data();
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    if (layout_.stream.streamed[i])
+      streamed.push_back({base + matrices_[i].offset, matrices_[i].bytes});
+  }
+  pages_->release(streamed);
+  streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream);
+  stream0_ = StreamCounters{};
+  layout_.direct_io = streamer_->direct_io();
+  meter_->set_layout(layout_.stream.assigned_bytes, layout_.stream.weight_budget_bytes,
+                     layout_.stream.buffer_bytes);
+  log::info(
+      "stage: {:.0f} MiB read per token beyond the streamed part: weight memory down to {} "
+      "MiB, {} MiB streamed per token",
+      extra / kMiB, layout_.weight_memory / kMiB, layout_.stream.streamed_bytes / kMiB);
 }
 
 }  // namespace hearth::cluster

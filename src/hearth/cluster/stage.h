@@ -98,6 +98,7 @@ class Stage {
 
  private:
   std::vector<residency::ByteRange> resident_ranges(Window w) const;
+  void recalibrate(const residency::StepStats& st);
 
   const gguf::GgufFile& file_;
   StageOptions opt_;

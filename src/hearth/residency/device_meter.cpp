@@ -25,6 +25,7 @@ constexpr Field kFields[] = {
     {"prefetch_bytes", &StepStats::prefetch_bytes},
     {"release_bytes", &StepStats::release_bytes},
     {"pressure", &StepStats::pressure},
+    {"pressure_unreclaimed", &StepStats::pressure_unreclaimed},
     {"disk_bytes", &StepStats::disk_bytes},
     {"stream_bytes", &StepStats::stream_bytes},
     {"read_ms", &StepStats::read_ms},
@@ -64,6 +65,7 @@ StepStats from_fields(std::span<const std::pair<std::string, double>> fields) {
     }
   }
   s.pressure = std::min(s.pressure, 1.0);
+  s.pressure_unreclaimed = std::min(s.pressure_unreclaimed, 1.0);
   s.decode = s.decode > 0 ? 1.0 : 0.0;
   return s;
 }
@@ -82,6 +84,7 @@ void DeviceTotals::add(const StepStats& s) {
     if (dec) decode_sum.*f.member += s.*f.member;
   }
   pressure_max = std::max(pressure_max, s.pressure);
+  pressure_unreclaimed_max = std::max(pressure_unreclaimed_max, s.pressure_unreclaimed);
 }
 
 std::optional<uint64_t> process_read_bytes() {
@@ -127,7 +130,9 @@ void DeviceMeter::compute_end(uint64_t foreign_faults) {
 }
 
 StepStats DeviceMeter::finish_step(bool decode) {
-  step_.pressure = memory_pressure(base_, read_memory_status());
+  const MemoryStatus now = read_memory_status();
+  step_.pressure = memory_pressure(base_, now);
+  step_.pressure_unreclaimed = memory_pressure_unreclaimed(base_, now);
   const auto read = process_read_bytes();
   if (read && read0_) step_.disk_bytes = static_cast<double>(*read - *read0_);
   read0_ = read;

@@ -25,7 +25,8 @@ struct StepStats {
   double reload_bytes = 0;    // window bytes not resident just before its compute
   double prefetch_bytes = 0;  // bytes asked for by the prefetcher during the step
   double release_bytes = 0;   // resident bytes released during the step
-  double pressure = 0;        // memory pressure at the end of the step, [0, 1]
+  double pressure = 0;        // memory pressure at the end of the step, [0, 1] (paper's)
+  double pressure_unreclaimed = 0;  // the same counting page cache as used (the old figure)
   double disk_bytes = 0;      // bytes this process read from storage during the step
   double stream_bytes = 0;    // of those, bytes the weight streamer read
   double read_ms = 0;         // time the streamer spent reading
@@ -51,6 +52,7 @@ struct DeviceTotals {
   uint64_t steps = 0;
   StepStats sum;  // sum.pressure is the sum of per-step pressures
   double pressure_max = 0;
+  double pressure_unreclaimed_max = 0;
   uint64_t decode_steps = 0;
   StepStats decode_sum;
   void add(const StepStats& s);

@@ -45,6 +45,9 @@ std::optional<MemoryStatus> cgroup_status(const std::string& dir, const char* li
   s.total = *limit;
   s.available_unreclaimed = *limit > *usage ? *limit - *usage : 0;
   s.file_bytes = file;
+  if (stat) {
+    s.mapped_file_bytes = memory_stat_field(*stat, v1 ? "mapped_file" : "file_mapped").value_or(0);
+  }
   // limit - usage + file, in [0, limit] (usage is approximate, file pages may exceed it).
   const uint64_t used = *usage > file ? *usage - file : 0;
   s.available = *limit > used ? *limit - used : 0;
@@ -158,6 +161,7 @@ MemoryStatus read_memory_status() {
   sys.file_bytes =
       sum(meminfo_field(*meminfo, "Active(file)"), meminfo_field(*meminfo, "Inactive(file)"))
           .value_or(0);
+  sys.mapped_file_bytes = meminfo_field(*meminfo, "Mapped").value_or(0);
   sys.source = "meminfo";
   const auto cg = slurp("/proc/self/cgroup");
   if (cg) {

@@ -31,6 +31,10 @@ struct MemoryStatus {
   // (memory.stat); meminfo: Active(file) + Inactive(file), for information (MemAvailable
   // already counts the reclaimable part).
   uint64_t file_bytes = 0;
+  // bytes of file pages mapped into some process right now (memory.stat mapped_file /
+  // file_mapped, or Mapped): counted in `available` but mostly hot (code in use), so a
+  // planner that must not lose its pages to them should not count on them.
+  uint64_t mapped_file_bytes = 0;
 };
 
 // Reads the status now. Throws IoError when not even /proc/meminfo can be read.
