@@ -132,6 +132,7 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
   p.devices = out.devices;
   p.model = profile::profile_model_file(file.path());
   p.options.ctx = o.ctx;
+  p.options.model = o.cost_model;
   plan::HaldaOptions ho;
   ho.select_devices = o.select_devices;
   out.plan = plan::halda(p, ho);
