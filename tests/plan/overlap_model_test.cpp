@@ -12,6 +12,7 @@
 #include "hearth/plan/halda.h"
 #include "hearth/plan/ilp.h"
 #include "hearth/plan/limits.h"
+#include "hearth/plan/plan.h"
 
 namespace hearth::plan {
 namespace {
@@ -123,6 +124,11 @@ TEST(OverlapModel, HeadMayRunNoLayers) {
   auto paper = p;
   paper.options.model = CostModel::kPaper;
   EXPECT_FALSE(predict(paper, {0, 4}, {0, 0}).feasible);
+  // In a plan the head is not dropped: it has its costs.
+  const auto plan = make_plan(p, {{0, 4}, {0, 0}, {false, false}}, "test");
+  EXPECT_FALSE(plan.devices[0].dropped);
+  EXPECT_NEAR(plan.devices[0].cost.total_s(), 0.002 + (1e5 + 2e8) / 1e10 + kHop, 1e-12);
+  EXPECT_NEAR(plan.predicted_tpot_ms / 1e3, r.tpot_s, 1e-12);
 }
 
 TEST(OverlapModel, SlowDisksAndTooSmallBuffersCannotStream) {

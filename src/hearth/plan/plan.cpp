@@ -23,7 +23,9 @@ Plan make_plan(const Problem& p, const Assignment& a, std::string scheduler) {
     d.w = a.w[m];
     d.n = a.n[m];
     d.relay = pred.devices[m].relay;
-    d.dropped = a.w[m] == 0 && !d.relay;
+    // Under the overlap model the head takes part without layers (embedding, output, hops).
+    const bool head_only = m == 0 && p.options.model == CostModel::kOverlap;
+    d.dropped = a.w[m] == 0 && !d.relay && !head_only;
     d.cost = pred.devices[m];
     plan.devices.push_back(std::move(d));
   }
