@@ -214,7 +214,7 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
 namespace {
 
 // Why the device cannot run with these terms, or "".
-std::string violation(const Problem& p, const DeviceProfile& d, double l_gpu, const DeviceTerms& t,
+std::string violation(const DeviceProfile& d, double l_gpu, const DeviceTerms& t,
                       const OverlapTerms* o) {
   if (t.vram_need > t.vram_cap) {
     return std::to_string(static_cast<uint64_t>(l_gpu)) + " GPU layers need " +
@@ -240,7 +240,6 @@ std::string violation(const Problem& p, const DeviceProfile& d, double l_gpu, co
     return "streaming needs a buffer of " + fmt_gib(o->buffer_min_bytes) + ", only " +
            fmt_gib(std::max(0.0, o->cap_bytes)) + " left after the KV cache and buffers";
   }
-  (void)p;
   return "";
 }
 
@@ -261,7 +260,7 @@ struct RingSolution {
 // The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
 //   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k C,  H <= X   (H: bytes hidden in gaps)
 //   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= cap
-// and t = sum over devices of (T + e + comm). For a given t each device's least e is
+// and t >= sum over devices of (T + e + comm). For a given t each device's least e is
 // e(t) = max(0, (E - (k-1) min(cap, s (t - comm) - E)) / s - T): the largest buffer whose read
 // D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
 // the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
@@ -356,10 +355,10 @@ std::string device_violation(const Problem& p, size_t m, double l, double l_gpu,
                              double hops) {
   if (p.options.model == CostModel::kPaper) {
     const auto t = device_terms(p, m, l, l_gpu, windows, hops, MemCase::kAuto);
-    return violation(p, p.devices[m], l_gpu, t, nullptr);
+    return violation(p.devices[m], l_gpu, t, nullptr);
   }
   const auto o = overlap_terms(p, m, l, l_gpu, windows, hops);
-  return violation(p, p.devices[m], l_gpu, o.paper, &o);
+  return violation(p.devices[m], l_gpu, o.paper, &o);
 }
 
 Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::vector<uint32_t>& n,
@@ -426,8 +425,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
     const auto& d = p.devices[m];
     if (!overlap) {
       const auto t = device_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops, MemCase::kAuto);
-      if (auto why = violation(p, d, dc.gpu_layers, t, nullptr); !why.empty())
-        infeasible(d.name, why);
+      if (auto why = violation(d, dc.gpu_layers, t, nullptr); !why.empty()) infeasible(d.name, why);
       dc.overloaded = t.overloaded;
       dc.ram_need_bytes = t.ram_need;
       dc.ram_cap_bytes = t.ram_cap;
@@ -442,8 +440,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       continue;
     }
     const auto o = overlap_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops);
-    if (auto why = violation(p, d, dc.gpu_layers, o.paper, &o); !why.empty())
-      infeasible(d.name, why);
+    if (auto why = violation(d, dc.gpu_layers, o.paper, &o); !why.empty()) infeasible(d.name, why);
     dc.overloaded = o.mode != ReadMode::kFits;
     dc.ram_need_bytes = o.paper.ram_need;
     dc.ram_cap_bytes = o.paper.ram_cap;
