@@ -14,24 +14,36 @@ namespace hearth::cli {
 namespace {
 
 void print_table(const plan::Plan& p) {
-  fmt::print("model {}  L={}  ctx={}  scheduler {}\n", p.model, p.L, p.ctx, p.scheduler);
+  fmt::print("model {}  L={}  ctx={}  scheduler {}  cost model {}\n", p.model, p.L, p.ctx,
+             p.scheduler, plan::cost_model_name(p.cost_model));
   if (p.W == 0) {
     fmt::print("no feasible plan: {}\n", p.reason);
     return;
   }
-  fmt::print("{:<12} {:>4} {:>4} {:>7} {:>7} {:>11} {:>10} {:>9} {:>9} {:>10}  {}\n", "device", "w",
-             "n", "layers", "gpu", "compute_ms", "memory_ms", "disk_ms", "comm_ms", "total_ms", "");
+  fmt::print("{:<12} {:>4} {:>4} {:>7} {:>7} {:>11} {:>10} {:>9} {:>10} {:>9} {:>10}  {}\n",
+             "device", "w", "n", "layers", "gpu", "compute_ms", "memory_ms", "disk_ms",
+             "exposed_ms", "comm_ms", "total_ms", "");
   for (const auto& d : p.devices) {
     if (d.dropped) {
       fmt::print("{:<12} {:>4} {:>4}  dropped\n", d.name, 0, 0);
       continue;
     }
     const auto& c = d.cost;
+    std::string note;
+    if (d.relay) {
+      note = "relay";
+    } else if (c.stream_buffer_bytes > 0) {
+      note = fmt::format("streams {:.0f} MiB/token, buffer {:.0f} MiB",
+                         c.stream_bytes / (1024.0 * 1024.0),
+                         c.stream_buffer_bytes / (1024.0 * 1024.0));
+    } else if (c.overloaded) {
+      note = "overloaded (reloads from disk)";
+    }
     fmt::print(
-        "{:<12} {:>4} {:>4} {:>7} {:>7} {:>11.2f} {:>10.2f} {:>9.2f} {:>9.2f} {:>10.2f}  {}\n",
+        "{:<12} {:>4} {:>4} {:>7} {:>7} {:>11.2f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f}  "
+        "{}\n",
         d.name, d.w, d.n, c.layers, c.gpu_layers, c.compute_s * 1e3, c.memory_s * 1e3,
-        c.disk_s * 1e3, c.comm_s * 1e3, c.total_s() * 1e3,
-        d.relay ? "relay" : (c.overloaded ? "overloaded (reloads from disk)" : ""));
+        c.disk_s * 1e3, c.exposed_s * 1e3, c.comm_s * 1e3, c.total_s() * 1e3, note);
   }
   fmt::print("k={} rounds, W={}  predicted TPOT {:.1f} ms  (solved in {:.2f} ms)\n", p.k, p.W,
              p.predicted_tpot_ms, p.solve_ms);
@@ -41,9 +53,10 @@ void print_table(const plan::Plan& p) {
 int run_plan(const Args& args) {
   CLI::App app{"Plan layer windows over a ring of devices and predict TPOT", "plan"};
   std::string model_path, preset, devices_path, scheduler = "halda", scheme = "q4_k_m";
+  std::string cost_model = "overlap";
   double scale = 1.0, slow_disk_gbps = 0.1;
   uint32_t ctx = 4096;
-  bool json = false, no_refine = false, no_select = false;
+  bool json = false, no_refine = false, no_select = false, no_streaming = false;
   auto* m = app.add_option("-m,--model", model_path, "GGUF model file");
   auto* pr = app.add_option("--preset", preset, "named model shape (see `hearth synth --help`)");
   m->excludes(pr);
@@ -54,10 +67,16 @@ int run_plan(const Args& args) {
   app.add_option("--scheduler", scheduler, "halda | memsched | perfsched | exhaustive")
       ->check(CLI::IsMember({"halda", "memsched", "perfsched", "exhaustive"}));
   app.add_option("-c,--ctx", ctx, "context length the KV cache is sized for");
+  app.add_option("--cost-model", cost_model,
+                 "overlap (streaming engine, reads hidden behind compute) | paper (prima.cpp A.3)")
+      ->check(CLI::IsMember({"paper", "overlap"}));
+  app.add_flag("--no-streaming", no_streaming,
+               "overlap cost model: devices run plain mmap (a device over its memory re-reads "
+               "all its weights every token)");
   app.add_option("--slow-disk-gbps", slow_disk_gbps,
                  "disks slower than this may not be overloaded");
   app.add_flag("--no-refine", no_refine,
-               "Halda: the paper's Algorithm 1 only, without set refinement");
+               "Halda, paper cost model: the paper's Algorithm 1 only, without set refinement");
   app.add_flag("--no-select", no_select, "Halda: keep every device (no device selection)");
   app.add_flag("--json", json, "print the plan as one JSON object on the last line");
   if (auto code = parse(app, args)) return *code;
@@ -71,6 +90,8 @@ int run_plan(const Args& args) {
   problem.devices = profile::load_devices_file(devices_path).devices;
   problem.options.ctx = ctx;
   problem.options.slow_disk_bps = slow_disk_gbps * 1e9;
+  problem.options.model = plan::parse_cost_model(cost_model);
+  problem.options.streaming = !no_streaming;
 
   plan::Plan result;
   if (scheduler == "halda") {

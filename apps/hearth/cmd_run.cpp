@@ -83,7 +83,8 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
 // Halda, print the plan; docs/ring.md.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
                                  const std::vector<std::string>& workers,
-                                 const std::string& profile_file, bool no_select) {
+                                 const std::string& profile_file, bool no_select,
+                                 plan::CostModel cost_model) {
   profile::ProfilerOptions po;
   po.model_path = mo.model;
   po.threads = mo.threads;
@@ -102,6 +103,7 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
   cluster::AutoPlanOptions ao;
   ao.workers = workers;
   ao.select_devices = !no_select;
+  ao.cost_model = cost_model;
   const auto hp = model::load_hparams(file);
   ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
   auto a = cluster::plan_ring(file, head.profile, ao);
@@ -157,6 +159,10 @@ int run_run(const Args& args) {
   bool no_select = false;
   app.add_flag("--no-select", no_select,
                "with --plan auto: keep every device (Halda without device selection)");
+  std::string cost_model = "overlap";
+  app.add_option("--cost-model", cost_model,
+                 "with --plan auto: overlap (streaming engine) or paper (prima.cpp A.3)")
+      ->check(CLI::IsMember({"paper", "overlap"}));
   std::string prefetch = "on";
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
@@ -184,7 +190,8 @@ int run_run(const Args& args) {
     if (local) {
       // --plan only means something with workers.
     } else if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file, no_select);
+      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file, no_select,
+                                 plan::parse_cost_model(cost_model));
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
     } else if (plan != "even") {

@@ -41,8 +41,9 @@ TEST(CliPlan, JsonPlanOnTable3) {
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("predicted TPOT"), std::string::npos) << r.out;
     const auto j = last_line_json(r.out);
-    EXPECT_EQ(j["schema"], 1);
+    EXPECT_EQ(j["schema"], 2);
     EXPECT_EQ(j["scheduler"], sched);
+    EXPECT_EQ(j["cost_model"], "overlap");
     ASSERT_TRUE(j["devices"].is_array());
     EXPECT_EQ(j["devices"].size(), 6u);
     uint32_t W = 0;
@@ -50,11 +51,42 @@ TEST(CliPlan, JsonPlanOnTable3) {
       EXPECT_TRUE(d.contains("name") && d.contains("w") && d.contains("n"));
       EXPECT_LE(d["n"].get<uint32_t>(), d["w"].get<uint32_t>());
       W += d["w"].get<uint32_t>();
+      if (d.contains("dropped")) continue;
+      for (const char* key : {"exposed_ms", "assigned_bytes", "weight_budget_bytes", "stream_bytes",
+                              "stream_buffer_bytes"}) {
+        EXPECT_TRUE(d.contains(key)) << key;
+      }
+      EXPECT_LE(d["exposed_ms"].get<double>(), d["disk_ms"].get<double>() + 1e-9);
     }
     EXPECT_EQ(W * j["k"].get<uint32_t>(), 80u) << sched;
     EXPECT_GT(j["predicted_tpot_ms"].get<double>(), 0);
     EXPECT_GE(j["solve_ms"].get<double>(), 0);
   }
+}
+
+TEST(CliPlan, CostModelPaperSumsEveryTermAndOverlapHidesReads) {
+  const auto devices = " --json --preset llama3-70b --devices " + kTestbeds + "paper-table3.json";
+  const auto paper = run("--cost-model paper" + devices);
+  const auto overlap = run("--cost-model overlap" + devices);
+  ASSERT_EQ(paper.code, 0) << paper.out;
+  ASSERT_EQ(overlap.code, 0) << overlap.out;
+  EXPECT_NE(paper.out.find("cost model paper"), std::string::npos) << paper.out;
+  const auto p = last_line_json(paper.out), o = last_line_json(overlap.out);
+  EXPECT_EQ(p["cost_model"], "paper");
+  EXPECT_EQ(o["cost_model"], "overlap");
+  for (const auto* j : {&p, &o}) {
+    double sum = 0;
+    for (const auto& d : (*j)["devices"]) {
+      if (d.contains("dropped")) continue;
+      sum += d["compute_ms"].get<double>() + d["memory_ms"].get<double>() +
+             d["exposed_ms"].get<double>() + d["comm_ms"].get<double>();
+      if ((*j)["cost_model"] == "paper") {
+        EXPECT_EQ(d["exposed_ms"], d["disk_ms"]);
+      }
+    }
+    EXPECT_NEAR(sum, (*j)["predicted_tpot_ms"].get<double>(), 1e-6 * sum);
+  }
+  EXPECT_EQ(run("--cost-model magic" + devices).code, 2);
 }
 
 TEST(CliPlan, GgufFileAndPresetGiveTheSamePlan) {

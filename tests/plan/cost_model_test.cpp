@@ -1,5 +1,6 @@
-// The cost model against hand-computed cases, one per device set of paper A.3 (M1-M4),
-// with round-number devices (fixtures.h) so every term can be checked by hand.
+// The paper's cost model against hand-computed cases, one per device set of paper A.3
+// (M1-M4), with round-number devices (fixtures.h) so every term can be checked by hand. The
+// overlap model is in overlap_model_test.cpp.
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
@@ -16,6 +17,7 @@ Problem two_devices(DeviceProfile other) {
   Problem p;
   p.model = round_model(4);
   p.options.ctx = 1000;
+  p.options.model = CostModel::kPaper;
   auto head = cpu_device("H", 1.5e9);
   head.head = true;
   p.devices = {head, std::move(other)};

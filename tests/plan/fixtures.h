@@ -54,7 +54,8 @@ inline void add_gpu(DeviceProfile& d, GpuKind kind, double vram_bytes, double gf
 }
 
 // A model with round numbers: L layers of 1e9 bytes and 1e9 q4_k FLOPs each, 1e6 KV bytes per
-// layer at ctx 1000, vocab 1000, input 1e8 bytes, output 2e8 bytes and 2e8 q6_k FLOPs.
+// layer at ctx 1000, vocab 1000, input 1e8 bytes, output 2e8 bytes and 2e8 q6_k FLOPs, stream
+// units of 2.5e8 bytes.
 inline profile::ModelProfile round_model(uint32_t L) {
   profile::ModelProfile m;
   m.name = "round";
@@ -76,17 +77,20 @@ inline profile::ModelProfile round_model(uint32_t L) {
   m.hidden_bytes = 4000;
   m.compute_buffer_cpu = 10000000;
   m.compute_buffer_gpu = 20000000;
+  m.stream_unit_bytes = 250000000;  // a quarter of a layer
   return m;
 }
 
 // A random ring of 1..max_devices devices around an L-layer slice of a Llama-3-8B-shaped
 // model: memory from a tenth to all of the model per device, some GPUs, some slow disks.
-inline Problem random_problem(std::mt19937_64& rng, uint32_t L, size_t devices) {
+inline Problem random_problem(std::mt19937_64& rng, uint32_t L, size_t devices,
+                              CostModel model = CostModel::kPaper) {
   auto hp = model::find_preset("llama3-8b").hparams;
   hp.n_layers = L;
   Problem p;
   p.model = profile::profile_model(hp, profile::weight_types_for_scheme(hp, "q4_k_m"), "rand");
   p.options.ctx = 1024;
+  p.options.model = model;
   const double model_bytes = p.model.total_weight_bytes();
   std::uniform_real_distribution<double> u(0, 1);
   auto logu = [&](double lo, double hi) { return lo * std::pow(hi / lo, u(rng)); };

@@ -35,6 +35,13 @@ TEST(ModelProfile, Llama3_8bQ4KMIsCloseToThePublishedFileSize) {
   EXPECT_EQ(p.output_flops.count(TensorType::kQ6_K), 1u);
 }
 
+TEST(ModelProfile, StreamUnitIsTheLargestWeightGroupOfALayer) {
+  // Llama-3-8B in q4_k_m: gate + up in q4_k (2 * 14336 * 4096 * 144 / 256 bytes) outweigh
+  // down in q6_k (14336 * 4096 * 210 / 256) and the attention groups.
+  const auto p = profile_preset("llama3-8b", 1.0, "q4_k_m");
+  EXPECT_EQ(p.stream_unit_bytes, 2ull * 14336 * 4096 * 144 / 256);
+}
+
 TEST(ModelProfile, RowsTheBlockCannotStoreFallBackToQ8_0) {
   const auto& hp = model::find_preset("qwen2.5-72b").hparams;  // ffn 29568 = 115.5 * 256
   const auto wt = weight_types_for_scheme(hp, "q4_k");
@@ -78,6 +85,8 @@ TEST(ModelProfile, TensorListGivesTheSameProfileAsTheScheme) {
   EXPECT_DOUBLE_EQ(from_file.layer_bytes, from_scheme.layer_bytes);
   EXPECT_EQ(from_file.input_bytes, from_scheme.input_bytes);
   EXPECT_EQ(from_file.output_bytes, from_scheme.output_bytes);
+  EXPECT_EQ(from_file.stream_unit_bytes, from_scheme.stream_unit_bytes);
+  EXPECT_GT(from_scheme.stream_unit_bytes, 0u);
   for (const auto& [t, f] : from_scheme.mean_layer.flops) {
     if (t == TensorType::kF32) continue;  // vectors: the file path counts no FLOPs for them
     EXPECT_DOUBLE_EQ(from_file.mean_layer.flops.at(t), f) << gguf::tensor_type_name(t);

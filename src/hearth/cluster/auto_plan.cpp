@@ -132,6 +132,7 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
   p.devices = out.devices;
   p.model = profile::profile_model_file(file.path());
   p.options.ctx = o.ctx;
+  p.options.model = o.cost_model;
   plan::HaldaOptions ho;
   ho.select_devices = o.select_devices;
   out.plan = plan::halda(p, ho);
@@ -145,7 +146,7 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
       out.clamped = true;
     }
     if (m == 0) {
-      out.w.push_back(std::max(w, 1));
+      out.w.push_back(w);  // the head may hold no layers (embedding and output only)
     } else if (w > 0) {
       out.w.push_back(w);
       out.workers.push_back(o.workers[m - 1]);

@@ -30,6 +30,7 @@ struct AutoPlanOptions {
   int profile_timeout_ms = 120000;  // a worker measuring itself for the first time
   int link_probes = 7;              // messages of each kind; the median is kept
   bool select_devices = true;       // false: Halda keeps every device (hearth plan --no-select)
+  plan::CostModel cost_model = plan::CostModel::kOverlap;  // hearth plan --cost-model
   net::TransportOptions transport;
 };
 

@@ -67,6 +67,62 @@ std::vector<uint32_t> spread(const std::vector<double>& weights, uint32_t extra)
   return out;
 }
 
+// Exhaustive search under the overlap model. Its objective is not separable (how much of a
+// device's read hides depends on the ring's TPOT), so every (w, n) is costed by predict()
+// itself. Pruned by per-device limits (device_violation) and by the sum of compute and memory
+// times, a lower bound on TPOT (exposed reads and hops only add).
+void exhaustive_overlap(const Problem& p, const ExhaustiveOptions& options, uint32_t k,
+                        Assignment& best_a, double& best_t) {
+  const size_t M = p.devices.size();
+  const uint32_t W = p.model.n_layers / k;
+  struct Option {
+    uint32_t n;
+    double busy_s;
+  };
+  // options_of[m][w]: the feasible GPU splits of w layers per window on device m.
+  std::vector<std::vector<std::vector<Option>>> options_of(M,
+                                                           std::vector<std::vector<Option>>(W + 1));
+  for (size_t m = 0; m < M; ++m) {
+    for (uint32_t w = 0; w <= W; ++w) {
+      if (w == 0 && m > 0) {
+        if (options.allow_drop) options_of[m][0].push_back({0, 0.0});
+        continue;
+      }
+      const uint32_t n_max = p.devices[m].has_gpu() ? w : 0;
+      for (uint32_t n = 0; n <= n_max; ++n) {
+        const double l = double(k) * w, lg = double(k) * n;
+        if (!device_violation(p, m, l, lg, k, k).empty()) continue;
+        const auto t = device_terms(p, m, l, lg, k, 0, MemCase::kFits);
+        options_of[m][w].push_back({n, t.compute_s + t.memory_s});
+      }
+    }
+  }
+  std::vector<uint32_t> w(M, 0), n(M, 0);
+  auto dfs = [&](auto&& self, size_t m, uint32_t left, double acc) -> void {
+    if (acc >= best_t) return;
+    if (m == M) {
+      if (left != 0) return;
+      const auto pred = predict(p, w, n);
+      if (pred.feasible && pred.tpot_s < best_t) {
+        best_t = pred.tpot_s;
+        best_a = {w, n, std::vector<bool>(M, false)};
+      }
+      return;
+    }
+    const uint32_t rest_min = options.allow_drop ? 0 : static_cast<uint32_t>(M - m - 1);
+    for (uint32_t x = 0; x + rest_min <= left; ++x) {
+      if (m + 1 == M && x != left) continue;  // the last device takes what is left
+      for (const auto& o : options_of[m][x]) {
+        w[m] = x;
+        n[m] = o.n;
+        self(self, m + 1, left - x, acc + o.busy_s);
+      }
+    }
+    w[m] = n[m] = 0;
+  };
+  dfs(dfs, 0, W, 0.0);
+}
+
 }  // namespace
 
 Plan memsched(const Problem& p) {
@@ -144,13 +200,20 @@ Plan exhaustive(const Problem& p, const ExhaustiveOptions& options) {
   const size_t M = p.devices.size();
   const uint32_t L = p.model.n_layers;
   const double inf = std::numeric_limits<double>::infinity();
+  const bool overlap = p.options.model == CostModel::kOverlap;
+  // Under the overlap model the head may run no layers.
+  const size_t min_members = options.allow_drop ? 1 : overlap ? std::max<size_t>(1, M - 1) : M;
   // Count the w vectors first so a large case fails fast instead of running for hours.
   double count = 0;
-  for (uint32_t k : valid_rounds(L, options.allow_drop ? 1 : M)) {
+  for (uint32_t k : valid_rounds(L, min_members)) {
     const double W = L / k;
-    const double parts = double(M), total = options.allow_drop ? W + M - 2 : W - 1;
+    const double parts = double(M);
+    const double total = (options.allow_drop ? W + M - 2 : W - 1) + (overlap ? 1 : 0);
     double c = 1;
     for (double i = 1; i <= parts - 1; ++i) c = c * (total - parts + 1 + i) / i;  // C(total, M-1)
+    if (overlap) {  // every (w, n) is costed: GPU devices multiply the count
+      for (const auto& d : p.devices) c *= d.has_gpu() ? W / double(M) + 1 : 1.0;
+    }
     count += c;
   }
   if (count > options.max_candidates) {
@@ -159,7 +222,11 @@ Plan exhaustive(const Problem& p, const ExhaustiveOptions& options) {
   }
   Assignment best_a;
   double best_t = inf;
-  for (uint32_t k : valid_rounds(L, options.allow_drop ? 1 : M)) {
+  for (uint32_t k : valid_rounds(L, min_members)) {
+    if (overlap) {
+      exhaustive_overlap(p, options, k, best_a, best_t);
+      continue;
+    }
     const uint32_t W = L / k;
     // The objective is separable per device at fixed k, so the best n of each (device, w)
     // is found once: cost[m][w] over every n in [0, w].

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "hearth/base/error.h"
 
@@ -37,6 +38,16 @@ std::string fmt_gib(double bytes) {
 }
 
 }  // namespace
+
+std::string_view cost_model_name(CostModel m) {
+  return m == CostModel::kPaper ? "paper" : "overlap";
+}
+
+CostModel parse_cost_model(std::string_view name) {
+  if (name == "paper") return CostModel::kPaper;
+  if (name == "overlap") return CostModel::kOverlap;
+  throw UsageError("unknown cost model '" + std::string(name) + "' (paper, overlap)");
+}
 
 double disk_read_bps(const DeviceProfile& d) {
   // Linux and Android mmap the model with sequential read-ahead (paper A.3, Eq. 15); macOS
@@ -158,11 +169,204 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
   return t;
 }
 
+OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, double windows,
+                           double hops) {
+  const DeviceProfile& d = p.devices[m];
+  const auto& mp = p.model;
+  OverlapTerms o;
+  o.paper = device_terms(p, m, l, l_gpu, windows, hops, MemCase::kAuto);
+  const DeviceTerms& t = o.paper;
+  o.busy_s = t.compute_s + t.memory_s;
+  const bool head = m == 0;
+  const double io =
+      head ? static_cast<double>(mp.input_bytes) / mp.vocab + static_cast<double>(mp.output_bytes)
+           : 0.0;
+  if (d.gpu.kind == GpuKind::kMetal) {
+    // The paper's all-or-nothing rule: over the working set, Metal drops and reloads every
+    // weight each token, and nothing hides it.
+    o.assigned_bytes = l * mp.layer_bytes + io;
+    o.cap_bytes = t.ram_cap - t.pinned_need;
+    o.disk_bps = disk_read_bps(d);
+    o.mode = t.overloaded ? ReadMode::kMetalReload : ReadMode::kFits;
+    o.fixed_exposed_s = t.disk_s;
+    o.fixed_read_bytes = t.disk_s * o.disk_bps;
+    return o;
+  }
+  o.assigned_bytes = (l - l_gpu) * mp.layer_bytes + io;  // KV is pinned, not streamed
+  o.cap_bytes = t.ram_cap - t.pinned_need;
+  o.buffer_min_bytes = 2.0 * static_cast<double>(mp.stream_unit_bytes);
+  if (o.assigned_bytes <= o.cap_bytes) {
+    o.mode = ReadMode::kFits;
+    o.disk_bps = d.disk_seq_read_bps;
+  } else if (p.options.streaming) {
+    o.mode = ReadMode::kStreams;
+    o.disk_bps = d.disk_seq_read_bps;  // direct I/O reads large sequential extents on every OS
+  } else {
+    // Plain mmap: the page faults come at the OS's paging speed, inside compute.
+    o.mode = ReadMode::kThrashes;
+    o.disk_bps = disk_read_bps(d);
+    o.fixed_read_bytes = o.assigned_bytes;
+    o.fixed_exposed_s = o.assigned_bytes / o.disk_bps;
+  }
+  return o;
+}
+
+namespace {
+
+// Why the device cannot run with these terms, or "".
+std::string violation(const DeviceProfile& d, double l_gpu, const DeviceTerms& t,
+                      const OverlapTerms* o) {
+  if (t.vram_need > t.vram_cap) {
+    return std::to_string(static_cast<uint64_t>(l_gpu)) + " GPU layers need " +
+           fmt_gib(t.vram_need) + " of VRAM, " + fmt_gib(t.vram_cap) + " available";
+  }
+  if (t.pinned_need > t.pinned_cap) {
+    return "KV cache and buffers need " + fmt_gib(t.pinned_need) + ", only " +
+           fmt_gib(t.pinned_cap) + " available";
+  }
+  if (!o || o->mode == ReadMode::kMetalReload || d.gpu.kind == GpuKind::kMetal) {
+    if (t.overloaded && t.slow_disk) {
+      return "weights overflow RAM by " + fmt_gib(t.ram_need - t.ram_cap) +
+             " and its disk is too slow to reload them";
+    }
+    return "";
+  }
+  if (o->mode != ReadMode::kFits && t.slow_disk) {
+    return "weights overflow memory by " + fmt_gib(o->excess_bytes()) +
+           " and its disk is too slow to " + (o->mode == ReadMode::kStreams ? "stream" : "reload") +
+           " them";
+  }
+  if (o->mode == ReadMode::kStreams && o->cap_bytes < o->buffer_min_bytes) {
+    return "streaming needs a buffer of " + fmt_gib(o->buffer_min_bytes) + ", only " +
+           fmt_gib(std::max(0.0, o->cap_bytes)) + " left after the KV cache and buffers";
+  }
+  return "";
+}
+
+// One device of the overlap ring LP.
+struct RingDevice {
+  size_t m = 0;
+  double fixed_s = 0;  // busy + comm + fixed exposed reads
+  bool streams = false;
+  double comm_s = 0, busy_s = 0;
+  double excess = 0, cap = 0, buffer_min = 0, s = 1;  // E, cap, C_min (capped at cap), s
+};
+
+struct RingSolution {
+  double t = 0;
+  std::vector<double> buffer, exposed;  // (devices of the ring) C, e
+};
+
+// The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
+//   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k C,  H <= X   (H: bytes hidden in gaps)
+//   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= cap
+// and t >= sum over devices of (T + e + comm). For a given t each device's least e is
+// e(t) = max(0, (E - (k-1) min(cap, s (t - comm) - E)) / s - T): the largest buffer whose read
+// D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
+// the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
+// linear and non-increasing, so t - sum(...) is increasing and the optimum is its root, or the
+// lower bound t >= comm + (E + C_min) / s of the slowest reader when that is larger (then the
+// slack is that reader's exposed time). Solved exactly over the breakpoints; no LP solver.
+RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
+  const double km1 = static_cast<double>(k) - 1.0;
+  double base = 0;  // sum of fixed terms and each e's floor
+  double t_lo = 0;
+  size_t binding = devs.size();
+  struct Piece {
+    double t_break;  // e = a - (k-1) t above its floor for t < t_break
+    double a_minus_floor;
+  };
+  std::vector<Piece> pieces;
+  std::vector<double> floor_e(devs.size(), 0.0);
+  for (size_t i = 0; i < devs.size(); ++i) {
+    const auto& d = devs[i];
+    base += d.fixed_s;
+    if (!d.streams) continue;
+    const double lo = d.comm_s + (d.excess + d.buffer_min) / d.s;
+    if (lo > t_lo) {
+      t_lo = lo;
+      binding = i;
+    }
+    const double b = (d.excess - km1 * d.cap) / d.s - d.busy_s;
+    floor_e[i] = std::max(0.0, b);
+    base += floor_e[i];
+    if (k >= 2) {
+      const double a = k * d.excess / d.s + km1 * d.comm_s - d.busy_s;
+      if (a > floor_e[i]) pieces.push_back({(a - floor_e[i]) / km1, a - floor_e[i]});
+    }
+  }
+  // F(t) = base + sum over pieces with t < t_break of (a - floor - (k-1) t). Find t = F(t):
+  // with the pieces sorted by t_break, the root lies in the interval where exactly the pieces
+  // with larger t_break are active.
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& x, const Piece& y) { return x.t_break < y.t_break; });
+  double root = base;
+  {
+    double sum_a = 0;
+    size_t active = 0;
+    for (const auto& pc : pieces) {
+      sum_a += pc.a_minus_floor;
+      ++active;
+    }
+    // Try intervals from the left: pieces j.. are active for t in [t_break[j-1], t_break[j]).
+    double prev = -std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j <= pieces.size(); ++j) {
+      const double next =
+          j < pieces.size() ? pieces[j].t_break : std::numeric_limits<double>::infinity();
+      const double cand = (base + sum_a) / (1.0 + static_cast<double>(active) * km1);
+      if (cand >= prev && cand <= next) {
+        root = cand;
+        break;
+      }
+      if (j < pieces.size()) {
+        sum_a -= pieces[j].a_minus_floor;
+        --active;
+      }
+      prev = next;
+    }
+  }
+  RingSolution out;
+  out.t = std::max(root, t_lo);
+  out.buffer.assign(devs.size(), 0.0);
+  out.exposed.assign(devs.size(), 0.0);
+  double sum = 0;
+  for (size_t i = 0; i < devs.size(); ++i) {
+    const auto& d = devs[i];
+    sum += d.fixed_s;
+    if (!d.streams) continue;
+    // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps.
+    double c = d.buffer_min;
+    if (k >= 2) {
+      c = std::min({d.cap, d.excess / km1, d.s * (out.t - d.comm_s) - d.excess});
+      c = std::max(c, d.buffer_min);
+    }
+    out.buffer[i] = c;
+    out.exposed[i] = std::max(0.0, (d.excess - km1 * c) / d.s - d.busy_s);
+    sum += out.exposed[i];
+  }
+  // When the slowest reader's bound sets t, its reads take the slack: they are exposed.
+  if (binding < devs.size() && out.t > sum) out.exposed[binding] += out.t - sum;
+  return out;
+}
+
+}  // namespace
+
+std::string device_violation(const Problem& p, size_t m, double l, double l_gpu, double windows,
+                             double hops) {
+  if (p.options.model == CostModel::kPaper) {
+    const auto t = device_terms(p, m, l, l_gpu, windows, hops, MemCase::kAuto);
+    return violation(p.devices[m], l_gpu, t, nullptr);
+  }
+  const auto o = overlap_terms(p, m, l, l_gpu, windows, hops);
+  return violation(p.devices[m], l_gpu, o.paper, &o);
+}
+
 Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::vector<uint32_t>& n,
                    const std::vector<bool>& relay_in) {
   const size_t M = p.devices.size();
   if (w.size() != M || n.size() != M)
     throw UsageError("plan has a different number of devices than the ring");
+  const bool overlap = p.options.model == CostModel::kOverlap;
   std::vector<bool> relay = relay_in;
   relay.resize(M, false);
   Prediction out;
@@ -175,7 +379,11 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
     members += (w[m] > 0 || relay[m]) ? 1 : 0;
   }
   if (W == 0) throw UsageError("plan assigns no layers");
-  if (w[0] == 0) {
+  // Under the overlap model a head without layers still embeds the token, computes the
+  // output layer and forwards the hidden state once per round.
+  const bool head_only = overlap && w[0] == 0;
+  if (head_only) ++members;
+  if (w[0] == 0 && !overlap) {
     out.feasible = false;
     out.reason = "the head '" + p.devices[0].name + "' must run at least one layer window";
   }
@@ -183,59 +391,91 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
   out.k = (L + W - 1) / W;
   const uint32_t full = L / W;  // rounds in which every window is filled
   uint32_t rest = L % W;        // layers of the last, partial round, filled in ring order
-  double total = 0;
+  auto infeasible = [&](const std::string& name, const std::string& why) {
+    if (out.feasible) {
+      out.feasible = false;
+      out.reason = "device '" + name + "': " + why;
+    }
+  };
+  std::vector<RingDevice> ring;  // overlap: every member, for the ring's LP
   for (size_t m = 0; m < M; ++m) {
     DeviceCost dc;
     dc.w = w[m];
     dc.n = n[m];
-    dc.relay = relay[m] && w[m] == 0;
+    dc.relay = relay[m] && w[m] == 0 && !(head_only && m == 0);
     const uint32_t extra = std::min(w[m], rest);
     const uint32_t extra_gpu = std::min(n[m], extra);
     rest -= extra;
     dc.layers = full * w[m] + extra;
     dc.gpu_layers = full * n[m] + extra_gpu;
     dc.windows = w[m] == 0 ? 0 : full + (extra > 0 ? 1 : 0);
-    if (w[m] == 0 && !dc.relay) {
+    const bool computes = w[m] > 0 || (head_only && m == 0);
+    if (!computes && !dc.relay) {
       out.devices.push_back(dc);
       continue;
     }
     // A relay forwards the hidden state once per round; a lone device talks to nobody.
-    const double hops = members <= 1 ? 0.0 : (dc.relay ? static_cast<double>(out.k) : dc.windows);
-    DeviceTerms t;
+    const double hops = members <= 1 ? 0.0 : (w[m] == 0 ? static_cast<double>(out.k) : dc.windows);
     if (dc.relay) {
-      t.comm_s = hops * link_latency_s(p.devices[m], p.model.hidden_bytes);
-    } else {
-      t = device_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops, MemCase::kAuto);
+      dc.comm_s = hops * link_latency_s(p.devices[m], p.model.hidden_bytes);
+      if (overlap) ring.push_back({m, dc.comm_s, false, dc.comm_s});
+      out.devices.push_back(dc);
+      continue;
+    }
+    const auto& d = p.devices[m];
+    if (!overlap) {
+      const auto t = device_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops, MemCase::kAuto);
+      if (auto why = violation(d, dc.gpu_layers, t, nullptr); !why.empty()) infeasible(d.name, why);
       dc.overloaded = t.overloaded;
       dc.ram_need_bytes = t.ram_need;
       dc.ram_cap_bytes = t.ram_cap;
-      const auto& name = p.devices[m].name;
-      auto infeasible = [&](std::string why) {
-        if (out.feasible) {
-          out.feasible = false;
-          out.reason = "device '" + name + "': " + why;
-        }
-      };
-      if (t.vram_need > t.vram_cap) {
-        infeasible(std::to_string(dc.gpu_layers) + " GPU layers need " + fmt_gib(t.vram_need) +
-                   " of VRAM, " + fmt_gib(t.vram_cap) + " available");
-      }
-      if (t.pinned_need > t.pinned_cap) {
-        infeasible("KV cache and buffers need " + fmt_gib(t.pinned_need) + ", only " +
-                   fmt_gib(t.pinned_cap) + " available");
-      }
-      if (t.overloaded && t.slow_disk) {
-        infeasible("weights overflow RAM by " + fmt_gib(t.ram_need - t.ram_cap) +
-                   " and its disk is too slow to reload them");
-      }
+      dc.compute_s = t.compute_s;
+      dc.memory_s = t.memory_s;
+      dc.disk_s = dc.exposed_s = t.disk_s;
+      dc.comm_s = t.comm_s;
+      dc.assigned_bytes = t.ram_need - t.pinned_need;
+      dc.weight_budget_bytes = t.ram_cap - t.pinned_need;
+      dc.stream_bytes = t.disk_s * disk_read_bps(d);
+      out.devices.push_back(dc);
+      continue;
     }
-    dc.compute_s = t.compute_s;
-    dc.memory_s = t.memory_s;
-    dc.disk_s = t.disk_s;
-    dc.comm_s = t.comm_s;
-    total += dc.total_s();
+    const auto o = overlap_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops);
+    if (auto why = violation(d, dc.gpu_layers, o.paper, &o); !why.empty()) infeasible(d.name, why);
+    dc.overloaded = o.mode != ReadMode::kFits;
+    dc.ram_need_bytes = o.paper.ram_need;
+    dc.ram_cap_bytes = o.paper.ram_cap;
+    dc.compute_s = o.paper.compute_s;
+    dc.memory_s = o.paper.memory_s;
+    dc.comm_s = o.paper.comm_s;
+    dc.assigned_bytes = o.assigned_bytes;
+    dc.weight_budget_bytes = o.cap_bytes;
+    dc.stream_bytes = o.fixed_read_bytes;
+    dc.disk_s = dc.exposed_s = o.fixed_exposed_s;
+    RingDevice rd{m, o.busy_s + o.paper.comm_s + o.fixed_exposed_s, o.mode == ReadMode::kStreams,
+                  o.paper.comm_s, o.busy_s};
+    if (rd.streams) {
+      rd.excess = o.excess_bytes();
+      rd.cap = o.cap_bytes;
+      rd.buffer_min = std::min(o.buffer_min_bytes, std::max(0.0, o.cap_bytes));
+      rd.s = o.disk_bps;
+    }
+    ring.push_back(rd);
     out.devices.push_back(dc);
   }
+  if (overlap) {
+    const auto sol = solve_ring(ring, out.k);
+    for (size_t i = 0; i < ring.size(); ++i) {
+      if (!ring[i].streams) continue;
+      auto& dc = out.devices[ring[i].m];
+      dc.stream_buffer_bytes = sol.buffer[i];
+      dc.weight_budget_bytes = ring[i].cap - sol.buffer[i];
+      dc.stream_bytes = ring[i].excess + sol.buffer[i];
+      dc.disk_s = dc.stream_bytes / ring[i].s;
+      dc.exposed_s = sol.exposed[i];
+    }
+  }
+  double total = 0;
+  for (const auto& dc : out.devices) total += dc.total_s();
   out.tpot_s = total;
   return out;
 }

@@ -72,7 +72,10 @@ class Solver {
     for (size_t m = 0; m < active.size(); ++m) {
       if (active[m]) idx_.push_back(m);
     }
-    ks_ = valid_rounds(p.model.n_layers, idx_.size());
+    // Under the overlap model the head may run no layers, so W >= members - 1 suffices.
+    const bool overlap = p.options.model == CostModel::kOverlap;
+    ks_ = valid_rounds(p.model.n_layers,
+                       overlap ? std::max<size_t>(1, idx_.size() - 1) : idx_.size());
   }
 
   const std::vector<size_t>& idx() const { return idx_; }
@@ -116,7 +119,185 @@ class Solver {
     return best;
   }
 
+  // The overlap model: one MILP per k (solve_overlap_k).
+  std::optional<Candidate> solve_overlap() {
+    std::optional<Candidate> best;
+    for (uint32_t k : ks_) {
+      auto c = solve_overlap_k(k);
+      if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
+    }
+    return best;
+  }
+
  private:
+  Candidate from_solution(const IlpSolution& sol, const std::vector<std::pair<int, int>>& vars) {
+    Candidate c;
+    c.a.w.assign(p_.devices.size(), 0);
+    c.a.n.assign(p_.devices.size(), 0);
+    c.a.relay.assign(p_.devices.size(), false);
+    for (size_t i = 0; i < idx_.size(); ++i) {
+      c.a.w[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].first]));
+      c.a.n[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].second]));
+    }
+    return c;
+  }
+
+  // The overlap model at fixed k, exactly (cost_model.h): variables per device w, n (integer),
+  // and for a device that may stream z (binary: 0 fits, 1 streams), C (buffer), X (bytes read
+  // per token), H (bytes read in idle gaps), e (exposed read seconds); one global t, minimised.
+  //   fits:     z = 0 -> E(w, n) = A - cap <= 0 (big-M on z)
+  //   buffer:   C_min z <= C <= cap(w, n),  C <= cap(0, 0) z
+  //   read:     X >= E(w, n) + C  (X = A - R; z = 0 gives X = 0 since E <= 0 and C = 0)
+  //   hidden:   H <= k C,  H <= X
+  //   exposed:  s e >= X - H - s T(w, n),  e >= 0
+  //   idle:     H / s + e + T(w, n) + comm <= t,  X / s <= t
+  //   TPOT:     t >= sum_m (T + e + comm)
+  // For fixed (w, n) this is the LP predict() solves, so the MILP optimum is the optimum of
+  // predict() over all assignments at this k. Plain mmap (streaming off): z = 1 -> e = A / s.
+  // Metal devices keep the paper's all-or-nothing reload, with the refinement's binary. Bytes
+  // are in GiB so every row is of order one.
+  std::optional<Candidate> solve_overlap_k(uint32_t k) {
+    const uint32_t W = p_.model.n_layers / k;
+    const bool ring = idx_.size() > 1;
+    const double hops = ring ? k : 0.0;
+    Ilp ilp;
+    ilp.scale = false;
+    const int tv = ilp.add_var(1.0, 0, kInf, false);
+    IlpRow sum_w{{}, double(W), double(W)};
+    IlpRow total{{{tv, -1.0}}, -kInf, 0.0};  // sum of device times - t <= 0
+    std::vector<std::pair<int, int>> vars;
+    for (size_t m : idx_) {
+      const bool gpu = p_.devices[m].has_gpu();
+      const bool head = m == 0;
+      auto at = [&](double w, double n, double windows) {
+        return overlap_terms(p_, m, k * w, k * n, windows, hops);
+      };
+      const auto o00 = at(0, 0, k), o10 = at(1, 0, k), o11 = gpu ? at(1, 1, k) : o10;
+      const int wv = ilp.add_var(0, head && ring ? 0 : 1, W, true);
+      const int nv = ilp.add_var(0, 0, std::min<double>(W, gpu_window_cap(p_, m, k)), true);
+      vars.emplace_back(wv, nv);
+      sum_w.coefs.emplace_back(wv, 1.0);
+      ilp.rows.push_back({{{nv, 1.0}, {wv, -1.0}}, -kInf, 0.0});
+      const Lin pinned{o10.paper.pinned_need - o00.paper.pinned_need,
+                       o11.paper.pinned_need - o10.paper.pinned_need, o00.paper.pinned_need};
+      ilp.rows.push_back({{{wv, pinned.w / kGiB}, {nv, pinned.n / kGiB}},
+                          -kInf,
+                          (o00.paper.pinned_cap - pinned.c) / kGiB});
+
+      if (p_.devices[m].gpu.kind == profile::GpuKind::kMetal) {
+        add_metal(ilp, total, m, k, W, ring, wv, nv);
+        continue;
+      }
+      // T(w, n) as coefficients plus a constant. A head without layers pays no per-window
+      // host<->device copies: binary u = [w >= 1] carries them.
+      std::vector<std::pair<int, double>> busy{{wv, o10.busy_s - o00.busy_s},
+                                               {nv, o11.busy_s - o10.busy_s}};
+      double busy_c = o00.busy_s;
+      if (head && ring) {
+        const double per_window = o00.busy_s - at(0, 0, 0).busy_s;
+        if (per_window > 0) {
+          const int uv = ilp.add_var(0, 0, 1, true);
+          ilp.rows.push_back({{{wv, 1.0}, {uv, -double(W)}}, -kInf, 0.0});
+          busy.emplace_back(uv, per_window);
+          busy_c -= per_window;
+        }
+      }
+      const double comm = o00.paper.comm_s;
+      for (const auto& [v, c] : busy) total.coefs.emplace_back(v, c);
+      total.hi -= busy_c + comm;
+
+      // E(w, n) = A - cap and cap(w, n), in GiB.
+      const Lin assigned{(o10.assigned_bytes - o00.assigned_bytes) / kGiB,
+                         (o11.assigned_bytes - o10.assigned_bytes) / kGiB,
+                         o00.assigned_bytes / kGiB};
+      const Lin cap{(o10.cap_bytes - o00.cap_bytes) / kGiB, (o11.cap_bytes - o10.cap_bytes) / kGiB,
+                    o00.cap_bytes / kGiB};
+      const Lin excess{assigned.w - cap.w, assigned.n - cap.n, assigned.c - cap.c};
+      const double excess_max =
+          std::max(0.0, excess.w * W + std::max(0.0, excess.n) * W + excess.c);
+      IlpRow fits{{{wv, excess.w}, {nv, excess.n}}, -kInf, -kMargin - excess.c};
+      if (o00.paper.slow_disk) {  // may not read weights per token: must fit
+        ilp.rows.push_back(fits);
+        continue;
+      }
+      const int zv = ilp.add_var(0, 0, 1, true);
+      fits.coefs.emplace_back(zv, -(excess_max + 2 * kMargin));  // E <= -margin + big * z
+      ilp.rows.push_back(fits);
+      const int ev = ilp.add_var(0, 0, kInf, false);
+      total.coefs.emplace_back(ev, 1.0);
+      if (!p_.options.streaming) {
+        // Plain mmap over its memory: all of A is read inside compute, e >= A / s when z = 1.
+        const double s = disk_read_bps(p_.devices[m]) / kGiB;
+        const double a_max =
+            std::max(0.0, assigned.w * W + std::max(0.0, assigned.n) * W + assigned.c);
+        ilp.rows.push_back(
+            {{{ev, 1.0}, {wv, -assigned.w / s}, {nv, -assigned.n / s}, {zv, -a_max / s}},
+             (assigned.c - a_max) / s,
+             kInf});
+        continue;
+      }
+      const double s = p_.devices[m].disk_seq_read_bps / kGiB;  // GiB/s
+      const double c_min = 2.0 * static_cast<double>(p_.model.stream_unit_bytes) / kGiB;
+      const double c_big = std::max(0.0, cap.c);
+      const int cv = ilp.add_var(0, 0, c_big, false);
+      const int xv = ilp.add_var(0, 0, excess_max + c_big, false);
+      const int hv = ilp.add_var(0, 0, kInf, false);
+      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_min}}, 0.0, kInf});                   // C >= C_min z
+      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_big}}, -kInf, 0.0});                  // C <= big z
+      ilp.rows.push_back({{{cv, 1.0}, {wv, -cap.w}, {nv, -cap.n}}, -kInf, cap.c});  // C <= cap
+      ilp.rows.push_back(
+          {{{xv, 1.0}, {cv, -1.0}, {wv, -excess.w}, {nv, -excess.n}}, excess.c, kInf});
+      ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, 0.0});  // H <= k C
+      ilp.rows.push_back({{{hv, 1.0}, {xv, -1.0}}, -kInf, 0.0});        // H <= X
+      IlpRow exposed{{{xv, 1.0}, {hv, -1.0}, {ev, -s}}, -kInf, s * busy_c};
+      IlpRow idle{{{hv, 1.0 / s}, {ev, 1.0}, {tv, -1.0}}, -kInf, -busy_c - comm};
+      for (const auto& [v, c] : busy) {
+        exposed.coefs.emplace_back(v, -s * c);
+        idle.coefs.emplace_back(v, c);
+      }
+      ilp.rows.push_back(exposed);
+      ilp.rows.push_back(idle);
+      ilp.rows.push_back({{{xv, 1.0 / s}, {tv, -1.0}}, -kInf, 0.0});  // D <= t
+    }
+    ilp.rows.push_back(sum_w);
+    ilp.rows.push_back(total);
+    if (stats_) ++stats_->ilps;
+    const auto sol = solve_ilp(ilp);
+    if (!sol.optimal) return std::nullopt;
+    Candidate c = from_solution(sol, vars);
+    const auto pred = predict(p_, c.a.w, c.a.n);
+    if (!pred.feasible) return std::nullopt;
+    c.tpot = pred.tpot_s;
+    return c;
+  }
+
+  // A Metal device in the overlap MILP: the paper's terms and its all-or-nothing reload (as in
+  // the refinement), added to the TPOT row.
+  void add_metal(Ilp& ilp, IlpRow& total, size_t m, uint32_t k, uint32_t W, bool ring, int wv,
+                 int nv) {
+    const auto dm = linearize(p_, m, k, ring);
+    total.coefs.emplace_back(wv, dm.fits.w);
+    total.coefs.emplace_back(nv, dm.fits.n);
+    total.hi -= dm.fits.c;
+    const double room = (dm.ram_cap - dm.ram.c) / kGiB;
+    IlpRow ram{{{wv, dm.ram.w / kGiB}, {nv, dm.ram.n / kGiB}}, -kInf, room - kMargin};
+    if (dm.slow) {
+      ilp.rows.push_back(ram);
+      return;
+    }
+    const Lin d{dm.over.w - dm.fits.w, dm.over.n - dm.fits.n, dm.over.c - dm.fits.c};
+    const double big_t = std::max(0.0, d.w * W + std::max(0.0, d.n) * W + d.c);
+    const double big_r =
+        std::max(0.0, (dm.ram.w * W + std::max(0.0, dm.ram.n) * W) / kGiB - room) + 1;
+    const int yv = ilp.add_var(0, 0, kInf, false);
+    const int zv = ilp.add_var(0, 0, 1, true);
+    total.coefs.emplace_back(yv, 1.0);
+    // y >= d - big_t (1 - z); need <= cap + big_r z
+    ilp.rows.push_back({{{yv, 1.0}, {wv, -d.w}, {nv, -d.n}, {zv, -big_t}}, d.c - big_t, kInf});
+    ram.coefs.emplace_back(zv, -big_r);
+    ilp.rows.push_back(ram);
+  }
+
   std::optional<Candidate> solve_exact_k(uint32_t k) {
     const uint32_t W = p_.model.n_layers / k;
     const bool ring = idx_.size() > 1;
@@ -255,6 +436,12 @@ std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>
   }
   Solver solver(p, active, stats);
   if (!solver.any_k()) return std::nullopt;  // fewer layers than devices
+  if (p.options.model == CostModel::kOverlap) {
+    // The overlap model is exact in one MILP per k; Algorithm 1's set iteration does not apply.
+    auto best = solver.solve_overlap();
+    if (!best) return std::nullopt;
+    return best->a;
+  }
   const uint32_t L = p.model.n_layers;
   const size_t N = p.devices.size();
 
@@ -367,11 +554,8 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
     for (size_t m = 1; m < p.devices.size(); ++m) {
       bool can = false;
       const uint32_t n_max = gpu_window_cap(p, m, 1) > 0 ? 1 : 0;
-      for (uint32_t n = 0; n <= n_max && !can; ++n) {
-        const auto t = device_terms(p, m, 1, n, 1, 1, MemCase::kAuto);
-        can = t.pinned_need <= t.pinned_cap && t.vram_need <= t.vram_cap &&
-              !(t.overloaded && t.slow_disk);
-      }
+      for (uint32_t n = 0; n <= n_max && !can; ++n)
+        can = device_violation(p, m, 1, n, 1, 1).empty();
       if (!can) {
         active[m] = false;
         dropped = true;

@@ -1,6 +1,11 @@
 // Halda (paper v2 Algorithm 1, §3.3): the layer-to-device assignment minimising predicted
 // TPOT, then device selection.
 //
+// Under the overlap cost model (cost_model.h) steps 1-4 are one MILP per valid k that is the
+// model itself (integer w, n; per device a binary fits/streams, its buffer, bytes read and
+// exposed time; the global TPOT minimised), so the assignment is the model's optimum; the
+// head may get w = 0. Step 5 is the same. Under the paper's model:
+//
 // 1. w proportional to memory budgets, n = 0, which puts each device in a set: overloaded
 //    (M1/M2/M3 by OS) or not (M4; slow disks are always M4).
 // 2. For every valid k (divisor of L with W = L/k >= devices) solve one ILP with CBC: integer

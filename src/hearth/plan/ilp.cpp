@@ -36,6 +36,11 @@ IlpSolution solve_ilp(const Ilp& ilp) {
   solver.messageHandler()->setLogLevel(0);
   solver.loadProblem(matrix, col_lo.data(), col_hi.data(), ilp.objective.data(), row_lo.data(),
                      row_hi.data());
+  if (!ilp.scale) {
+    solver.setHintParam(OsiDoScale, false, OsiHintDo);
+    solver.setHintParam(OsiDoPresolveInInitial, false, OsiHintDo);
+    solver.setHintParam(OsiDoPresolveInResolve, false, OsiHintDo);
+  }
   for (int i = 0; i < n; ++i) {
     if (ilp.integer[static_cast<size_t>(i)]) solver.setInteger(i);
   }

@@ -22,6 +22,11 @@ struct Ilp {
   std::vector<double> upper;      // (vars)
   std::vector<bool> integer;      // (vars)
   std::vector<IlpRow> rows;
+  // false: Clp neither scales nor presolves the LPs. With both on, CBC (and Clp's own branch
+  // and bound) returned a worse point as optimal for one 4-device overlap MILP whose optimum
+  // they found once w was fixed; without them they find it. Halda's overlap MILP turns them
+  // off (its rows are already of order one: GiB and seconds); the paper's ILPs keep them.
+  bool scale = true;
 
   int add_var(double cost, double lo, double hi, bool is_integer);
 };

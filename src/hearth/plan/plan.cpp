@@ -8,6 +8,7 @@ Plan make_plan(const Problem& p, const Assignment& a, std::string scheduler) {
   const auto pred = predict(p, a.w, a.n, a.relay);
   Plan plan;
   plan.scheduler = std::move(scheduler);
+  plan.cost_model = p.options.model;
   plan.model = p.model.name;
   plan.L = p.model.n_layers;
   plan.W = pred.W;
@@ -22,7 +23,9 @@ Plan make_plan(const Problem& p, const Assignment& a, std::string scheduler) {
     d.w = a.w[m];
     d.n = a.n[m];
     d.relay = pred.devices[m].relay;
-    d.dropped = a.w[m] == 0 && !d.relay;
+    // Under the overlap model the head takes part without layers (embedding, output, hops).
+    const bool head_only = m == 0 && p.options.model == CostModel::kOverlap;
+    d.dropped = a.w[m] == 0 && !d.relay && !head_only;
     d.cost = pred.devices[m];
     plan.devices.push_back(std::move(d));
   }
@@ -32,6 +35,7 @@ Plan make_plan(const Problem& p, const Assignment& a, std::string scheduler) {
 Plan no_plan(const Problem& p, std::string scheduler, std::string reason) {
   Plan plan;
   plan.scheduler = std::move(scheduler);
+  plan.cost_model = p.options.model;
   plan.model = p.model.name;
   plan.L = p.model.n_layers;
   plan.ctx = p.options.ctx;
@@ -54,12 +58,18 @@ nlohmann::json plan_to_json(const Plan& plan) {
       j["memory_ms"] = d.cost.memory_s * 1e3;
       j["disk_ms"] = d.cost.disk_s * 1e3;
       j["comm_ms"] = d.cost.comm_s * 1e3;
+      j["exposed_ms"] = d.cost.exposed_s * 1e3;
       j["overloaded"] = d.cost.overloaded;
+      j["assigned_bytes"] = d.cost.assigned_bytes;
+      j["weight_budget_bytes"] = d.cost.weight_budget_bytes;
+      j["stream_bytes"] = d.cost.stream_bytes;
+      j["stream_buffer_bytes"] = d.cost.stream_buffer_bytes;
     }
     devs.push_back(std::move(j));
   }
   nlohmann::json j = {{"schema", kPlanSchemaVersion},
                       {"scheduler", plan.scheduler},
+                      {"cost_model", cost_model_name(plan.cost_model)},
                       {"model", plan.model},
                       {"L", plan.L},
                       {"ctx", plan.ctx},

@@ -12,7 +12,7 @@
 
 namespace hearth::plan {
 
-inline constexpr int kPlanSchemaVersion = 1;
+inline constexpr int kPlanSchemaVersion = 2;
 
 // A layer assignment, one entry per device of the Problem in ring order. w = 0 means the
 // device is not in the ring, unless relay marks it as a zero-load forwarding hop.
@@ -31,7 +31,8 @@ struct PlanDevice {
 };
 
 struct Plan {
-  std::string scheduler;  // "halda", "memsched", "perfsched", "exhaustive"
+  std::string scheduler;                       // "halda", "memsched", "perfsched", "exhaustive"
+  CostModel cost_model = CostModel::kOverlap;  // the model that costed it
   std::string model;
   uint32_t L = 0, W = 0, k = 0, ctx = 0;
   bool feasible = false;

@@ -1,5 +1,6 @@
 #include "hearth/profile/model_profile.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -132,6 +133,14 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
     add_matrix(lp, {lt.ffn_gate, hp.ffn, hp.dim});
     add_matrix(lp, {lt.ffn_up, hp.ffn, hp.dim});
     add_matrix(lp, {lt.ffn_down, hp.dim, hp.ffn});
+    const uint64_t bias = hp.qkv_bias ? 4ull * (hp.q_dim() + 2ull * hp.kv_dim()) : 0;
+    const uint64_t units[] = {
+        matrix_bytes(lt.attn_q, hp.q_dim(), hp.dim) + matrix_bytes(lt.attn_k, hp.kv_dim(), hp.dim) +
+            matrix_bytes(lt.attn_v, hp.kv_dim(), hp.dim) + bias,
+        matrix_bytes(lt.attn_output, hp.dim, hp.q_dim()),
+        matrix_bytes(lt.ffn_gate, hp.ffn, hp.dim) + matrix_bytes(lt.ffn_up, hp.ffn, hp.dim),
+        matrix_bytes(lt.ffn_down, hp.dim, hp.ffn)};
+    for (uint64_t u : units) p.stream_unit_bytes = std::max(p.stream_unit_bytes, u);
     // Norm weights (and qwen2's q/k/v biases) are f32 vectors.
     const uint64_t vec = 2ull * hp.dim + (hp.qkv_bias ? hp.q_dim() + 2ull * hp.kv_dim() : 0);
     lp.bytes[TensorType::kF32] += 4 * vec;
@@ -155,6 +164,9 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
   p.name = std::move(name);
   p.layers.resize(hp.n_layers);
   std::vector<int> matrices(hp.n_layers, 0);
+  // Bytes of each stream unit per layer: 0 attention q/k/v, 1 attention output, 2 gate/up,
+  // 3 down (weights and biases of the role).
+  std::vector<std::array<uint64_t, 4>> units(hp.n_layers, std::array<uint64_t, 4>{});
   const gguf::TensorInfo* embd = nullptr;
   const gguf::TensorInfo* output = nullptr;
   for (const auto& t : tensors) {
@@ -173,6 +185,13 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
         throw FormatError(p.name + ": tensor '" + t.name + "' is beyond block_count " +
                           std::to_string(hp.n_layers));
       }
+      const std::string role = t.name.substr(dot + 1, t.name.find('.', dot + 1) - dot - 1);
+      const int unit = role == "attn_q" || role == "attn_k" || role == "attn_v" ? 0
+                       : role == "attn_output"                                  ? 1
+                       : role == "ffn_gate" || role == "ffn_up"                 ? 2
+                       : role == "ffn_down"                                     ? 3
+                                                                                : -1;
+      if (unit >= 0) units[layer][static_cast<size_t>(unit)] += t.bytes;
       auto& lp = p.layers[layer];
       lp.bytes[t.type] += t.bytes;
       lp.total_bytes += t.bytes;
@@ -187,6 +206,9 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
     } else if (t.name == "output_norm.weight") {
       p.output_bytes += t.bytes;
     }
+  }
+  for (const auto& u : units) {
+    for (uint64_t b : u) p.stream_unit_bytes = std::max(p.stream_unit_bytes, b);
   }
   for (uint32_t i = 0; i < hp.n_layers; ++i) {
     if (matrices[i] < 7) {

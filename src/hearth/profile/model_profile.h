@@ -65,6 +65,10 @@ struct ModelProfile {
   // activations of a 512-token prompt batch through one layer, 4 * 512 * (4 dim + 2 ffn).
   uint64_t compute_buffer_cpu = 0;
   uint64_t compute_buffer_gpu = 0;
+  // The largest group of weights one layer reads at once, over all layers: attn_q + attn_k +
+  // attn_v, attn_output, ffn_gate + ffn_up, or ffn_down (each with its bias). A device that
+  // streams weights needs a buffer of at least two of these (one in use, one being read).
+  uint64_t stream_unit_bytes = 0;
 
   double total_weight_bytes() const { return layer_bytes * n_layers + input_bytes + output_bytes; }
 };

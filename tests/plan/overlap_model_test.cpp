@@ -1,0 +1,331 @@
+// The overlap cost model: hand-computed cases with round-number devices (fixtures.h), the
+// closed-form ring solution against the model's LP solved by CBC, Halda against exhaustive
+// search, and a realistic ring on which rounds (k >= 2) pay off.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "fixtures.h"
+#include "hearth/base/error.h"
+#include "hearth/plan/baselines.h"
+#include "hearth/plan/cost_model.h"
+#include "hearth/plan/halda.h"
+#include "hearth/plan/ilp.h"
+#include "hearth/plan/limits.h"
+#include "hearth/plan/plan.h"
+
+namespace hearth::plan {
+namespace {
+
+using namespace test;
+
+// Two CPU devices, L = 4, ctx 1000 (b' = 1.001e9). The head H holds everything it gets; O has
+// 1.512e9 bytes, so 2 layers (pinned: 2 * 1e6 KV + 1e7 buffers) leave cap = 1.5e9 for 2e9 of
+// weights: E = 0.5e9 over, at 1e9 B/s. Stream units of 5e7 bytes: C_min = 1e8.
+Problem two_devices() {
+  Problem p;
+  p.model = round_model(4);
+  p.model.stream_unit_bytes = 50000000;
+  p.options.ctx = 1000;
+  p.options.model = CostModel::kOverlap;
+  auto head = cpu_device("H", 8e9);
+  head.head = true;
+  p.devices = {head, cpu_device("O", 1.512e9)};
+  return p;
+}
+
+// Per device with 2 layers: T_H = compute 0.02 + output 0.002 + memory 2e-5 + 0.2002 + 0.02001
+// = 0.24223 s; T_O = 0.02 + 2e-5 + 0.2002 = 0.22022 s. One hop: 2 ms + 4 ms.
+constexpr double kTH = 0.24223, kTO = 0.22022, kHop = 0.006;
+
+TEST(OverlapModel, OneRoundExposesTheExcessBeyondOwnCompute) {
+  const auto p = two_devices();
+  const auto r = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_EQ(r.k, 1u);
+  const auto& h = r.devices[0];
+  EXPECT_FALSE(h.overloaded);
+  EXPECT_EQ(h.stream_bytes, 0.0);
+  EXPECT_EQ(h.disk_s, 0.0);  // no embedding-row term: the head's rows are resident
+  EXPECT_NEAR(h.compute_s + h.memory_s, kTH, 1e-12);
+  EXPECT_NEAR(h.assigned_bytes, 2e9 + 1e5 + 2e8, 1e-3);
+  const auto& o = r.devices[1];
+  EXPECT_TRUE(o.overloaded);
+  EXPECT_NEAR(o.assigned_bytes, 2e9, 1e-3);
+  // k = 1: the buffer is neutral and kept at C_min; X = E + C_min, e = E / s - T.
+  EXPECT_NEAR(o.stream_buffer_bytes, 1e8, 1e-3);
+  EXPECT_NEAR(o.weight_budget_bytes, 1.5e9 - 1e8, 1e-3);
+  EXPECT_NEAR(o.stream_bytes, 6e8, 1e-3);
+  EXPECT_NEAR(o.disk_s, 0.6, 1e-12);
+  EXPECT_NEAR(o.exposed_s, 0.5 - kTO, 1e-12);
+  EXPECT_NEAR(r.tpot_s, kTH + kTO + 2 * kHop + 0.5 - kTO, 1e-9);
+  double sum = 0;
+  for (const auto& d : r.devices) sum += d.total_s();
+  EXPECT_NEAR(sum, r.tpot_s, 1e-12);
+}
+
+TEST(OverlapModel, TwoRoundsHideReadsInTheIdleGaps) {
+  const auto p = two_devices();
+  const auto r = predict(p, {1, 1}, {0, 0});  // k = 2, the same 2 layers per device
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_EQ(r.k, 2u);
+  // e(t) = 2E/s + comm - T - t = 0.79178 - t; t = T_H + T_O + 2 * 2 hops + e:
+  // t = (0.48645 + 0.79178) / 2 = 0.639115. The buffer is the largest whose read still fits
+  // in t - comm: C = s (t - comm) - E = 1.27115e8, and the idle-room bound is tight.
+  const double t = (kTH + kTO + 4 * kHop + 2 * 0.5 + 2 * kHop - kTO) / 2;
+  EXPECT_NEAR(r.tpot_s, t, 1e-9);
+  const auto& o = r.devices[1];
+  const double c = 1e9 * (t - 2 * kHop) - 0.5e9;
+  EXPECT_NEAR(o.stream_buffer_bytes, c, 1e-3);
+  EXPECT_NEAR(o.stream_bytes, 0.5e9 + c, 1e-3);
+  EXPECT_NEAR(o.weight_budget_bytes, 1.5e9 - c, 1e-3);
+  EXPECT_NEAR(o.exposed_s, (0.5e9 - c) / 1e9 - kTO, 1e-9);
+  EXPECT_NEAR(2 * c / 1e9, t - kTO - o.exposed_s - 2 * kHop, 1e-9);  // idle room, tight
+  // Better than one round, which cannot hide anything behind the other device.
+  EXPECT_LT(r.tpot_s, predict(p, {2, 2}, {0, 0}).tpot_s);
+}
+
+TEST(OverlapModel, ASlowReaderSetsTheTpotAndItsSlackIsExposed) {
+  auto p = two_devices();
+  p.model.stream_unit_bytes = 250000000;  // C_min = 5e8: X >= E + C_min = 1e9, 1 s of reads
+  const auto r = predict(p, {1, 1}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_NEAR(r.tpot_s, 2 * kHop + 1.0, 1e-9);  // t >= comm + D
+  const auto& o = r.devices[1];
+  EXPECT_NEAR(o.stream_buffer_bytes, 5e8, 1e-3);
+  EXPECT_NEAR(o.disk_s, 1.0, 1e-12);
+  EXPECT_NEAR(o.exposed_s, 1.0 + 2 * kHop - (kTH + kTO + 4 * kHop), 1e-9);
+}
+
+TEST(OverlapModel, PlainMmapRereadsEverythingWhenOverMemory) {
+  auto p = two_devices();
+  p.options.streaming = false;
+  const auto r = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  const auto& o = r.devices[1];
+  EXPECT_NEAR(o.stream_bytes, 2e9, 1e-3);  // all of A, not the paper's 0.5e9 excess
+  EXPECT_EQ(o.stream_buffer_bytes, 0.0);
+  EXPECT_NEAR(o.exposed_s, 2.0, 1e-12);
+  EXPECT_NEAR(r.tpot_s, kTH + kTO + 2 * kHop + 2.0, 1e-9);
+}
+
+TEST(OverlapModel, HeadMayRunNoLayers) {
+  auto p = two_devices();
+  p.devices[1] = cpu_device("O", 8e9);
+  const auto r = predict(p, {0, 4}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_EQ(r.k, 1u);
+  const auto& h = r.devices[0];
+  EXPECT_EQ(h.layers, 0u);
+  EXPECT_NEAR(h.compute_s, 0.002, 1e-12);              // the output layer only
+  EXPECT_NEAR(h.memory_s, (1e5 + 2e8) / 1e10, 1e-12);  // and its weights
+  EXPECT_NEAR(h.comm_s, kHop, 1e-12);                  // one hop per round to O
+  EXPECT_NEAR(r.devices[1].comm_s, kHop, 1e-12);
+  auto paper = p;
+  paper.options.model = CostModel::kPaper;
+  EXPECT_FALSE(predict(paper, {0, 4}, {0, 0}).feasible);
+  // In a plan the head is not dropped: it has its costs.
+  const auto plan = make_plan(p, {{0, 4}, {0, 0}, {false, false}}, "test");
+  EXPECT_FALSE(plan.devices[0].dropped);
+  EXPECT_NEAR(plan.devices[0].cost.total_s(), 0.002 + (1e5 + 2e8) / 1e10 + kHop, 1e-12);
+  EXPECT_NEAR(plan.predicted_tpot_ms / 1e3, r.tpot_s, 1e-12);
+}
+
+TEST(OverlapModel, SlowDisksAndTooSmallBuffersCannotStream) {
+  auto p = two_devices();
+  p.devices[1].disk_seq_read_bps = 0.05e9;
+  auto r = predict(p, {2, 2}, {0, 0});
+  EXPECT_FALSE(r.feasible);
+  EXPECT_NE(r.reason.find("too slow to stream"), std::string::npos) << r.reason;
+  p = two_devices();
+  p.model.stream_unit_bytes = 800000000;  // C_min 1.6e9 > cap 1.5e9
+  r = predict(p, {2, 2}, {0, 0});
+  EXPECT_FALSE(r.feasible);
+  EXPECT_NE(r.reason.find("buffer"), std::string::npos) << r.reason;
+}
+
+// The LP for fixed (w, n) in its first form, written directly for CBC: variables t, C_m, e_m
+// of each streaming device; e >= D - T - k C / s, k C / s <= t - T - e - comm, t >= D,
+// C_min <= C <= cap, (k - 1) C <= E, t >= sum (T + e + comm). Here the buffer is filled
+// completely in every gap. predict() lets a gap fill it partly (hidden = min(k C, X, what the
+// gaps allow)), which changes nothing unless even the smallest buffer cannot be filled in
+// the gaps. `min_fill_ok` says whether that holds at predict()'s TPOT: then the two optima
+// are equal. nullopt when this form has no solution ((k - 1) E < C_min).
+std::optional<double> lp_tpot(const Problem& p, const Prediction& pred, bool& min_fill_ok) {
+  min_fill_ok = true;
+  const double k = pred.k;
+  Ilp ilp;
+  const int tv = ilp.add_var(1.0, 0, kInf, false);
+  IlpRow sum{{{tv, 1.0}}, 0.0, kInf};  // t - sum(e) >= sum(T + comm + fixed)
+  for (size_t m = 0; m < p.devices.size(); ++m) {
+    const auto& dc = pred.devices[m];
+    const bool head_only = m == 0 && dc.w == 0;
+    if (dc.w == 0 && !dc.relay && !head_only) continue;
+    if (dc.relay) {
+      sum.lo += dc.comm_s;
+      continue;
+    }
+    const auto o = overlap_terms(p, m, dc.layers, dc.gpu_layers, dc.windows,
+                                 dc.comm_s / link_latency_s(p.devices[m], p.model.hidden_bytes));
+    sum.lo += o.busy_s + o.paper.comm_s + o.fixed_exposed_s;
+    if (o.mode != ReadMode::kStreams) continue;
+    const double s = o.disk_bps, E = o.excess_bytes(), T = o.busy_s, comm = o.paper.comm_s;
+    double c_hi = o.cap_bytes;
+    if (k >= 2) c_hi = std::min(c_hi, E / (k - 1));
+    if (c_hi < o.buffer_min_bytes) return std::nullopt;
+    const double e_at_min = std::max(0.0, (E - (k - 1) * o.buffer_min_bytes) / s - T);
+    if (k * o.buffer_min_bytes / s + e_at_min + T + comm > pred.tpot_s * (1 + 1e-12))
+      min_fill_ok = false;
+    // C in units of s (seconds of reading) keeps the rows of order one.
+    const int cv = ilp.add_var(0, o.buffer_min_bytes / s, c_hi / s, false);
+    const int ev = ilp.add_var(0, 0, kInf, false);
+    sum.coefs.emplace_back(ev, -1.0);
+    // e >= (E + C) / s - T - k C / s
+    ilp.rows.push_back({{{ev, 1.0}, {cv, k - 1}}, E / s - T, kInf});
+    // k C / s + e - t <= -T - comm
+    ilp.rows.push_back({{{cv, k}, {ev, 1.0}, {tv, -1.0}}, -kInf, -T - comm});
+    // (E + C) / s <= t
+    ilp.rows.push_back({{{cv, 1.0}, {tv, -1.0}}, -kInf, -E / s});
+  }
+  ilp.rows.push_back(sum);  // t >= sum: where a reader's bound sets t, the ring waits for it
+  const auto sol = solve_ilp(ilp);
+  if (!sol.optimal) return std::nullopt;
+  return sol.objective;
+}
+
+TEST(OverlapModel, ClosedFormEqualsTheLpSolvedByCbc) {
+  std::mt19937_64 rng(16);
+  int compared = 0, streaming = 0, rounds = 0, relaxed = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const uint32_t L = std::array<uint32_t, 3>{8, 12, 24}[i % 3];
+    const size_t M = 1 + i % 4;
+    auto p = random_problem(rng, L, M, CostModel::kOverlap);
+    const auto ks = valid_rounds(L, M);
+    const uint32_t k = ks[rng() % ks.size()];
+    const uint32_t W = L / k;
+    // A random split of W with every device >= 1 (the head may get 0 when M > 1).
+    std::vector<uint32_t> w(M, 1), n(M, 0);
+    if (M > 1 && rng() % 4 == 0) w[0] = 0;
+    uint32_t left = W;
+    for (auto x : w) left -= x;
+    while (left > 0) {
+      ++w[rng() % M];
+      --left;
+    }
+    const auto pred = predict(p, w, n);
+    if (!pred.feasible) continue;
+    bool min_fill_ok = true;
+    const auto lp = lp_tpot(p, pred, min_fill_ok);
+    if (!lp) continue;
+    EXPECT_LE(pred.tpot_s, *lp * (1 + 1e-7)) << "instance " << i;
+    if (!min_fill_ok) {
+      ++relaxed;
+      continue;
+    }
+    ++compared;
+    for (const auto& d : pred.devices) streaming += d.stream_buffer_bytes > 0;
+    rounds += k >= 2;
+    EXPECT_NEAR(pred.tpot_s, *lp, 1e-7 * *lp) << "instance " << i << " k=" << k;
+  }
+  std::printf(
+      "closed form vs CBC: equal on %d plans (%d streaming devices, %d with k >= 2); lower on "
+      "%d where full gap fills would not fit\n",
+      compared, streaming, rounds, relaxed);
+  EXPECT_GT(compared, 300);
+  EXPECT_GT(streaming, 200);
+  EXPECT_GT(rounds, 100);
+}
+
+struct Tally {
+  int feasible = 0, equal = 0, rounds = 0, head_zero = 0, streams = 0;
+};
+
+void compare_with_exhaustive(uint64_t seed, int instances, bool streaming, Tally& t) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < instances; ++i) {
+    const uint32_t L = std::array<uint32_t, 4>{4, 6, 8, 12}[i % 4];
+    const size_t M = 1 + (i / 4) % 4;
+    auto p = random_problem(rng, L, M, CostModel::kOverlap);
+    p.options.streaming = streaming;
+    const auto opt = exhaustive(p);
+    HaldaOptions o;
+    o.select_devices = false;
+    const auto a = halda_assign(p, std::vector<bool>(M, true), o, nullptr);
+    ASSERT_EQ(a.has_value(), opt.feasible) << "seed " << seed << " instance " << i;
+    if (!a) continue;
+    ++t.feasible;
+    const auto pred = predict(p, a->w, a->n);
+    ASSERT_TRUE(pred.feasible) << "instance " << i << ": " << pred.reason;
+    const double h = pred.tpot_s, best = opt.predicted_tpot_ms / 1e3;
+    EXPECT_GE(h, best * (1 - 1e-9)) << "seed " << seed << " instance " << i;
+    EXPECT_NEAR(h, best, best * 1e-7) << "seed " << seed << " instance " << i << " L=" << L
+                                      << " M=" << M << " k=" << pred.k << " vs " << opt.k;
+    t.equal += std::abs(h - best) <= best * 1e-7;
+    t.rounds += opt.k >= 2;
+    t.head_zero += opt.devices[0].w == 0;
+    for (const auto& d : opt.devices) t.streams += d.cost.stream_buffer_bytes > 0;
+  }
+}
+
+// Halda's MILP per k is the model itself, so it must reach the exhaustive optimum.
+TEST(OverlapModel, HaldaEqualsExhaustiveOptimumOnRandomRings) {
+  Tally t;
+  for (uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) compare_with_exhaustive(seed, 100, true, t);
+  std::printf(
+      "overlap model, random rings: %d feasible, Halda = optimum on %d; optima with k >= 2: %d, "
+      "head w = 0: %d, streaming devices: %d\n",
+      t.feasible, t.equal, t.rounds, t.head_zero, t.streams);
+  EXPECT_EQ(t.equal, t.feasible);
+  EXPECT_GT(t.feasible, 350);
+  EXPECT_GT(t.rounds, 20);
+  EXPECT_GT(t.head_zero, 50);
+  EXPECT_GT(t.streams, 150);
+}
+
+TEST(OverlapModel, HaldaEqualsExhaustiveOptimumWithPlainMmap) {
+  Tally t;
+  compare_with_exhaustive(7, 200, false, t);
+  std::printf("overlap model without streaming: %d feasible, Halda = optimum on %d\n", t.feasible,
+              t.equal);
+  EXPECT_EQ(t.equal, t.feasible);
+}
+
+// Four fast CPU devices whose memory holds half of Llama-3-8B and whose disks need longer to
+// read their excess than they compute: one round exposes every device's reads; with rounds,
+// each device reads its next window while the others compute.
+TEST(OverlapModel, RoundsPayOffWhenReadsOutlastCompute) {
+  Problem p;
+  p.model = profile::profile_preset("llama3-8b", 1.0, "q4_k_m");
+  p.options.ctx = 1024;
+  p.options.model = CostModel::kOverlap;
+  const double per_device = p.model.total_weight_bytes() / 8;
+  for (int i = 0; i < 4; ++i) {
+    auto d = cpu_device("d" + std::to_string(i), per_device, 400, 2e9);
+    d.cpu.mem_read_bps = 50e9;
+    d.link.rtt_s = 1e-3;
+    d.link.bandwidth_bps = 100e6;
+    p.devices.push_back(d);
+  }
+  p.devices[0].head = true;
+  const auto plan = halda(p);
+  ASSERT_TRUE(plan.feasible) << plan.reason;
+  EXPECT_GE(plan.k, 2u);
+  // The best one-round plan, by exhaustive search over every split of the 32 layers.
+  const uint32_t L = p.model.n_layers;
+  double best1 = std::numeric_limits<double>::infinity();
+  for (uint32_t a = 0; a <= L; ++a) {
+    for (uint32_t b = 1; a + b <= L; ++b) {
+      for (uint32_t c = 1; a + b + c < L; ++c) {
+        const auto r = predict(p, {a, b, c, L - a - b - c}, {0, 0, 0, 0});
+        if (r.feasible) best1 = std::min(best1, r.tpot_s);
+      }
+    }
+  }
+  ASSERT_LT(best1, std::numeric_limits<double>::infinity());
+  std::printf("rounds pay off: Halda k = %u, %.1f ms; best k = 1 plan %.1f ms\n", plan.k,
+              plan.predicted_tpot_ms, best1 * 1e3);
+  EXPECT_LT(plan.predicted_tpot_ms / 1e3, best1 * 0.9);
+}
+
+}  // namespace
+}  // namespace hearth::plan
