@@ -98,15 +98,22 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
-  // Weight memory: what is available now, counting reclaimable file cache (our own pages and
-  // other files' cold pages: a cgroup evicts them before anything else), minus what the KV
-  // cache and working buffers will take.
+  // Weight memory: what is available now. In a cgroup, what is neither used nor cached, plus
+  // our own pages already cached: other files' cache is counted as taken, because this
+  // process's own code and libraries are part of it and a plan that counts on evicting them
+  // re-reads them every token (measured: a 64 MiB cgroup read 7-11 MiB per token beyond the
+  // streamed part when the plan counted all file cache as free). Without a cgroup the OS's
+  // MemAvailable, less the mapped file pages (code in use). A decode step that still reads
+  // beyond the streamed part shrinks it (recalibrate()).
   uint64_t budget = opt_.residency.weight_memory;
   if (budget == 0) {
-    // Mapped file pages (the code of this process and its libraries, mostly) are counted as
-    // reclaimable, but they are in use: keep clear of them.
     const auto mem = residency::read_memory_status();
-    const uint64_t avail = mem.available - std::min(mem.available, mem.mapped_file_bytes);
+    uint64_t avail = mem.available - std::min(mem.available, mem.mapped_file_bytes);
+    if (mem.source.rfind("cgroup", 0) == 0) {
+      std::vector<residency::ByteRange> own;
+      for (const auto& m : matrices_) own.push_back({base + m.offset, m.bytes});
+      avail = mem.available_unreclaimed + pages_->resident_bytes(own);
+    }
     uint64_t reserve = kMemoryMargin;
     if (!layers.empty()) {
       reserve += compute::KvCache::bytes_for(
@@ -160,6 +167,10 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
     }
     // Pages of the streamed part left in the cache by an earlier reader would only take room
     // from the resident part: drop them. Then ask for the resident part in the background.
+    // Faults must read only what they touch: no readahead into streamed bytes, and no small
+    // tensors in the mapping between streamed matrices.
+    engine_->pin_small_tensors();
+    pages_->advise_random();
     pages_->release(streamed);
     pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
     streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream);
@@ -269,6 +280,8 @@ void Stage::recalibrate(const residency::StepStats& st) {
   if (layout_.stream.fits()) return;  // cannot happen after a cut, but keep the invariant
   layout_.mode = ResidencyMode::kStream;
   prefetch_.reset();  // an mmap-mode device that turned out not to fit streams from now on
+  engine_->pin_small_tensors();
+  pages_->advise_random();
   std::vector<residency::ByteRange> streamed;
   const uint8_t* base = file_.bytes().data();
   for (size_t i = 0; i < matrices_.size(); ++i) {

@@ -115,6 +115,34 @@ void Engine::repack(RepackMode mode, bool with_output) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
+void Engine::pin_small_tensors() {
+  if (!pinned_.empty()) return;  // done already
+  const HParams& hp = weights_.hp;
+  std::vector<std::pair<const float**, int64_t>> todo;  // (pointer to repoint, floats)
+  for (int l : layers_) {
+    LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
+    todo.emplace_back(&L.attn_norm, hp.dim);
+    todo.emplace_back(&L.ffn_norm, hp.dim);
+    if (L.bq != nullptr) {
+      todo.emplace_back(&L.bq, hp.q_dim());
+      todo.emplace_back(&L.bk, hp.kv_dim());
+      todo.emplace_back(&L.bv, hp.kv_dim());
+    }
+  }
+  todo.emplace_back(&weights_.output_norm, hp.dim);
+  int64_t total = 0;
+  for (const auto& [ptr, n] : todo) total += *ptr != nullptr ? n : 0;
+  pinned_.assign(static_cast<size_t>(total), 0.0f);  // allocated once: pointers stay valid
+  int64_t off = 0;
+  for (const auto& [ptr, n] : todo) {
+    if (*ptr == nullptr) continue;
+    std::copy_n(*ptr, n, pinned_.data() + off);
+    *ptr = pinned_.data() + off;
+    off += n;
+  }
+  // rope_freqs were read into the rope table at construction; nothing else reads them.
+}
+
 bool Engine::owns_layer(int layer) const {
   return layer >= 0 && layer < static_cast<int>(local_index_.size()) && local_index_[layer] >= 0;
 }

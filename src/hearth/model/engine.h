@@ -65,6 +65,10 @@ class Engine {
   // matrix is read from the file mapping).
   uint64_t repacked_bytes() const { return repacked_bytes_; }
   bool owns_layer(int layer) const;
+  // Copies the small f32 tensors this engine reads (norms, biases, rope factors) out of the
+  // file mapping into its own memory. A device that streams its matrices then never touches
+  // the mapping between them, where each touch would fault in (and read ahead) streamed bytes.
+  void pin_small_tensors();
   const std::vector<int>& layers() const { return layers_; }
 
   // Head: token ids -> rows of the embedding, hidden (n, dim) f32. UsageError on an id
@@ -120,7 +124,8 @@ class Engine {
                 int64_t n, float* ya, float* yb, float* yc);
 
   ModelWeights weights_;
-  HugeBuffer repacked_;  // rows16 copies of the matrices that views in weights_ point to
+  HugeBuffer repacked_;        // rows16 copies of the matrices that views in weights_ point to
+  std::vector<float> pinned_;  // pin_small_tensors(): copies the norm/bias pointers point to
   uint64_t repacked_bytes_ = 0;
   int64_t n_ctx_;
   std::vector<int> layers_;       // owned model layers, ascending

@@ -142,6 +142,20 @@ uint64_t MappedPages::prefetch(std::span<const ByteRange> ranges, PrefetchMethod
   return bytes;
 }
 
+void MappedPages::advise_random() const {
+  if (mapping_.empty()) return;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(mapping_.data()) & ~(page_ - 1);
+  const uintptr_t e = reinterpret_cast<uintptr_t>(mapping_.data()) + mapping_.size();
+  // A mapping advised MADV_HUGEPAGE faults in whole 2 MiB folios even under MADV_RANDOM
+  // (the kernel's huge-page fault path reads a PMD folio regardless), so take that back first.
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_NOHUGEPAGE) != 0) {
+    log::debug("residency: madvise(NOHUGEPAGE) failed: errno {}", errno);
+  }
+  if (::madvise(reinterpret_cast<void*>(b), e - b, MADV_RANDOM) != 0) {
+    log::debug("residency: madvise(RANDOM) failed: errno {}", errno);
+  }
+}
+
 uint64_t MappedPages::release(std::span<const ByteRange> ranges) const {
   const uint64_t before = resident_bytes(ranges);
   const uintptr_t mb = reinterpret_cast<uintptr_t>(mapping_.data());

@@ -62,6 +62,11 @@ class MappedPages {
   // Drops the pages from the page cache (where no other process maps them); returns the
   // bytes that were resident just before.
   uint64_t release(std::span<const ByteRange> ranges) const;
+  // Tells the kernel to read only what a fault touches anywhere in the mapping
+  // (MADV_NOHUGEPAGE, MADV_RANDOM): a device that streams most of the file touches it only
+  // where it planned to, and readahead or a 2 MiB folio around a touch would read streamed
+  // bytes into the cache. Best-effort.
+  void advise_random() const;
   // The method release() uses.
   ReleaseMethod release_method() const { return release_method_; }
 
