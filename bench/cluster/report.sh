@@ -145,16 +145,30 @@ label() {
   jq -r 'def r1: . * 10 | round / 10;
     sort_by(.real_bytes)[] | select((.failed | not) and (.predicted_tpot_ms // .plan.predicted_tpot_ms) != null) |
     (.predicted_tpot_ms // .plan.predicted_tpot_ms) as $p | .plan.predicted_tpot_run_ctx_ms as $pr |
-    "| \(.name) | \(.system) | \(.plan.cost_model | if . == null then "-" elif type == "string" then . else (.name // .kind // "yes") end) | \($p | r1) (\(.plan.ctx // "-")) | \(if $pr == null then "-" else ($pr | r1) end) | \(.tpot_ms | r1) | \(.tpot_ms / ($pr // $p) | . * 100 | round / 100) |"' <<< "$ALL"
+    "| \(.name) | \(.system) | \((.plan.cost_model // .plan.halda.cost_model) | if . == null then "-" elif type == "string" then . else (.name // .kind // "yes") end) | \($p | r1) (\(.plan.ctx // "-")) | \(if $pr == null then "-" else ($pr | r1) end) | \(.tpot_ms | r1) | \(.tpot_ms / ($pr // $p) | . * 100 | round / 100) |"' <<< "$ALL"
   echo
   echo "## Findings (computed from the tables above)"
   echo
-  jq -r --arg big "$BIG" '
+  jq -r '
     def t($n; $s): (map(select(.name == $n and .system == $s and (.failed | not))) | .[0].tpot_ms);
-    def r($a; $b): if $a == null or $b == null then "n/a" else ($b / $a | . * 100 | round / 100 | tostring) + "x" end;
-    def ms($x): if $x == null then "failed" else ($x | round | tostring) + " ms" end;
+    def k($n; $s): (map(select(.name == $n and .system == $s and (.failed | not))) | .[0].plan.k);
+    def ms($x): ($x | round | tostring) + " ms";
+    # "A: a ms vs b ms (b/a x)" for the pairs this run has, so a run of a few systems reads well.
+    def vs($n; $a; $b; $what):
+      if t($n; $a) != null and t($n; $b) != null
+      then "\($what) \(ms(t($n; $a))) vs \(ms(t($n; $b))) (\(t($n; $b) / t($n; $a) | . * 100 | round / 100)x)"
+      else empty end;
     . as $all | sort_by(.real_bytes) | [.[].name] | reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end) | map(. as $n | $all |
-      "- \($n): PRP+Halda+prefetch \(ms(t($n; "halda-prefetch"))) vs single device \(ms(t($n; "single"))) (speed-up \(r(t($n; "halda-prefetch"); t($n; "single")))) and vs MemSched pipeline \(ms(t($n; "pipeline"))) (\(r(t($n; "halda-prefetch"); t($n; "pipeline")))); prefetch off \(ms(t($n; "halda"))) (prefetch gives \(r(t($n; "halda-prefetch"); t($n; "halda"))) at Halda\u0027s k); Halda with the paper\u0027s cost model \(ms(t($n; "halda-paper"))); prefetch at k=2, memory-proportional: \(ms(t($n; "ring-k2"))) vs off \(ms(t($n; "ring-k2-off"))) (\(r(t($n; "ring-k2"); t($n; "ring-k2-off")))); k=2 memory-proportional \(ms(t($n; "ring-k2"))) vs k=1 \(ms(t($n; "pipeline"))) (\(r(t($n; "ring-k2"); t($n; "pipeline"))))")[]' <<< "$ALL"
+      [ (if t($n; "halda") != null then "Halda (k = \(k($n; "halda"))) \(ms(t($n; "halda")))" else empty end),
+        vs($n; "halda"; "single"; "against the strongest device alone (streaming)"),
+        vs($n; "halda"; "single-mmap"; "against it with plain mmap"),
+        vs($n; "halda"; "halda-mmap"; "against the ring before streaming (paper cost model, mmap + prefetch)"),
+        vs($n; "halda"; "halda-paper"; "against the paper cost model on streaming devices"),
+        vs($n; "halda"; "pipeline"; "against the memory-proportional pipeline"),
+        vs($n; "single"; "single-mmap"; "one device streaming against plain mmap"),
+        vs($n; "halda-prefetch"; "halda"; "mmap-mode prefetch"),
+        vs($n; "ring-k2"; "ring-k2-off"; "prefetch at k = 2, memory-proportional") ]
+      | "- \($n): " + join("; "))[]' <<< "$ALL"
   echo
   if [[ -f "$OUT/NOTES-$PROFILE.md" ]]; then cat "$OUT/NOTES-$PROFILE.md"; echo; fi
   echo "## Plots"

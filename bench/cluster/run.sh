@@ -225,7 +225,7 @@ fi
 jq -e . > /dev/null <<< "$J" || { hc_log "head printed no JSON"; exit 1; }
 
 # Each device's entry in the head's devices[] and in the plan, found by name (the head is
-# "head" there): Halda may drop devices, so ring positions of the testbed and of the run differ.
+# "head" there, "local" for a run on one device): Halda may drop devices, so ring positions of the testbed and of the run differ.
 # The per-token disk and budget figures are carried explicitly (null when hearth has none).
 # shellcheck disable=SC2016
 DEVS="[]"
@@ -234,7 +234,7 @@ for ((u = 0; u < ${#USE[@]}; u++)); do
   s=$(hc_device_stats "$i")
   DEVS=$(jq -c --argjson s "$s" --argjson d "$(jq -c ".[$i]" <<< "$TB")" --argjson u "$u" \
     --argjson j "$J" '
-    def find($list; $name; $u): ([($list // [])[] | select(.name == $name or ($u == 0 and .name == "head"))] | .[0]) // {};
+    def find($list; $name; $u): ([($list // [])[] | select(.name == $name or ($u == 0 and (.name == "head" or .name == "local")))] | .[0]) // {};
     find($j.devices; $d.name; $u) as $h
     | ((find($j.plan.devices; $d.name; $u)) + (find($j.plan.halda.devices; $d.name; $u))) as $p
     | . + [$d + $s + ($h | with_entries(if .key == "name" then .key = "hearth_name" else . end))

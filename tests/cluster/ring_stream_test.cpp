@@ -1,0 +1,80 @@
+// Greedy ids across residency modes on a real ring: a head and two `hearth worker` processes
+// that stream part of their weights (--weight-memory below their share) give the ids of one
+// device reading everything from the mapping, at k = 1 and k = 2, and with a head that holds
+// no layers. Every device runs the GGUF layout (--repack off), as the bitwise contract needs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "hearth/model/synth.h"
+#include "support/subprocess.h"
+#include "support/worker_process.h"
+
+namespace hearth::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::last_json_line;
+using testing::run_hearth;
+
+std::string make_model(const fs::path& dir) {
+  model::SynthOptions opt;
+  opt.hp.arch = model::Arch::kLlama;
+  opt.hp.n_layers = 8;
+  opt.hp.dim = 256;
+  opt.hp.n_heads = 4;
+  opt.hp.n_kv_heads = 2;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 768;
+  opt.hp.vocab = 512;
+  opt.hp.ctx_train = 4096;
+  opt.types = model::parse_type_recipe("q4_k_m");
+  opt.seed = 5;
+  opt.name = "ring-stream";
+  opt.threads = 1;
+  const std::string path = (dir / "m.gguf").string();
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
+  const auto dir = fs::temp_directory_path() / ("hearth_ring_stream_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = make_model(dir);
+  const std::string gen = " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json --repack off";
+  const auto ref = run_hearth("run -m " + model + gen + " --residency mmap");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const auto ids = last_json_line(ref.out)["ids"];
+  ASSERT_EQ(ids.size(), 8u);
+
+  // 0.5 MiB of weight memory per device: well below each one's share of the ~3 MiB model.
+  const std::vector<std::string> wflags = {"-m",          model,    "--repack",        "off",
+                                           "--residency", "stream", "--weight-memory", "0.5"};
+  hearth::testing::WorkerProcess w1(wflags), w2(wflags);
+  ASSERT_FALSE(w1.address().empty());
+  ASSERT_FALSE(w2.address().empty());
+  const std::string workers = " --workers " + w1.address() + "," + w2.address();
+  for (const std::string plan : {"3,3,2", "1,2,1", "0,4,4", "0,2,2"}) {
+    SCOPED_TRACE(plan);
+    const auto r = run_hearth("run -m " + model + gen + workers + " --plan " + plan +
+                              " --residency stream --weight-memory 0.5");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = last_json_line(r.out);
+    EXPECT_EQ(j["ids"], ids);
+    ASSERT_EQ(j["devices"].size(), 3u);
+    for (size_t m = 0; m < 3; ++m) {
+      const auto& d = j["devices"][m];
+      if (m == 0 && plan[0] == '0') continue;  // a head with no layers streams nothing
+      EXPECT_GT(d["stream_bytes_per_token"].get<double>(), 0.0) << d.dump();
+      EXPECT_GT(d["stream_buffer_bytes"].get<double>(), 0.0) << d.dump();
+      EXPECT_EQ(d["decode_steps"].get<int>(), 7) << d.dump();
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace hearth::cluster
