@@ -116,7 +116,8 @@ label() {
   echo "(or, when the run has no per-device assigned bytes, the file size minus the sum of the weight"
   echo "budgets); disk bound = excess over the testbed's aggregate disk rate (the sum of"
   echo "emulate.disk_read_mbps: all devices reading at once); compute = the sum over devices of the"
-  echo "measured compute ms per token; bound = max(disk bound, compute). Measured / bound near 1 means"
+  echo "measured compute ms per token less the time compute waited for streamed weights (read exposed);"
+  echo "bound = max(disk bound, compute). Measured / bound near 1 means"
   echo "the run is as fast as its placement allows; well above 1, time goes elsewhere (waits, links,"
   echo "reads beyond the excess)."
   echo
@@ -132,7 +133,7 @@ label() {
        ([.model_bytes - ([.devices[].weight_budget_bytes // 0] | add), 0] | max)
      else null end) as $ex |
     (if $ex == null or $rate <= 0 then null else $ex / ($rate * 1e6) * 1000 end) as $disk |
-    (if any(.devices[]; .compute_ms != null) then ([.devices[].compute_ms // 0] | add) else null end) as $comp |
+    (if any(.devices[]; .compute_ms != null) then ([.devices[] | (.compute_ms // 0) - (.read_exposed_ms // 0)] | add) else null end) as $comp |
     (if $disk == null and $comp == null then null else ([$disk // 0, $comp // 0] | max) end) as $bound |
     "| \(.name) | \(.system) | \(if $ex == null then "-" else ($ex / 1048576 | r1) end) | \($rate) | \(if $disk == null then "-" else ($disk | r1) end) | \(if $comp == null then "-" else ($comp | r1) end) | \(if $bound == null then "-" else ($bound | r1) end) | \(.tpot_ms | r1) | \(if $bound == null or $bound <= 0 then "-" else (.tpot_ms / $bound | . * 100 | round / 100) end) |"' <<< "$ALL"
   echo

@@ -72,8 +72,9 @@ TEST_F(ReportTest, PerDeviceRowsShowDiskBudgetExcessAndBothPressures) {
 }
 
 TEST_F(ReportTest, LowerBoundIsTheLargerOfDiskAndComputeSum) {
-  // halda: excess 20 MiB over 100 + 300 MB/s = 52.4 ms; compute 40 + 60 = 100 ms; 150 / 100.
-  EXPECT_NE(report_.find("| m1 | halda | 20 | 400 | 52.4 | 100 | 100 | 150 | 1.5 |"),
+  // halda: excess 20 MiB over 100 + 300 MB/s = 52.4 ms; compute 40 + 60 = 100 ms less the
+  // 7.25 ms device A waited for streamed weights = 92.75 ms; 150 / 92.75.
+  EXPECT_NE(report_.find("| m1 | halda | 20 | 400 | 52.4 | 92.8 | 92.8 | 150 | 1.62 |"),
             std::string::npos)
       << report_;
   // halda-prefetch has budgets but no assigned bytes: file 200 MiB - (80 + 60) MiB = 60 MiB.

@@ -122,6 +122,11 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
     }
     reserve += 4ull * kReservedRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
     budget = avail > reserve ? avail - reserve : 0;
+    log::debug(
+        "stage: weight memory {} MiB: available {} MiB ({}; unreclaimed {} MiB, file {} "
+        "MiB, mapped {} MiB), reserve {} MiB",
+        budget / kMiB, avail / kMiB, mem.source, mem.available_unreclaimed / kMiB,
+        mem.file_bytes / kMiB, mem.mapped_file_bytes / kMiB, reserve / kMiB);
   }
   layout_.weight_memory = budget;
 
@@ -135,7 +140,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
     for (const auto& m : matrices_) assigned += m.bytes;
     if (assigned > budget) buffer = std::min((assigned - budget) / (k - 1), budget / 4);
   }
-  layout_.stream = residency::plan_stream({matrices_, fixed, budget, buffer, 4096});
+  layout_.stream = residency::plan_stream({matrices_, fixed, budget, buffer, 4096, {}});
   const bool streams = !layout_.stream.fits();
   layout_.mode = opt_.residency.mode == ResidencyMode::kStream ||
                          (opt_.residency.mode == ResidencyMode::kAuto && streams)
@@ -258,6 +263,10 @@ residency::StepStats Stage::finish_step(bool decode) {
 void Stage::recalibrate(const residency::StepStats& st) {
   if (opt_.residency.weight_memory != 0 || opt_.residency.mode == ResidencyMode::kMmap) return;
   if (engine_->repacked_bytes() != 0) return;
+  if (settle_) {
+    settle_ = false;
+    return;
+  }
   const double extra = st.disk_bytes > st.stream_bytes ? st.disk_bytes - st.stream_bytes : 0.0;
   const double resident = static_cast<double>(layout_.stream.resident_bytes);
   if (extra <= std::max(4.0 * static_cast<double>(kMiB), resident / 20)) return;
@@ -276,7 +285,10 @@ void Stage::recalibrate(const residency::StepStats& st) {
     for (const auto& x : matrices_) m += x.bytes;
     return m;
   }();
-  layout_.stream = residency::plan_stream({matrices_, fixed, layout_.weight_memory, buffer, 4096});
+  residency::StreamPlanInput in{matrices_, fixed, layout_.weight_memory, buffer, 4096, {}};
+  in.streamed_before = layout_.stream.streamed;
+  layout_.stream = residency::plan_stream(in);
+  settle_ = true;  // the step after a re-plan still carries the old plan's read-ahead
   if (layout_.stream.fits()) return;  // cannot happen after a cut, but keep the invariant
   layout_.mode = ResidencyMode::kStream;
   prefetch_.reset();  // an mmap-mode device that turned out not to fit streams from now on

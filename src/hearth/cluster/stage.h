@@ -111,6 +111,7 @@ class Stage {
   std::vector<residency::PlannedMatrix> matrices_;
   uint64_t advised0_ = 0, released0_ = 0;
   StreamCounters stream0_;
+  bool settle_ = false;  // skip one recalibration check after a re-plan
 };
 
 }  // namespace hearth::cluster

@@ -59,12 +59,26 @@ StreamPlan plan_stream(const StreamPlanInput& in) {
   p.weight_budget_bytes = in.budget_bytes > p.buffer_bytes ? in.budget_bytes - p.buffer_bytes : 0;
   const uint64_t need = matrix_bytes > room ? matrix_bytes - room : 0;  // bytes to stream
 
-  // Spread `need` evenly: each matrix takes its share need/total of its bytes as a debt, and is
-  // streamed once the debt reaches half its size (an error-diffusion walk over the use order).
-  const double share = static_cast<double>(need) / static_cast<double>(matrix_bytes);
-  double owed = 0;
-  uint64_t streamed = 0;
+  // Matrices streamed before stay streamed.
+  uint64_t streamed = 0, open_bytes = 0;
+  const bool before = in.streamed_before.size() == n;
   for (size_t i = 0; i < n; ++i) {
+    if (before && in.streamed_before[i]) {
+      p.streamed[i] = true;
+      streamed += in.matrices[i].bytes;
+    } else {
+      open_bytes += in.matrices[i].bytes;
+    }
+  }
+  // Spread the rest of `need` evenly over the others: each takes its share of its bytes as a
+  // debt, and is streamed once the debt reaches half its size (an error-diffusion walk over
+  // the use order).
+  const uint64_t more = need > streamed ? need - streamed : 0;
+  const double share =
+      open_bytes ? static_cast<double>(more) / static_cast<double>(open_bytes) : 0.0;
+  double owed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p.streamed[i]) continue;
     const double b = static_cast<double>(in.matrices[i].bytes);
     owed += share * b;
     if (owed >= b / 2 && streamed < need) {

@@ -30,6 +30,10 @@ struct StreamPlanInput {
   uint64_t budget_bytes = 0;            // memory for all weights: resident part plus stream buffer
   uint64_t buffer_bytes = 0;  // requested stream buffer (0: the minimum); raised to the minimum
   uint64_t align = 4096;      // direct-I/O alignment of reads
+  // When re-planning a running device: the matrices streamed so far (empty: none). They stay
+  // streamed and only resident ones are added, so a smaller budget never makes a streamed
+  // matrix resident again (which would have to be read back in through page faults).
+  std::vector<bool> streamed_before;
 };
 
 // A group of streamed matrices read and released together (same layer and group), in use order.
