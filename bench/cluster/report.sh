@@ -49,7 +49,7 @@ label() {
   echo
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; RAM $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); kernel $(uname -r)"
   echo "- Disk: virtio /dev/vda; every device reads its own copy of the model through mmap, throttled per device by blkio"
-  echo "- Load: the machine was shared with other engineers' builds. \`uptime\` before: \`$(jq -r .uptime_before "$META" | sed 's/^ *//')\`; after: \`$(jq -r .uptime_after "$META" | sed 's/^ *//')\`. Each row below also lists the 1-minute load average at its end. Each figure is the median of $(jq -r ".reps // 1" "$META") run(s) of $(jq -r .tokens "$META") tokens (every run is in the TPOT table): differences under ~20% are noise."
+  echo "- Load: \`uptime\` before: \`$(jq -r .uptime_before "$META" | sed 's/^ *//')\`; after: \`$(jq -r .uptime_after "$META" | sed 's/^ *//')\`. Each row below also lists the 1-minute load average at its end. Each figure is the median of $(jq -r ".reps // 1" "$META") run(s) of $(jq -r .tokens "$META") tokens (every run is in the TPOT table): differences under ~20% are noise."
   echo
   echo "## Testbed ($(jq -r .testbed "$META"))"
   echo

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "hearth/model/synth.h"
 #include "support/subprocess.h"
+#include "support/synth_model.h"
 #include "support/worker_process.h"
 
 namespace hearth::cluster {
@@ -19,30 +19,11 @@ namespace fs = std::filesystem;
 using testing::last_json_line;
 using testing::run_hearth;
 
-std::string make_model(const fs::path& dir) {
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = 8;
-  opt.hp.dim = 256;
-  opt.hp.n_heads = 4;
-  opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = 64;
-  opt.hp.ffn = 768;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q4_k_m");
-  opt.seed = 5;
-  opt.name = "ring-stream";
-  opt.threads = 1;
-  const std::string path = (dir / "m.gguf").string();
-  model::write_synthetic_model(opt, path);
-  return path;
-}
-
 TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
   const auto dir = fs::temp_directory_path() / ("hearth_ring_stream_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string model = make_model(dir);
+  const std::string model =
+      testing::write_model((dir / "m.gguf").string(), {8, 256, 4, 2, 768, 512, "q4_k_m", 5});
   const std::string gen = " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json --repack off";
   const auto ref = run_hearth("run -m " + model + gen + " --residency mmap");
   ASSERT_EQ(ref.exit_code, 0) << ref.err;

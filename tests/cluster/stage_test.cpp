@@ -11,7 +11,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/synth.h"
+#include "support/synth_model.h"
 
 namespace hearth::cluster {
 namespace {
@@ -21,23 +21,7 @@ namespace fs = std::filesystem;
 std::string make_model() {
   const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = 6;
-  opt.hp.dim = 256;
-  opt.hp.n_heads = 4;
-  opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = 64;
-  opt.hp.ffn = 768;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q4_k_m");
-  opt.seed = 11;
-  opt.name = "stage-test";
-  opt.threads = 1;
-  const std::string path = (dir / "m.gguf").string();
-  model::write_synthetic_model(opt, path);
-  return path;
+  return testing::write_model((dir / "m.gguf").string(), {6, 256, 4, 2, 768, 512, "q4_k_m", 11});
 }
 
 struct StageRun {

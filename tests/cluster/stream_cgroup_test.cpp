@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
-#include "hearth/model/synth.h"
 #include "support/subprocess.h"
+#include "support/synth_model.h"
 
 namespace hearth::cluster {
 namespace {
@@ -51,30 +51,12 @@ class MemoryCgroup {
   fs::path dir_;
 };
 
-std::string make_model(const fs::path& dir) {
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = 12;
-  opt.hp.dim = 1024;
-  opt.hp.n_heads = 8;
-  opt.hp.n_kv_heads = 8;
-  opt.hp.head_dim = 128;
-  opt.hp.ffn = 2816;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q4_k");
-  opt.seed = 3;
-  opt.name = "stream-cgroup";
-  opt.threads = 2;
-  const std::string path = (dir / "big.gguf").string();
-  model::write_synthetic_model(opt, path);
-  return path;
-}
-
 TEST(StreamInCgroup, ReadsAboutTheExcessPerTokenWherePlainMmapRereadsMore) {
   const auto dir = fs::temp_directory_path() / ("hearth_stream_cg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string model = make_model(dir);
+  // 12 layers of 7 MiB in Q4_K: 83 MiB, above the 64 MiB limit below.
+  const std::string model =
+      testing::write_model((dir / "big.gguf").string(), {12, 1024, 8, 8, 2816, 512, "q4_k", 3});
   const uint64_t model_bytes = fs::file_size(model);
   ASSERT_GT(model_bytes, 80 * kMiB);
   MemoryCgroup cg(64 * kMiB);
