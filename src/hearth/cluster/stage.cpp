@@ -9,18 +9,13 @@
 #include "hearth/base/log.h"
 #include "hearth/compute/kv_cache.h"
 #include "hearth/model/hparams.h"
+#include "hearth/profile/model_profile.h"
 #include "hearth/residency/memory_status.h"
 
 namespace hearth::cluster {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-// Headroom for what grows after start-up besides the KV cache and the working buffers:
-// message buffers, thread stacks, allocator slack.
-constexpr uint64_t kMemoryMargin = 8 * kMiB;
-// Rows of working buffers reserved: decode and short prompts. A longer prompt grows them for
-// its prefill and may squeeze the resident weights meanwhile; decode is what the plan is for.
-constexpr int64_t kReservedRows = 64;
 
 uint64_t matrix_bytes(const compute::WeightView& v) {
   return *gguf::row_bytes(v.type, static_cast<uint64_t>(v.cols)) * static_cast<uint64_t>(v.rows);
@@ -114,13 +109,13 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       for (const auto& m : matrices_) own.push_back({base + m.offset, m.bytes});
       avail = mem.available_unreclaimed + pages_->resident_bytes(own);
     }
-    uint64_t reserve = kMemoryMargin;
+    // Working buffers, and headroom for message buffers, thread stacks, allocator slack.
+    uint64_t reserve = profile::stage_working_bytes(hp) + 8 * kMiB;
     if (!layers.empty()) {
       reserve += compute::KvCache::bytes_for(
           static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
           static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096);
     }
-    reserve += 4ull * kReservedRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
     budget = avail > reserve ? avail - reserve : 0;
     log::debug(
         "stage: weight memory {} MiB: available {} MiB ({}; unreclaimed {} MiB, file {} "

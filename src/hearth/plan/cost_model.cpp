@@ -106,7 +106,10 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
   const double b_kv = b + kv;                                          // b'
   const double lookup = head ? static_cast<double>(mp.input_bytes) / mp.vocab : 0.0;  // b_i / V
   const double io = head ? lookup + static_cast<double>(mp.output_bytes) : 0.0;
-  const double c_cpu = static_cast<double>(mp.compute_buffer_cpu);
+  // The overlap model plans for the streaming stage, which reserves its own working buffers.
+  const double c_cpu = static_cast<double>(
+      p.options.model == CostModel::kOverlap && mp.stage_buffer_cpu > 0 ? mp.stage_buffer_cpu
+                                                                        : mp.compute_buffer_cpu);
   const double c_gpu = static_cast<double>(mp.compute_buffer_gpu);
   const double l_cpu = l - l_gpu;
   const bool metal = d.gpu.kind == GpuKind::kMetal;

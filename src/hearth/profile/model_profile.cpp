@@ -44,6 +44,14 @@ double elementwise_flops(const model::HParams& hp) {
   return 2.0 * 4.0 * hp.dim + 3.0 * (hp.q_dim() + hp.kv_dim()) + 4.0 * hp.ffn + 2.0 * hp.dim;
 }
 
+}  // namespace
+
+uint64_t stage_working_bytes(const model::HParams& hp) {
+  return 4ull * kStageRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
+}
+
+namespace {
+
 void fill_common(ModelProfile& p, const model::HParams& hp) {
   p.n_layers = hp.n_layers;
   p.dim = hp.dim;
@@ -53,6 +61,7 @@ void fill_common(ModelProfile& p, const model::HParams& hp) {
   p.hidden_bytes = 4ull * hp.dim;
   p.compute_buffer_cpu = 4ull * 512ull * (4ull * hp.dim + 2ull * hp.ffn);
   p.compute_buffer_gpu = p.compute_buffer_cpu;
+  p.stage_buffer_cpu = stage_working_bytes(hp);
   // The average layer: the cost model treats layers as interchangeable (paper A.3 uses one b).
   LayerProfile mean;
   double bytes = 0;

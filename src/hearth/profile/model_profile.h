@@ -64,6 +64,11 @@ struct ModelProfile {
   // Working buffers that are not weights and cannot be reclaimed (c^cpu, c^gpu): the
   // activations of a 512-token prompt batch through one layer, 4 * 512 * (4 dim + 2 ffn).
   uint64_t compute_buffer_cpu = 0;
+  // What a streaming device (cluster::Stage) keeps free besides its weights and KV cache:
+  // working buffers for decode and short prompts (stage_working_bytes). The
+  // overlap cost model uses it in place of compute_buffer_cpu, so the plan's weight budgets
+  // are the ones the devices compute; 0 (hand-built profiles): compute_buffer_cpu.
+  uint64_t stage_buffer_cpu = 0;
   uint64_t compute_buffer_gpu = 0;
   // The largest group of weights one layer reads at once, over all layers: attn_q + attn_k +
   // attn_v, attn_output, ffn_gate + ffn_up, or ffn_down (each with its bias). A device that
@@ -72,6 +77,13 @@ struct ModelProfile {
 
   double total_weight_bytes() const { return layer_bytes * n_layers + input_bytes + output_bytes; }
 };
+
+// Working buffers of a ring stage for `kStageRows` rows (decode, short prompts). A longer
+// prompt grows them for its prefill; decode is what the plan is for. (The stage also keeps
+// 8 MiB of headroom for message buffers and stacks: process overhead, which a profile's
+// available memory already leaves out.)
+inline constexpr uint64_t kStageRows = 64;
+uint64_t stage_working_bytes(const model::HParams& hp);
 
 ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, std::string name);
 // From the tensors of a GGUF file: types and byte sizes as stored. FormatError when a layer
