@@ -97,12 +97,7 @@ class Solver {
 
   // One ILP per valid k under fixed sets; the best by the cost model.
   std::optional<Candidate> solve(const std::vector<bool>& sets) {
-    std::optional<Candidate> best;
-    for (uint32_t k : ks_) {
-      auto c = solve_k(sets, k);
-      if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
-    }
-    return best;
+    return best_over_k([&](uint32_t k) { return solve_k(sets, k); });
   }
 
   // The refinement: one MILP per k in which each device's set is itself decided. For devices
@@ -111,25 +106,26 @@ class Solver {
   // everything once over its working set, a step that takes one binary. Slow disks keep
   // need <= cap. The optimum of these ILPs is the optimum of the cost model.
   std::optional<Candidate> solve_exact() {
-    std::optional<Candidate> best;
-    for (uint32_t k : ks_) {
-      auto c = solve_exact_k(k);
-      if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
-    }
-    return best;
+    return best_over_k([&](uint32_t k) { return solve_exact_k(k); });
   }
 
   // The overlap model: one MILP per k (solve_overlap_k).
   std::optional<Candidate> solve_overlap() {
+    return best_over_k([&](uint32_t k) { return solve_overlap_k(k); });
+  }
+
+ private:
+  // The best candidate over every valid k, each solved by `one_k`.
+  template <typename OneK>
+  std::optional<Candidate> best_over_k(OneK one_k) {
     std::optional<Candidate> best;
     for (uint32_t k : ks_) {
-      auto c = solve_overlap_k(k);
+      auto c = one_k(k);
       if (c && (!best || c->tpot < best->tpot)) best = std::move(c);
     }
     return best;
   }
 
- private:
   Candidate from_solution(const IlpSolution& sol, const std::vector<std::pair<int, int>>& vars) {
     Candidate c;
     c.a.w.assign(p_.devices.size(), 0);
