@@ -75,8 +75,8 @@ const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const v
 // matrix left one thread idle for half a range on average at the end of every matvec.)
 // Why remaining / threads and not / (2 * threads): every range boundary breaks a thread's
 // stream and restarts its prefetch ramp; the halving divisor makes ~2x as many breaks and
-// measured 0.014-0.018 lower bandwidth ratio on 4096x4096 Q4_K/Q6_K at 2 threads (session 5
-// in docs/benchmarks.md). Contiguous per-thread shares with work stealing were no better.
+// measured lower (docs/kernels.md, "Work split"). Contiguous per-thread shares with work
+// stealing were no better.
 class GuidedRanges {
  public:
   GuidedRanges(int64_t total, int n_threads, int64_t min_units)
