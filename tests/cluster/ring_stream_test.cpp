@@ -57,5 +57,23 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
   fs::remove_all(dir, ec);
 }
 
+TEST(RingStream, BadResidencyFlagsAreUsageErrors) {
+  for (const std::string args :
+       {"run -m x.gguf -p hi --residency lru", "run -m x.gguf -p hi --weight-memory -5",
+        "run -m x.gguf -p hi --stream-buffer lots",
+        "worker --listen tcp://127.0.0.1:0 -m x.gguf "
+        "--residency sometimes"}) {
+    SCOPED_TRACE(args);
+    const auto r = run_hearth(args);
+    EXPECT_EQ(r.exit_code, 2) << r.all();
+    const auto flag =
+        args.substr(args.rfind("--"), args.find(' ', args.rfind("--")) - args.rfind("--"));
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  }
+  // A head window below zero is refused before anything is loaded.
+  const auto r = run_hearth("run -m x.gguf -p hi --plan -1,2 --workers tcp://127.0.0.1:1");
+  EXPECT_NE(r.exit_code, 0);
+}
+
 }  // namespace
 }  // namespace hearth::cluster

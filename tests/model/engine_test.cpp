@@ -301,10 +301,10 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   plain.eval(0, kPrompt, b.data());
   EXPECT_LT(rel_error(a, b), 1e-3);
   // Each step's cache holds the previous steps' K/V, so summation-order differences compound:
-  // on an AVX2-only CPU (AMD EPYC, no AVX-512) the GGUF-layout Q8_0 kernel's 8-block FMA
-  // order against rows16's per-block order reached 0.032 by step 4 on this random model
-  // while every greedy id stayed the same (docs/status.md lists it to look into). The bound
-  // grows per step; the ids are the contract.
+  // on AVX2-only CPUs the GGUF-layout Q8_0 kernel's 8-block FMA order against rows16's
+  // per-block order drifts further by the later steps while every greedy id stays the same
+  // (docs/status.md has the figure and lists it to look into). The bound grows per step; the
+  // ids are the contract.
   for (int step = 0; step < 6; ++step) {
     const int32_t ta = argmax(a), tb = argmax(b);
     ASSERT_EQ(ta, tb) << "step " << step;

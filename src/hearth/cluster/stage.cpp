@@ -95,11 +95,10 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
   // Weight memory: what is available now. In a cgroup, what is neither used nor cached, plus
   // our own pages already cached: other files' cache is counted as taken, because this
-  // process's own code and libraries are part of it and a plan that counts on evicting them
-  // re-reads them every token (measured: a 64 MiB cgroup read 7-11 MiB per token beyond the
-  // streamed part when the plan counted all file cache as free). Without a cgroup the OS's
-  // MemAvailable, less the mapped file pages (code in use). A decode step that still reads
-  // beyond the streamed part shrinks it (recalibrate()).
+  // process's own code and libraries are part of it, and a plan that counts on evicting them
+  // re-reads them every token (docs/residency.md, "Keeping the plan honest"). Without a cgroup
+  // the OS's MemAvailable, less the mapped file pages (code in use). A decode step that still
+  // reads beyond the streamed part shrinks it (recalibrate()).
   uint64_t budget = opt_.residency.weight_memory;
   if (budget == 0) {
     const auto mem = residency::read_memory_status();
@@ -125,17 +124,8 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   }
   layout_.weight_memory = budget;
 
-  // Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds
-  // the streamed part of one window, so the reads of a window fit in the idle time before it
-  // (docs/plan.md, the overlap model), within a quarter of the weight memory.
-  uint64_t buffer = opt_.residency.stream_buffer;
-  const int k = rounds();
-  if (buffer == 0 && k > 1) {
-    uint64_t assigned = fixed;
-    for (const auto& m : matrices_) assigned += m.bytes;
-    if (assigned > budget) buffer = std::min((assigned - budget) / (k - 1), budget / 4);
-  }
-  layout_.stream = residency::plan_stream({matrices_, fixed, budget, buffer, 4096, {}});
+  fixed_bytes_ = fixed;
+  layout_.stream = plan_for(budget, {});
   const bool streams = !layout_.stream.fits();
   layout_.mode = opt_.residency.mode == ResidencyMode::kStream ||
                          (opt_.residency.mode == ResidencyMode::kAuto && streams)
@@ -151,7 +141,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   eo.repack = opt_.residency.repack;
   // A streaming device computes from the file's bytes; with k > 1 rounds in mmap mode the
   // windows come and go from the page cache: both keep the GGUF layout.
-  if (streaming || k > 1) eo.repack = model::RepackMode::kOff;
+  if (streaming || rounds() > 1) eo.repack = model::RepackMode::kOff;
   eo.no_layers = layers.empty();  // a head with no layers still embeds and computes logits
   engine_ = std::make_unique<model::Engine>(file_, eo);
   meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
@@ -192,7 +182,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   const bool release =
       residency::release_enabled(opt_.residency.release, pages_->span_bytes(share),
                                  pages_->resident_bytes(share), meter_->baseline());
-  if (k > 1 && (opt_.residency.prefetch || release) && engine_->repacked_bytes() == 0) {
+  if (rounds() > 1 && (opt_.residency.prefetch || release) && engine_->repacked_bytes() == 0) {
     prefetch_ = std::make_unique<WindowPrefetcher>(
         engine_->weights(), *pages_, opt_.residency.prefetch, opt_.residency.method, release);
     prefetch_->request(window(0));  // warm the first window while the ring sets up
@@ -200,6 +190,22 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
 }
 
 Stage::~Stage() = default;
+
+// Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds the
+// streamed part of one window, so the reads of a window fit in the idle time before it
+// (docs/plan.md, the overlap model), within a quarter of the weight memory.
+residency::StreamPlan Stage::plan_for(uint64_t weight_memory,
+                                      std::vector<bool> streamed_before) const {
+  uint64_t assigned = fixed_bytes_;
+  for (const auto& m : matrices_) assigned += m.bytes;
+  uint64_t buffer = opt_.residency.stream_buffer;
+  if (buffer == 0 && rounds() > 1 && assigned > weight_memory) {
+    buffer = std::min((assigned - weight_memory) / (rounds() - 1), weight_memory / 4);
+  }
+  residency::StreamPlanInput in{matrices_, fixed_bytes_, weight_memory, buffer, 4096, {}};
+  in.streamed_before = std::move(streamed_before);
+  return residency::plan_stream(in);
+}
 
 std::vector<residency::ByteRange> Stage::resident_ranges(Window w) const {
   if (!streamer_) return window_ranges(engine_->weights(), w);
@@ -269,20 +275,8 @@ void Stage::recalibrate(const residency::StepStats& st) {
       static_cast<uint64_t>(std::min(extra / 3, static_cast<double>(layout_.weight_memory) / 3));
   if (cut == 0 || cut >= layout_.weight_memory) return;
   layout_.weight_memory -= cut;
-  uint64_t buffer = opt_.residency.stream_buffer;
-  if (buffer == 0 && rounds() > 1 && layout_.stream.assigned_bytes > layout_.weight_memory) {
-    buffer = std::min((layout_.stream.assigned_bytes - layout_.weight_memory) / (rounds() - 1),
-                      layout_.weight_memory / 4);
-  }
   streamer_.reset();
-  const uint64_t fixed = layout_.stream.assigned_bytes - [&] {
-    uint64_t m = 0;
-    for (const auto& x : matrices_) m += x.bytes;
-    return m;
-  }();
-  residency::StreamPlanInput in{matrices_, fixed, layout_.weight_memory, buffer, 4096, {}};
-  in.streamed_before = layout_.stream.streamed;
-  layout_.stream = residency::plan_stream(in);
+  layout_.stream = plan_for(layout_.weight_memory, layout_.stream.streamed);
   settle_ = true;  // the step after a re-plan still carries the old plan's read-ahead
   if (layout_.stream.fits()) return;  // cannot happen after a cut, but keep the invariant
   layout_.mode = ResidencyMode::kStream;

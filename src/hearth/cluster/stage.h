@@ -99,6 +99,8 @@ class Stage {
  private:
   std::vector<residency::ByteRange> resident_ranges(Window w) const;
   void recalibrate(const residency::StepStats& st);
+  // The residency plan for `weight_memory` (keeping `streamed_before` streamed).
+  residency::StreamPlan plan_for(uint64_t weight_memory, std::vector<bool> streamed_before) const;
 
   const gguf::GgufFile& file_;
   StageOptions opt_;
@@ -106,9 +108,10 @@ class Stage {
   std::unique_ptr<model::Engine> engine_;
   std::unique_ptr<residency::MappedPages> pages_;
   std::unique_ptr<residency::DeviceMeter> meter_;
-  std::unique_ptr<WindowPrefetcher> prefetch_;  // mmap mode, k > 1
-  std::unique_ptr<WeightStreamer> streamer_;    // stream mode with something to stream
-  std::vector<residency::PlannedMatrix> matrices_;
+  std::unique_ptr<WindowPrefetcher> prefetch_;      // mmap mode, k > 1
+  std::unique_ptr<WeightStreamer> streamer_;        // stream mode with something to stream
+  std::vector<residency::PlannedMatrix> matrices_;  // every matrix, in use order
+  uint64_t fixed_bytes_ = 0;  // always resident: norms, biases, the head's output layer
   uint64_t advised0_ = 0, released0_ = 0;
   StreamCounters stream0_;
   bool settle_ = false;  // skip one recalibration check after a re-plan

@@ -40,6 +40,12 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
                                residency::StreamPlan plan)
     : path_(path), mapping_(mapping), matrices_(std::move(matrices)), plan_(std::move(plan)) {
   if (plan_.items.empty()) return;  // nothing streamed: no thread, no buffer
+  for (const auto& it : plan_.items) {
+    const size_t key =
+        static_cast<size_t>(it.layer) * model::kMatrixGroups + static_cast<size_t>(it.group);
+    if (key >= streamed_group_.size()) streamed_group_.resize(key + 1, false);
+    streamed_group_[key] = true;
+  }
   fd_ = open_direct(path_);
   direct_ = fd_ >= 0;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -213,15 +219,8 @@ bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) 
 
 void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews& v) {
   const int group = static_cast<int>(g);
-  // Is this group streamed at all? Items are few; a linear scan is cheaper than a map here.
-  bool streamed = false;
-  for (const auto& it : plan_.items) {
-    if (it.layer == layer && it.group == group) {
-      streamed = true;
-      break;
-    }
-  }
-  if (!streamed) return;
+  const size_t key = static_cast<size_t>(layer) * model::kMatrixGroups + static_cast<size_t>(group);
+  if (layer < 0 || key >= streamed_group_.size() || !streamed_group_[key]) return;
   std::unique_lock lock(mu_);
   if (held_) {  // the last pass ended without release (an exception in compute)
     slots_.pop_front();

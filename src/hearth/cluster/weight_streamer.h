@@ -81,6 +81,7 @@ class WeightStreamer : public model::WeightFeed {
   const uint8_t* mapping_;
   std::vector<residency::PlannedMatrix> matrices_;
   residency::StreamPlan plan_;
+  std::vector<bool> streamed_group_;  // (layer * kMatrixGroups + group) has a streamed item
   int fd_ = -1;
   bool direct_ = false;
   uint8_t* buffer_ = nullptr;

@@ -126,6 +126,17 @@ class Solver {
     return best;
   }
 
+  // The assignment an ILP solution holds ((w, n) variables per active device), costed by the
+  // cost model itself; nullopt when the model finds it infeasible.
+  std::optional<Candidate> costed(const IlpSolution& sol,
+                                  const std::vector<std::pair<int, int>>& vars) {
+    Candidate c = from_solution(sol, vars);
+    const auto pred = predict(p_, c.a.w, c.a.n);
+    if (!pred.feasible) return std::nullopt;
+    c.tpot = pred.tpot_s;
+    return c;
+  }
+
   Candidate from_solution(const IlpSolution& sol, const std::vector<std::pair<int, int>>& vars) {
     Candidate c;
     c.a.w.assign(p_.devices.size(), 0);
@@ -260,11 +271,7 @@ class Solver {
     if (stats_) ++stats_->ilps;
     const auto sol = solve_ilp(ilp);
     if (!sol.optimal) return std::nullopt;
-    Candidate c = from_solution(sol, vars);
-    const auto pred = predict(p_, c.a.w, c.a.n);
-    if (!pred.feasible) return std::nullopt;
-    c.tpot = pred.tpot_s;
-    return c;
+    return costed(sol, vars);
   }
 
   // A Metal device in the overlap MILP: the paper's terms and its all-or-nothing reload (as in
@@ -339,18 +346,7 @@ class Solver {
     if (stats_) ++stats_->ilps;
     const auto sol = solve_ilp(ilp);
     if (!sol.optimal) return std::nullopt;
-    Candidate c;
-    c.a.w.assign(p_.devices.size(), 0);
-    c.a.n.assign(p_.devices.size(), 0);
-    c.a.relay.assign(p_.devices.size(), false);
-    for (size_t i = 0; i < idx_.size(); ++i) {
-      c.a.w[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].first]));
-      c.a.n[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].second]));
-    }
-    const auto pred = predict(p_, c.a.w, c.a.n);
-    if (!pred.feasible) return std::nullopt;
-    c.tpot = pred.tpot_s;
-    return c;
+    return costed(sol, vars);
   }
 
   std::optional<Candidate> solve_k(const std::vector<bool>& sets, uint32_t k) {
@@ -384,18 +380,7 @@ class Solver {
     if (stats_) ++stats_->ilps;
     const auto sol = solve_ilp(ilp);
     if (!sol.optimal) return std::nullopt;
-    Candidate c;
-    c.a.w.assign(p_.devices.size(), 0);
-    c.a.n.assign(p_.devices.size(), 0);
-    c.a.relay.assign(p_.devices.size(), false);
-    for (size_t i = 0; i < idx_.size(); ++i) {
-      c.a.w[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].first]));
-      c.a.n[idx_[i]] = static_cast<uint32_t>(std::llround(sol.x[vars[i].second]));
-    }
-    const auto pred = predict(p_, c.a.w, c.a.n);
-    if (!pred.feasible) return std::nullopt;
-    c.tpot = pred.tpot_s;
-    return c;
+    return costed(sol, vars);
   }
 
   const Problem& p_;
