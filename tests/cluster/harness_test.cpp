@@ -207,10 +207,28 @@ TEST_F(HarnessTest, InterruptedRunCleansUp) {
 }
 
 TEST_F(HarnessTest, RefusesWithoutRoot) {
-  // As the nobody user: a clear message and exit 2, before anything is created.
+  // As the nobody user: a clear message and exit 2, before anything is created. The scripts
+  // are copied to a directory nobody can read: a checkout under a 0700 directory (mktemp -d)
+  // would otherwise fail with "permission denied" before the script could say anything.
+  const fs::path copy = fs::temp_directory_path() / ("hearth_harness_nobody_" + id_);
+  fs::create_directories(copy);
+  for (const char* f : {"run.sh", "lib.sh"}) {
+    fs::copy_file(fs::path(kRunSh).parent_path() / f, copy / f,
+                  fs::copy_options::overwrite_existing);
+  }
+  fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  for (const char* f : {"run.sh", "lib.sh"}) {
+    fs::permissions(copy / f, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  }
   std::string cmd = "setpriv --reuid=65534 --regid=65534 --clear-groups env " + env();
-  for (const auto& a : args("pipeline", 4)) cmd += "'" + a + "' ";
+  auto a = args("pipeline", 4);
+  a[0] = (copy / "run.sh").string();
+  for (const auto& x : a) cmd += "'" + x + "' ";
   const auto r = run_command(cmd);
+  std::error_code ec;
+  fs::remove_all(copy, ec);
   EXPECT_EQ(r.exit_code, 2) << r.all();
   EXPECT_NE(r.err.find("must run as root"), std::string::npos) << r.err;
   const auto left = leftovers();
