@@ -55,7 +55,7 @@ int run_plan(const Args& args) {
   std::string model_path, preset, devices_path, scheduler = "halda", scheme = "q4_k_m";
   std::string cost_model = "overlap";
   double scale = 1.0, slow_disk_gbps = 0.1;
-  uint32_t ctx = 4096;
+  uint32_t ctx = 4096, rounds = 0;
   bool json = false, no_refine = false, no_select = false, no_streaming = false;
   auto* m = app.add_option("-m,--model", model_path, "GGUF model file");
   auto* pr = app.add_option("--preset", preset, "named model shape (see `hearth synth --help`)");
@@ -78,6 +78,9 @@ int run_plan(const Args& args) {
   app.add_flag("--no-refine", no_refine,
                "Halda, paper cost model: the paper's Algorithm 1 only, without set refinement");
   app.add_flag("--no-select", no_select, "Halda: keep every device (no device selection)");
+  app.add_option("--rounds", rounds,
+                 "Halda: consider only k = this many rounds per token (default: Halda picks k)")
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_flag("--json", json, "print the plan as one JSON object on the last line");
   if (auto code = parse(app, args)) return *code;
   if (model_path.empty() == preset.empty())
@@ -98,6 +101,7 @@ int run_plan(const Args& args) {
     plan::HaldaOptions opt;
     opt.refine = !no_refine;
     opt.select_devices = !no_select;
+    opt.rounds = rounds;
     result = plan::halda(problem, opt);
   } else {
     result = plan::schedule(problem, scheduler);

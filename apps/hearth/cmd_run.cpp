@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "auto_plan_flags.h"
 #include "commands.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
@@ -64,7 +65,7 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
          {"release_bytes", t.sum.release_bytes / n},
          {"pressure_max", t.pressure_max},
          {"pressure_mean", t.pressure_mean()},
-                   {"pressure_unreclaimed_max", t.pressure_unreclaimed_max},
+         {"pressure_unreclaimed_max", t.pressure_unreclaimed_max},
          {"decode_steps", t.decode_steps},
          {"disk_bytes_per_token", t.per_decode_token(&residency::StepStats::disk_bytes)},
          {"stream_bytes_per_token", t.per_decode_token(&residency::StepStats::stream_bytes)},
@@ -78,57 +79,6 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
          {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});
   }
   return out;
-}
-
-// --plan auto: profile this device (cached), gather the workers' profiles and links, run
-// Halda, print the plan; docs/ring.md.
-cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
-                                 const std::vector<std::string>& workers,
-                                 const std::string& profile_file, bool no_select,
-                                 plan::CostModel cost_model) {
-  profile::ProfilerOptions po;
-  po.model_path = mo.model;
-  po.threads = mo.threads;
-  po.version = HEARTH_VERSION;
-  profile::ProfileResult head;
-  if (profile_file.empty()) {
-    head = profile::device_profile(po);
-  } else {
-    head.profile = profile::load_device_file(profile_file);
-    head.from_cache = true;
-    head.cache_path = profile_file;
-  }
-  fmt::print(stderr, "hearth run: --plan auto: head profile {} ({})\n",
-             head.from_cache ? "from cache" : fmt::format("measured in {:.0f} ms", head.measure_ms),
-             head.cache_path);
-  cluster::AutoPlanOptions ao;
-  ao.workers = workers;
-  ao.select_devices = !no_select;
-  ao.cost_model = cost_model;
-  const auto hp = model::load_hparams(file);
-  ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
-  auto a = cluster::plan_ring(file, head.profile, ao);
-  const auto& p = a.plan;
-  fmt::print(stderr, "hearth run: Halda plan (k = {}, W = {}, ctx {}), solved in {:.1f} ms\n", p.k,
-             p.W, p.ctx, p.solve_ms);
-  fmt::print(stderr, "  {:<28} {:>4} {:>10} {:>10} {:>8} {:>8} {:>9}\n", "device", "w", "compute",
-             "memory", "disk", "comm", "total ms");
-  for (const auto& d : p.devices) {
-    if (d.dropped) {
-      fmt::print(stderr, "  {:<28} {:>4}   dropped: told to idle\n", d.name, 0);
-      continue;
-    }
-    const auto& c = d.cost;
-    fmt::print(stderr, "  {:<28} {:>4} {:>10.2f} {:>10.2f} {:>8.2f} {:>8.2f} {:>9.2f}{}\n", d.name,
-               d.w, c.compute_s * 1e3, c.memory_s * 1e3, c.disk_s * 1e3, c.comm_s * 1e3,
-               c.total_s() * 1e3, d.relay ? "  relay (given w = 1)" : "");
-  }
-  for (size_t i = 0; i < a.links.size(); ++i) {
-    fmt::print(stderr, "  link head -> {}: rtt {:.3f} ms, hidden state {:.3f} ms\n",
-               a.devices[i + 1].name, a.links[i].rtt_s * 1e3, a.links[i].hidden_s * 1e3);
-  }
-  fmt::print(stderr, "hearth run: predicted TPOT {:.2f} ms\n", p.predicted_tpot_ms);
-  return a;
 }
 
 int run_run(const Args& args) {
@@ -153,17 +103,8 @@ int run_run(const Args& args) {
   app.add_option("--plan", plan,
                  "with --workers: layer window per device incl. this one (w0,w1,...), "
                  "'even' or 'auto'");
-  std::string profile_file;
-  app.add_option("--profile", profile_file,
-                 "with --plan auto: this device's profile from a file (one device object as "
-                 "`hearth profile --json` prints) instead of measuring");
-  bool no_select = false;
-  app.add_flag("--no-select", no_select,
-               "with --plan auto: keep every device (Halda without device selection)");
-  std::string cost_model = "overlap";
-  app.add_option("--cost-model", cost_model,
-                 "with --plan auto: overlap (streaming engine) or paper (prima.cpp A.3)")
-      ->check(CLI::IsMember({"paper", "overlap"}));
+  AutoPlanFlags apf;
+  add_auto_plan_options(app, apf);
   std::string prefetch = "on";
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
@@ -191,8 +132,7 @@ int run_run(const Args& args) {
     if (local) {
       // --plan only means something with workers.
     } else if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, profile_file, no_select,
-                                 plan::parse_cost_model(cost_model));
+      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run");
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
     } else if (plan != "even") {

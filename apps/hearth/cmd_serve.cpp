@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "auto_plan_flags.h"
 #include "commands.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/ring_source.h"
@@ -19,6 +20,7 @@
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
 #include "model_options.h"
+#include "residency_options.h"
 
 namespace hearth::cli {
 namespace {
@@ -55,7 +57,12 @@ int run_serve(const Args& args) {
                  "serve as the head of a ring: worker control addresses in ring order, "
                  "tcp://H:P,tcp://H:P (see hearth worker)");
   app.add_option("--plan", plan,
-                 "with --workers: layer window per device incl. this one (w0,w1,...) or 'even'");
+                 "with --workers: layer window per device incl. this one (w0,w1,...), 'even' "
+                 "or 'auto' (Halda on measured profiles)");
+  AutoPlanFlags apf;
+  add_auto_plan_options(app, apf);
+  ResidencyFlags rf;  // with --workers: the head's own device
+  add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";
@@ -83,10 +90,15 @@ int run_serve(const Args& args) {
       if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
       pos = comma + 1;
     }
-    if (plan != "even" && plan != "auto") {
+    if (plan == "auto") {
+      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve");
+      ro.workers = ap.workers;
+      ro.plan = ap.w;
+    } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
     }
     ro.threads = mo.threads;
+    apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ring = std::make_unique<cluster::RingSource>(file, ro);

@@ -17,6 +17,7 @@ struct ResidencyFlags {
   std::string mode = "auto";
   double weight_memory_mib = 0;
   double stream_buffer_mib = 0;
+  std::string stream_io = "direct";
   std::string release = "auto";
   std::string method = "willneed";
 };
@@ -34,6 +35,11 @@ inline void add_residency_options(CLI::App& app, ResidencyFlags& f) {
                  "MiB of stream buffer (default: the minimum with one round; with k > 1 the "
                  "streamed part of one window)")
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--stream-io", f.stream_io,
+                 "how the streamed part is read: direct (O_DIRECT into an anonymous buffer, "
+                 "least CPU) or cache (through the page cache, dropped after use: memory the OS "
+                 "can reclaim at any time, more CPU per byte)")
+      ->check(CLI::IsMember({"direct", "cache"}));
   app.add_option("--release", f.release,
                  "--residency mmap, k > 1: release each window after use: auto (when this "
                  "device's layers do not fit in its memory), on, off")
@@ -49,6 +55,7 @@ inline void apply_residency_options(const ResidencyFlags& f, cluster::ResidencyO
   o.mode = cluster::parse_residency_mode(f.mode);
   o.weight_memory = static_cast<uint64_t>(f.weight_memory_mib * kMiB);
   o.stream_buffer = static_cast<uint64_t>(f.stream_buffer_mib * kMiB);
+  o.stream_io = cluster::parse_stream_io(f.stream_io);
   o.release = residency::parse_release_mode(f.release);
   o.method = residency::parse_prefetch_method(f.method);
 }

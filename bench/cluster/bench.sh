@@ -45,10 +45,10 @@ case "$PROFILE" in
   *) echo "bench.sh: --profile small|full" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2206
-SYSTEMS=(${HEARTH_CLUSTER_SYSTEMS:-single single-mmap pipeline ring-k2-off ring-k2 halda halda-prefetch halda-paper halda-mmap})
+SYSTEMS=(${HEARTH_CLUSTER_SYSTEMS:-single single-mmap pipeline ring-k2-off ring-k2 halda halda-prefetch halda-paper halda-mmap halda-k1 halda-cache})
 for s in "${SYSTEMS[@]}"; do
   case "$s" in
-    single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | single-mmap | halda-mmap | llamacpp) ;;
+    single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | single-mmap | halda-mmap | halda-k1 | halda-cache | llamacpp) ;;
     *) echo "bench.sh: HEARTH_CLUSTER_SYSTEMS: unknown system '$s' (run.sh --help lists them)" >&2; exit 2 ;;
   esac
 done

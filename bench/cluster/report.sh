@@ -16,7 +16,7 @@ done
 PROFILE=$(jq -r .profile "$META")
 R="$OUT/REPORT.md"
 [[ "$PROFILE" == full ]] || R="$OUT/REPORT-$PROFILE.md"
-SYSTEMS='["single","single-mmap","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","halda-paper","halda-mmap","llamacpp"]'
+SYSTEMS='["single","single-mmap","pipeline","ring-k2-off","ring-k2","halda","halda-prefetch","halda-paper","halda-mmap","halda-k1","halda-cache","llamacpp"]'
 # One row per model and system: the run with the median TPOT (a failed run counts as the
 # slowest), with every run's TPOT in tpot_runs.
 ALL=$(jq -cs 'group_by([.name, .system]) | map(
@@ -35,6 +35,8 @@ label() {
     halda) echo "PRP ring + Halda, prefetch off" ;;
     halda-prefetch) echo "PRP ring + Halda + prefetch" ;;
     halda-paper) echo "PRP ring + Halda, paper cost model, prefetch off" ;;
+    halda-k1) echo "PRP ring + Halda restricted to k = 1 (overlap model)" ;;
+    halda-cache) echo "PRP ring + Halda, streamed part read through the page cache" ;;
     llamacpp) echo "llama.cpp alone on the strongest device" ;;
   esac
 }
@@ -165,6 +167,8 @@ label() {
         vs($n; "halda"; "single-mmap"; "against it with plain mmap"),
         vs($n; "halda"; "halda-mmap"; "against the ring before streaming (paper cost model, mmap + prefetch)"),
         vs($n; "halda"; "halda-paper"; "against the paper cost model on streaming devices"),
+        vs($n; "halda"; "halda-k1"; "against Halda'"'"'s best k = 1 plan"),
+        vs($n; "halda"; "halda-cache"; "against streaming through the page cache"),
         vs($n; "halda"; "pipeline"; "against the memory-proportional pipeline"),
         vs($n; "single"; "single-mmap"; "one device streaming against plain mmap"),
         vs($n; "halda-prefetch"; "halda"; "mmap-mode prefetch"),

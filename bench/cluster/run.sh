@@ -17,6 +17,9 @@
 #                           mmap: the scheme before streaming)
 #           halda-mmap      --plan auto --cost-model paper, prefetch on, every device
 #                           --residency mmap (the ring before streaming)
+#           halda-k1        --plan auto --rounds 1 (Halda's best plan with one round)
+#           halda-cache     --plan auto, every device --stream-io cache (the streamed part
+#                           read through the page cache instead of direct I/O)
 #           llamacpp        llama-bench (LLAMA_CPP_BIN=DIR) alone on the strongest device
 #   --layers L         the model's layer count (pipeline, ring-k2)
 #   --memory-scale S   device memory = ram_available_gib * S + emulation.overhead_mib
@@ -24,7 +27,8 @@
 #   --tokens N (8) --ctx N (256) --bin PATH --work DIR --keep-going-secs S (0)
 #   --copies DIR       where per-device copies of the model live (default: next to it)
 # Environment: HEARTH_CLUSTER_ID names the namespaces/cgroups (hc<ID>*, hearth-cluster-<ID>),
-# default the pid.
+# default the pid. HEARTH_CLUSTER_DEVICE_ARGS="--stream-io direct ...": extra flags for every
+# hearth worker and the head (A/B runs of device options; not for llamacpp).
 set -Eeuo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -53,13 +57,13 @@ hc_require_root "$@"
 [[ -f "$TESTBED" ]] || { echo "run.sh: --testbed FILE is required (got '$TESTBED')" >&2; exit 2; }
 [[ -f "$MODEL" ]] || { echo "run.sh: --model FILE is required (got '$MODEL')" >&2; exit 2; }
 case "$SYSTEM" in
-  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | single-mmap | halda-mmap) ;;
+  single | pipeline | ring-k2 | ring-k2-off | halda | halda-prefetch | halda-paper | single-mmap | halda-mmap | halda-k1 | halda-cache) ;;
   llamacpp)
     [[ -x "${LLAMA_CPP_BIN:-}/llama-bench" ]] || {
       echo "run.sh: --system llamacpp needs LLAMA_CPP_BIN=DIR holding llama-bench" >&2
       exit 2
     } ;;
-  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|halda-paper|single-mmap|halda-mmap|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
+  *) echo "run.sh: --system single|pipeline|ring-k2|ring-k2-off|halda|halda-prefetch|halda-paper|single-mmap|halda-mmap|halda-k1|halda-cache|llamacpp (got '$SYSTEM')" >&2; exit 2 ;;
 esac
 if [[ "$SYSTEM" == pipeline || "$SYSTEM" == ring-k2* ]] && ((LAYERS <= 0)); then
   echo "run.sh: --system $SYSTEM needs --layers" >&2
@@ -170,12 +174,14 @@ done
 hc_drop_caches
 
 HEAD=${USE[0]}
+read -r -a DEVICE_ARGS <<< "${HEARTH_CLUSTER_DEVICE_ARGS:-}"
 WORKERS=""
 for i in "${USE[@]:1}"; do
   hc_spawn "$i" "d$i" "$HC_WORK/w$i.out" "$HC_WORK/w$i.err" -- "$HC_BIN" worker \
     --listen "tcp://$HC_SUBNET.$((i + 1)):9100" -m "${FILE[$i]}" -t 1 --name "$(dev "$i" name)" \
     $([[ "$SYSTEM" == halda* ]] && echo --profile "$HC_WORK/profile-d$i.json") \
-    $([[ "$SYSTEM" == *-mmap ]] && echo --residency mmap)
+    $([[ "$SYSTEM" == *-mmap ]] && echo --residency mmap) \
+    $([[ "$SYSTEM" == *-cache ]] && echo --stream-io cache) "${DEVICE_ARGS[@]}"
   hc_wait_line "$HC_WORK/w$i.out" listening 30
   WORKERS+="${WORKERS:+,}tcp://$HC_SUBNET.$((i + 1)):9100"
 done
@@ -191,8 +197,11 @@ case "$SYSTEM" in
   halda-prefetch) ARGS+=(--workers "$WORKERS" --plan auto --prefetch on --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-paper) ARGS+=(--workers "$WORKERS" --plan auto --cost-model paper --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
   halda-mmap) ARGS+=(--workers "$WORKERS" --plan auto --cost-model paper --prefetch on --residency mmap --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  halda-k1) ARGS+=(--workers "$WORKERS" --plan auto --rounds 1 --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
+  halda-cache) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --stream-io cache --profile "$HC_WORK/profile-d$HEAD.json") ;;
   single-mmap) ARGS+=(--residency mmap) ;;
 esac
+ARGS+=("${DEVICE_ARGS[@]}")
 if [[ "$SYSTEM" == llamacpp ]]; then
   # Small batches: llama-bench sizes its compute buffers for -ub (default 512), which would not
   # fit the emulated memory of the larger models next to the weights it maps.

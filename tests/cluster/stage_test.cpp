@@ -78,34 +78,36 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
   st.weight_memory = ref.layout.stream.assigned_bytes / 2;  // half of it must stream
   for (const std::vector<Window>& windows :
        {std::vector<Window>{{0, 6}}, std::vector<Window>{{0, 3}, {3, 6}},
-        std::vector<Window>{{0, 2}, {2, 4}, {4, 6}}}) {
-    SCOPED_TRACE(windows.size());
-    const StageRun s = run_stage(file, windows, st);
-    ASSERT_EQ(s.layout.mode, ResidencyMode::kStream);
-    const auto& plan = s.layout.stream;
-    ASSERT_FALSE(plan.fits());
-    EXPECT_LE(plan.resident_bytes, plan.weight_budget_bytes);
-    EXPECT_EQ(plan.weight_budget_bytes + plan.buffer_bytes, st.weight_memory);
-    ASSERT_EQ(s.logits.size(), ref.logits.size());
-    for (size_t i = 0; i < ref.logits.size(); ++i) {
-      EXPECT_EQ(s.logits[i], ref.logits[i]) << "step " << i;
+        std::vector<Window>{{0, 2}, {2, 4}, {4, 6}}})
+    for (const StreamIo io : {StreamIo::kDirect, StreamIo::kCache}) {
+      SCOPED_TRACE(::testing::Message() << windows.size() << " rounds, " << stream_io_name(io));
+      st.stream_io = io;
+      const StageRun s = run_stage(file, windows, st);
+      ASSERT_EQ(s.layout.mode, ResidencyMode::kStream);
+      const auto& plan = s.layout.stream;
+      ASSERT_FALSE(plan.fits());
+      EXPECT_LE(plan.resident_bytes, plan.weight_budget_bytes);
+      EXPECT_EQ(plan.weight_budget_bytes + plan.buffer_bytes, st.weight_memory);
+      ASSERT_EQ(s.logits.size(), ref.logits.size());
+      for (size_t i = 0; i < ref.logits.size(); ++i) {
+        EXPECT_EQ(s.logits[i], ref.logits[i]) << "step " << i;
+      }
+      // Every decode step reads the streamed groups once: the reader runs ahead by at most the
+      // buffer, so the sum over the decode steps is within a buffer of steps x one pass.
+      uint64_t pass = 0;
+      for (const auto& it : plan.items) pass += it.bytes;
+      const double steps = static_cast<double>(s.totals.decode_steps);
+      ASSERT_EQ(s.totals.decode_steps, 6u);
+      const double streamed = s.totals.decode_sum.stream_bytes;
+      EXPECT_GE(streamed, steps * pass - static_cast<double>(plan.buffer_bytes));
+      EXPECT_LE(streamed, steps * pass + static_cast<double>(plan.buffer_bytes));
+      EXPECT_GT(s.totals.decode_sum.read_ms, 0.0);
+      // The process's own storage reads (page faults, readahead, direct I/O) cover the streamed
+      // bytes when the reads bypass the page cache; with buffered reads they may hit the cache.
+      if (s.layout.direct_io && residency::process_read_bytes()) {
+        EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
+      }
     }
-    // Every decode step reads the streamed groups once: the reader runs ahead by at most the
-    // buffer, so the sum over the decode steps is within a buffer of steps x one pass.
-    uint64_t pass = 0;
-    for (const auto& it : plan.items) pass += it.bytes;
-    const double steps = static_cast<double>(s.totals.decode_steps);
-    ASSERT_EQ(s.totals.decode_steps, 6u);
-    const double streamed = s.totals.decode_sum.stream_bytes;
-    EXPECT_GE(streamed, steps * pass - static_cast<double>(plan.buffer_bytes));
-    EXPECT_LE(streamed, steps * pass + static_cast<double>(plan.buffer_bytes));
-    EXPECT_GT(s.totals.decode_sum.read_ms, 0.0);
-    // The process's own storage reads (page faults, readahead, direct I/O) cover the streamed
-    // bytes when the reads bypass the page cache; with buffered reads they may hit the cache.
-    if (s.layout.direct_io && residency::process_read_bytes()) {
-      EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
-    }
-  }
 }
 
 TEST(Stage, FitsMeansNothingStreamedEvenInStreamMode) {

@@ -2,7 +2,8 @@
 // emulated home cluster uses): `hearth run` in a cgroup whose limit is below the model keeps
 // part of the weights resident and streams the rest, reading per decoded token about the
 // excess (assigned bytes minus its weight budget), where plain mmap re-reads much more; the
-// greedy ids are those of an unconstrained run.
+// greedy ids are those of an unconstrained run. Streaming through the page cache reads the same
+// bytes and leaves the streamed part reclaimable.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -94,6 +95,20 @@ TEST(StreamInCgroup, ReadsAboutTheExcessPerTokenWherePlainMmapRereadsMore) {
   const double streamed = d["stream_bytes_per_token"].get<double>();
   EXPECT_LE(disk, 1.15 * excess + 4.0 * kMiB) << d.dump();
   EXPECT_GE(streamed, 0.9 * excess) << d.dump();
+
+  // Through the page cache: the same ids and bytes, and the streamed part no longer counts as
+  // memory taken from the device (the paper's pressure), where the anonymous buffer does.
+  const auto cache = in_cgroup("stream --stream-io cache");
+  EXPECT_EQ(cache["ids"], ref_ids);
+  const auto& dc = cache["devices"][0];
+  EXPECT_LE(dc["disk_bytes_per_token"].get<double>(), 1.15 * excess + 4.0 * kMiB) << dc.dump();
+  EXPECT_GE(dc["stream_bytes_per_token"].get<double>(), 0.9 * excess) << dc.dump();
+  const double buffer = d["stream_buffer_bytes"].get<double>();
+  ASSERT_GT(buffer, 2.0 * kMiB) << d.dump();
+  // Pressure is over the cgroup limit: the buffer alone is buffer / limit of it.
+  EXPECT_LT(dc["pressure_max"].get<double>() + 0.5 * buffer / (64.0 * kMiB),
+            d["pressure_max"].get<double>())
+      << "cache " << dc.dump() << "\ndirect " << d.dump();
 
   const auto mmap = in_cgroup("mmap");
   EXPECT_EQ(mmap["ids"], ref_ids);

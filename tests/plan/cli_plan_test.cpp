@@ -87,6 +87,21 @@ TEST(CliPlan, CostModelPaperSumsEveryTermAndOverlapHidesReads) {
     EXPECT_NEAR(sum, (*j)["predicted_tpot_ms"].get<double>(), 1e-6 * sum);
   }
   EXPECT_EQ(run("--cost-model magic" + devices).code, 2);
+
+  // --rounds 1: Halda's best plan with one round, never better than the k it picks itself.
+  const auto one = run("--rounds 1" + devices);
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto k1 = last_line_json(one.out);
+  EXPECT_EQ(k1["k"], 1);
+  EXPECT_GE(k1["predicted_tpot_ms"].get<double>(),
+            o["predicted_tpot_ms"].get<double>() * (1 - 1e-9));
+  const auto bad = run("--rounds 0" + devices);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--rounds"), std::string::npos) << bad.out;
+  // 80 layers: 7 rounds do not divide them; no plan (exit 1) and the reason names k.
+  const auto seven = run("--rounds 7" + devices);
+  EXPECT_EQ(seven.code, 1) << seven.out;
+  EXPECT_NE(seven.out.find("k = 7"), std::string::npos) << seven.out;
 }
 
 TEST(CliPlan, GgufFileAndPresetGiveTheSamePlan) {

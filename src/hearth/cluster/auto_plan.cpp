@@ -135,6 +135,7 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
   p.options.model = o.cost_model;
   plan::HaldaOptions ho;
   ho.select_devices = o.select_devices;
+  ho.rounds = o.rounds;
   out.plan = plan::halda(p, ho);
   if (!out.plan.feasible || out.plan.W == 0)
     throw UsageError(fmt::format("--plan auto: Halda found no feasible plan: {}", out.plan.reason));

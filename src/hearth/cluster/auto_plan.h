@@ -31,6 +31,7 @@ struct AutoPlanOptions {
   int link_probes = 7;              // messages of each kind; the median is kept
   bool select_devices = true;       // false: Halda keeps every device (hearth plan --no-select)
   plan::CostModel cost_model = plan::CostModel::kOverlap;  // hearth plan --cost-model
+  uint32_t rounds = 0;  // 0: Halda picks k; else only this k (hearth plan --rounds)
   net::TransportOptions transport;
 };
 

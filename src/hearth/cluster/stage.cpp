@@ -163,14 +163,18 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
     pages_->advise_random();
     pages_->release(streamed);
     pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
-    streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream);
+    streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
+                                                 opt_.residency.stream_io);
     layout_.direct_io = streamer_->direct_io();
     log::info(
         "stage: layers {} MiB + fixed {} MiB in {} MiB of weight memory: {} MiB resident, {} "
         "MiB streamed per token through a {} MiB buffer ({})",
         (layout_.stream.assigned_bytes - fixed) / kMiB, fixed / kMiB, budget / kMiB,
         layout_.stream.resident_bytes / kMiB, layout_.stream.streamed_bytes / kMiB,
-        layout_.stream.buffer_bytes / kMiB, layout_.direct_io ? "direct I/O" : "buffered reads");
+        layout_.stream.buffer_bytes / kMiB,
+        opt_.residency.stream_io == StreamIo::kCache
+            ? "page cache"
+            : (layout_.direct_io ? "direct I/O" : "buffered reads"));
     return;
   }
   // mmap mode: the prefetch/release scheme for k > 1 rounds.
@@ -290,7 +294,8 @@ void Stage::recalibrate(const residency::StepStats& st) {
       streamed.push_back({base + matrices_[i].offset, matrices_[i].bytes});
   }
   pages_->release(streamed);
-  streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream);
+  streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
+                                               opt_.residency.stream_io);
   stream0_ = StreamCounters{};
   layout_.direct_io = streamer_->direct_io();
   meter_->set_layout(layout_.stream.assigned_bytes, layout_.stream.weight_budget_bytes,

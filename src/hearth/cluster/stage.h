@@ -48,6 +48,9 @@ struct ResidencyOptions {
   // Stream buffer; 0: the default (the minimum for k = 1; for k > 1 the streamed part of one
   // window, within a quarter of the weight memory).
   uint64_t stream_buffer = 0;
+  // How the streamed part is read (weight_streamer.h): direct I/O into an anonymous buffer, or
+  // through the page cache (reclaimable, more CPU per byte).
+  StreamIo stream_io = StreamIo::kDirect;
   // mmap mode, k > 1: prefetch the next window / release the one used.
   bool prefetch = true;
   residency::PrefetchMethod method = residency::PrefetchMethod::kWillNeed;

@@ -33,12 +33,30 @@ int open_direct(const std::string& path) {
 #endif
 }
 
+uint64_t page_size() {
+  return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 }  // namespace
+
+StreamIo parse_stream_io(std::string_view text) {
+  if (text == "direct") return StreamIo::kDirect;
+  if (text == "cache") return StreamIo::kCache;
+  throw UsageError(fmt::format("--stream-io: '{}' is not one of direct, cache", text));
+}
+
+std::string_view stream_io_name(StreamIo io) {
+  return io == StreamIo::kCache ? "cache" : "direct";
+}
 
 WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
                                std::vector<residency::PlannedMatrix> matrices,
-                               residency::StreamPlan plan)
-    : path_(path), mapping_(mapping), matrices_(std::move(matrices)), plan_(std::move(plan)) {
+                               residency::StreamPlan plan, StreamIo io)
+    : path_(path),
+      mapping_(mapping),
+      matrices_(std::move(matrices)),
+      plan_(std::move(plan)),
+      io_(io) {
   if (plan_.items.empty()) return;  // nothing streamed: no thread, no buffer
   for (const auto& it : plan_.items) {
     const size_t key =
@@ -46,14 +64,20 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
     if (key >= streamed_group_.size()) streamed_group_.resize(key + 1, false);
     streamed_group_[key] = true;
   }
-  fd_ = open_direct(path_);
+  fd_ = io_ == StreamIo::kDirect ? open_direct(path_) : -1;
   direct_ = fd_ >= 0;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     throw IoError(fmt::format("{}: cannot open for streaming: {}", path_, std::strerror(errno)));
   }
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t page = page_size();
+  // Cache mode: the capacity only bounds how far ahead the reader asks for pages.
   capacity_ = (plan_.buffer_bytes + page - 1) / page * page;
+  if (io_ == StreamIo::kCache) {
+    for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
+    thread_ = std::thread([this] { run(); });
+    return;
+  }
   void* p = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     ::close(fd_);
@@ -87,6 +111,11 @@ StreamCounters WeightStreamer::counters() const {
   return counters_;
 }
 
+void WeightStreamer::pop_front() {
+  if (io_ == StreamIo::kCache) to_drop_.push_back(slots_.front().item);
+  slots_.pop_front();
+}
+
 uint64_t WeightStreamer::room_for(uint64_t bytes) const {
   if (bytes > capacity_) return kNoRoom;
   if (slots_.empty()) return 0;
@@ -102,6 +131,14 @@ uint64_t WeightStreamer::room_for(uint64_t bytes) const {
 void WeightStreamer::run() {
   std::unique_lock lock(mu_);
   while (!quit_) {
+    if (!to_drop_.empty()) {  // before reading more, so the cache holds at most the buffer
+      std::vector<size_t> drops;
+      drops.swap(to_drop_);
+      lock.unlock();
+      for (size_t i : drops) drop_item(plan_.items[i]);
+      lock.lock();
+      continue;
+    }
     const auto& item = plan_.items[next_item_];
     const uint64_t off = room_for(item.bytes);
     if (off == kNoRoom) {
@@ -111,7 +148,7 @@ void WeightStreamer::run() {
     slots_.push_back(Slot{next_item_, off, item.bytes, false, false});
     lock.unlock();
     const double t0 = now_ms();
-    const bool ok = read_item(item, buffer_ + off);
+    const bool ok = read_item(item, io_ == StreamIo::kDirect ? buffer_ + off : nullptr);
     const double dt = now_ms() - t0;
     lock.lock();
     // Only this thread appends, and the engine takes only slots that are ready: the slot just
@@ -127,6 +164,7 @@ void WeightStreamer::run() {
 }
 
 bool WeightStreamer::read_chunk(const Chunk& c) {
+  if (io_ == StreamIo::kCache) return cache_chunk(c);
   uint64_t done = 0;
   while (done < c.bytes) {
     const ssize_t r =
@@ -145,6 +183,47 @@ bool WeightStreamer::read_chunk(const Chunk& c) {
                     POSIX_FADV_DONTNEED);
   }
   return true;
+}
+
+bool WeightStreamer::cache_chunk(const Chunk& c) {
+  // Readahead of the whole chunk at once (the kernel splits it into large requests), then
+  // wait for its pages and map them, so the engine neither faults nor waits on them. (Faulting
+  // the range in under MADV_SEQUENTIAL instead costs less CPU outside a memory limit, but
+  // inside one it read beyond the streamed ranges and ran slower: docs/residency.md.)
+  ::posix_fadvise(fd_, static_cast<off_t>(c.offset), static_cast<off_t>(c.bytes),
+                  POSIX_FADV_WILLNEED);
+#ifdef MADV_POPULATE_READ
+  if (::madvise(c.dst, c.bytes, MADV_POPULATE_READ) == 0) return true;
+  if (errno != EINVAL) {
+    log::warn("stream {}: populating {} bytes at {} failed: {}", path_, c.bytes, c.offset,
+              std::strerror(errno));
+    return false;
+  }
+#endif
+  // No MADV_POPULATE_READ (kernels before 5.14, other OSes): touch a byte per page; each
+  // touch waits for the read the advice started.
+  const uint64_t page = page_size();
+  uint8_t sink = 0;
+  for (uint64_t o = 0; o < c.bytes; o += page)
+    sink ^= *static_cast<volatile const uint8_t*>(c.dst + o);
+  (void)sink;
+  return true;
+}
+
+void WeightStreamer::drop_item(const residency::StreamItem& item) {
+  // Whole pages only: a page shared with a neighbouring tensor stays.
+  const uint64_t page = page_size();
+  for (int mi : item.matrices) {
+    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
+    const uint64_t begin = (m.offset + page - 1) / page * page;
+    const uint64_t end = (m.offset + m.bytes) / page * page;
+    if (end <= begin) continue;
+    // madvise does not write through the pointer: it unmaps the pages from this process, so
+    // that the cache may drop them.
+    ::madvise(const_cast<uint8_t*>(mapping_) + begin, end - begin, MADV_DONTNEED);
+    ::posix_fadvise(fd_, static_cast<off_t>(begin), static_cast<off_t>(end - begin),
+                    POSIX_FADV_DONTNEED);
+  }
 }
 
 void WeightStreamer::io_loop() {
@@ -171,8 +250,10 @@ bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) 
     const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
     const uint64_t begin = m.offset / kAlign * kAlign;
     const uint64_t len = residency::aligned_span(m.offset, m.bytes, kAlign);
+    // Cache mode reads into the mapping in place (the populate call does not write).
+    uint8_t* at = io_ == StreamIo::kCache ? const_cast<uint8_t*>(mapping_) + begin : dst + pos;
     for (uint64_t o = 0; o < len; o += target) {
-      chunks.push_back(Chunk{dst + pos + o, begin + o, std::min(target, len - o)});
+      chunks.push_back(Chunk{at + o, begin + o, std::min(target, len - o)});
     }
     pos += len;
   }
@@ -223,7 +304,7 @@ void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews&
   if (layer < 0 || key >= streamed_group_.size() || !streamed_group_[key]) return;
   std::unique_lock lock(mu_);
   if (held_) {  // the last pass ended without release (an exception in compute)
-    slots_.pop_front();
+    pop_front();
     held_ = false;
     cv_.notify_all();
   }
@@ -233,13 +314,15 @@ void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews&
     const auto& it = plan_.items[slots_.front().item];
     if (it.layer == layer && it.group == group) break;
     // A pass was cut short (or started mid-cycle): skip to the group the engine asks for.
-    slots_.pop_front();
+    pop_front();
     cv_.notify_all();
   }
   counters_.exposed_ms += now_ms() - t0;
   held_ = true;
   const Slot& s = slots_.front();
-  if (s.failed) return;  // the engine reads the mapping: slower, same bytes
+  // Failed: the engine reads the mapping, slower, same bytes. Cache mode: it reads the mapping,
+  // where the pages now are.
+  if (s.failed || io_ == StreamIo::kCache) return;
   const auto& item = plan_.items[s.item];
   uint64_t pos = 0;
   for (int mi : item.matrices) {
@@ -258,7 +341,7 @@ void WeightStreamer::release(int layer, model::MatrixGroup g) {
   if (!held_ || slots_.empty()) return;
   const auto& it = plan_.items[slots_.front().item];
   if (it.layer != layer || it.group != static_cast<int>(g)) return;
-  slots_.pop_front();
+  pop_front();
   held_ = false;
   cv_.notify_all();
 }

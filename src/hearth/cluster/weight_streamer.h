@@ -5,10 +5,19 @@
 // space is reused as soon as the engine gives it back, so the reader runs ahead by at most
 // the buffer: while the others compute, and while this device computes its resident layers.
 //
-// Reads bypass the page cache (O_DIRECT, aligned extents), so streaming never evicts the
-// resident part and reads exactly the streamed bytes. Where direct I/O is refused (tmpfs,
-// some file systems, other OSes) it falls back to buffered pread followed by
-// POSIX_FADV_DONTNEED on the range, so the cache does not keep what was streamed.
+// Two ways to read (StreamIo):
+//   direct  reads bypass the page cache (O_DIRECT, aligned extents) into an anonymous ring
+//           buffer: the least CPU per byte, but the buffer is memory the OS cannot reclaim.
+//           Where direct I/O is refused (tmpfs, some file systems, other OSes) it falls back
+//           to buffered pread followed by POSIX_FADV_DONTNEED on the range.
+//   cache   the buffer is the page cache itself: the reader asks for a group's pages
+//           (POSIX_FADV_WILLNEED) and waits for them in the file mapping
+//           (MADV_POPULATE_READ), the engine computes from the mapping, and after its use the
+//           group's whole pages are dropped (MADV_DONTNEED + POSIX_FADV_DONTNEED). Every byte
+//           streamed stays reclaimable, so memory pressure counts only the KV cache and the
+//           working buffers; the kernel's page-cache work costs more CPU per byte than
+//           direct I/O.
+// Either way streaming never evicts the resident part and reads exactly the streamed bytes.
 //
 // Reads are split into chunks read in parallel by a few I/O threads: storage that serves one
 // request at a time with a fixed latency (virtual disks, network storage, SD cards with
@@ -23,6 +32,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,6 +40,11 @@
 #include "hearth/residency/stream_plan.h"
 
 namespace hearth::cluster {
+
+enum class StreamIo { kDirect, kCache };
+// "direct" | "cache"; UsageError naming --stream-io otherwise.
+StreamIo parse_stream_io(std::string_view text);
+std::string_view stream_io_name(StreamIo io);
 
 struct StreamCounters {
   uint64_t bytes_read = 0;  // file bytes read into the buffer (aligned extents)
@@ -42,10 +57,11 @@ class WeightStreamer : public model::WeightFeed {
  public:
   // `path` is the model file; `mapping` its mapping (the engine's views point into it, so a
   // view's file offset is its pointer minus mapping). `plan` from residency::plan_stream over
-  // `matrices` (same indices). Starts reading at once. Throws IoError if the file cannot be
-  // opened or the buffer cannot be allocated.
+  // `matrices` (same indices); `mapping` must map the whole file. Starts reading at once.
+  // Throws IoError if the file cannot be opened or the buffer cannot be allocated.
   WeightStreamer(const std::string& path, const uint8_t* mapping,
-                 std::vector<residency::PlannedMatrix> matrices, residency::StreamPlan plan);
+                 std::vector<residency::PlannedMatrix> matrices, residency::StreamPlan plan,
+                 StreamIo io = StreamIo::kDirect);
   ~WeightStreamer() override;
   WeightStreamer(const WeightStreamer&) = delete;
   WeightStreamer& operator=(const WeightStreamer&) = delete;
@@ -55,6 +71,7 @@ class WeightStreamer : public model::WeightFeed {
 
   StreamCounters counters() const;
   bool direct_io() const { return direct_; }
+  StreamIo io() const { return io_; }
   const residency::StreamPlan& plan() const { return plan_; }
 
  private:
@@ -66,14 +83,19 @@ class WeightStreamer : public model::WeightFeed {
     bool failed = false;  // read failed: the engine reads the mapping instead
   };
   struct Chunk {
-    uint8_t* dst = nullptr;
-    uint64_t offset = 0;  // file offset, aligned
-    uint64_t bytes = 0;   // aligned, except where the file ends
+    uint8_t* dst = nullptr;  // direct: in the buffer; cache: in the mapping
+    uint64_t offset = 0;     // file offset, aligned
+    uint64_t bytes = 0;      // aligned, except where the file ends
   };
   void run();
   void io_loop();
   bool read_item(const residency::StreamItem& item, uint8_t* dst);
   bool read_chunk(const Chunk& c);
+  bool cache_chunk(const Chunk& c);
+  // Cache mode: drops the whole pages of an item the engine is done with.
+  void drop_item(const residency::StreamItem& item);
+  // Takes the oldest slot off (mu_ held); cache mode queues its pages to be dropped.
+  void pop_front();
   // Buffer offset for `bytes` after the slots in flight, or UINT64_MAX if no room now.
   uint64_t room_for(uint64_t bytes) const;
 
@@ -82,6 +104,7 @@ class WeightStreamer : public model::WeightFeed {
   std::vector<residency::PlannedMatrix> matrices_;
   residency::StreamPlan plan_;
   std::vector<bool> streamed_group_;  // (layer * kMatrixGroups + group) has a streamed item
+  StreamIo io_;
   int fd_ = -1;
   bool direct_ = false;
   uint8_t* buffer_ = nullptr;
@@ -89,9 +112,10 @@ class WeightStreamer : public model::WeightFeed {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Slot> slots_;  // in use order: the oldest is the next the engine takes
-  size_t next_item_ = 0;    // the next item the reader reads
-  bool held_ = false;       // the engine holds slots_.front()
+  std::deque<Slot> slots_;       // in use order: the oldest is the next the engine takes
+  size_t next_item_ = 0;         // the next item the reader reads
+  bool held_ = false;            // the engine holds slots_.front()
+  std::vector<size_t> to_drop_;  // cache mode: items released, pages not yet dropped
   bool quit_ = false;
   StreamCounters counters_;
   std::thread thread_;

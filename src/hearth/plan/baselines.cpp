@@ -69,8 +69,8 @@ std::vector<uint32_t> spread(const std::vector<double>& weights, uint32_t extra)
 
 // Exhaustive search under the overlap model. Its objective is not separable (how much of a
 // device's read hides depends on the ring's TPOT), so every (w, n) is costed by predict()
-// itself. Pruned by per-device limits (device_violation) and by the sum of compute and memory
-// times, a lower bound on TPOT (exposed reads and hops only add).
+// itself. Pruned by per-device limits (device_violation) and by the sum of busy times (compute
+// and memory, overlapped per layer), a lower bound on TPOT (exposed reads and hops only add).
 void exhaustive_overlap(const Problem& p, const ExhaustiveOptions& options, uint32_t k,
                         Assignment& best_a, double& best_t) {
   const size_t M = p.devices.size();
@@ -93,7 +93,7 @@ void exhaustive_overlap(const Problem& p, const ExhaustiveOptions& options, uint
         const double l = double(k) * w, lg = double(k) * n;
         if (!device_violation(p, m, l, lg, k, k).empty()) continue;
         const auto t = device_terms(p, m, l, lg, k, 0, MemCase::kFits);
-        options_of[m][w].push_back({n, t.compute_s + t.memory_s});
+        options_of[m][w].push_back({n, t.busy_overlapped_s});
       }
     }
   }

@@ -72,6 +72,9 @@ enum class MemCase {
 // Every term of one device for l layers (l_gpu of them on the GPU) in `windows` windows.
 struct DeviceTerms {
   double compute_s = 0, memory_s = 0, disk_s = 0, comm_s = 0;
+  // compute + memory with each CPU layer's (and the output layer's) arithmetic overlapping its
+  // reads from RAM: max(arithmetic, reads) per layer, plus the KV append; GPU terms summed.
+  double busy_overlapped_s = 0;
   double ram_need = 0, ram_cap = 0;        // bytes the mmapped weights need vs what the OS leaves
   double pinned_need = 0, pinned_cap = 0;  // KV cache + buffers: cannot be reclaimed
   double vram_need = 0, vram_cap = 0;      // layers pinned in VRAM (Metal: shared memory)
@@ -96,7 +99,7 @@ enum class ReadMode {
 struct OverlapTerms {
   DeviceTerms paper;  // compute, memory, comm, memory and VRAM limits (paper terms)
   ReadMode mode = ReadMode::kFits;
-  double busy_s = 0;            // T = compute + memory
+  double busy_s = 0;            // T: compute and memory, overlapped per layer
   double assigned_bytes = 0;    // A: weights read per token on the CPU (+ io on the head)
   double cap_bytes = 0;         // ram_cap - pinned_need: room for resident weights and buffer
   double buffer_min_bytes = 0;  // C_min: two stream units

@@ -67,7 +67,7 @@ struct Candidate {
 
 class Solver {
  public:
-  Solver(const Problem& p, const std::vector<bool>& active, HaldaStats* stats)
+  Solver(const Problem& p, const std::vector<bool>& active, uint32_t rounds, HaldaStats* stats)
       : p_(p), active_(active), stats_(stats) {
     for (size_t m = 0; m < active.size(); ++m) {
       if (active[m]) idx_.push_back(m);
@@ -76,6 +76,7 @@ class Solver {
     const bool overlap = p.options.model == CostModel::kOverlap;
     ks_ = valid_rounds(p.model.n_layers,
                        overlap ? std::max<size_t>(1, idx_.size() - 1) : idx_.size());
+    if (rounds != 0) std::erase_if(ks_, [&](uint32_t k) { return k != rounds; });
   }
 
   const std::vector<size_t>& idx() const { return idx_; }
@@ -415,7 +416,7 @@ std::optional<Assignment> halda_assign(const Problem& p, const std::vector<bool>
   if (active.size() != p.devices.size() || !active[0]) {
     throw UsageError("halda: the head device must be part of every ring");
   }
-  Solver solver(p, active, stats);
+  Solver solver(p, active, options.rounds, stats);
   if (!solver.any_k()) return std::nullopt;  // fewer layers than devices
   if (p.options.model == CostModel::kOverlap) {
     // The overlap model is exact in one MILP per k; Algorithm 1's set iteration does not apply.
@@ -545,7 +546,13 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
     if (dropped) best = halda_assign(p, active, options, &stats);
   }
   if (!best) {
-    Plan plan = no_plan(p, "halda", infeasible_reason(p));
+    std::string why = infeasible_reason(p);
+    if (options.rounds != 0) {
+      why = "with k = " + std::to_string(options.rounds) + " rounds per token (k must divide the " +
+            std::to_string(p.model.n_layers) +
+            " layers and leave each device a layer per round): " + why;
+    }
+    Plan plan = no_plan(p, "halda", why);
     plan.solve_ms = now_ms() - t0;
     plan.iterations = stats.iterations;
     plan.ilps = stats.ilps;

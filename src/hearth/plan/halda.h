@@ -38,6 +38,10 @@ struct HaldaOptions {
   bool refine = true;
   bool select_devices = true;
   uint32_t max_iterations = 100;
+  // 0: Halda picks the rounds per token k; otherwise only this k is considered (to measure a
+  // plan against the best one with another k). No feasible plan when k does not divide L or
+  // leaves fewer layers per round than the ring has members.
+  uint32_t rounds = 0;
 };
 
 struct HaldaStats {

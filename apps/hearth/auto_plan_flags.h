@@ -1,0 +1,33 @@
+// --plan auto on the head of a ring (hearth run, hearth serve): the flags that shape Halda's
+// plan, and the step that profiles this device, gathers the workers' profiles and links,
+// solves and prints the plan (docs/ring.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/cluster/auto_plan.h"
+#include "hearth/gguf/gguf_file.h"
+#include "model_options.h"
+
+namespace hearth::cli {
+
+struct AutoPlanFlags {
+  std::string profile_file;  // this device's profile from a file instead of measuring
+  bool no_select = false;
+  std::string cost_model = "overlap";
+  uint32_t rounds = 0;  // 0: Halda picks k
+};
+
+void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f);
+
+// Throws UsageError when Halda finds no feasible plan. `who` prefixes the lines printed.
+cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
+                                 const std::vector<std::string>& workers,
+                                 const AutoPlanFlags& flags, std::string_view who);
+
+}  // namespace hearth::cli
