@@ -150,31 +150,13 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
                      streaming ? layout_.stream.buffer_bytes : 0);
 
   if (streaming) {
-    std::vector<residency::ByteRange> streamed, resident;
-    for (size_t i = 0; i < matrices_.size(); ++i) {
-      const residency::ByteRange r{base + matrices_[i].offset, matrices_[i].bytes};
-      (layout_.stream.streamed[i] ? streamed : resident).push_back(r);
-    }
-    // Pages of the streamed part left in the cache by an earlier reader would only take room
-    // from the resident part: drop them. Then ask for the resident part in the background.
-    // Faults must read only what they touch: no readahead into streamed bytes, and no small
-    // tensors in the mapping between streamed matrices.
-    engine_->pin_small_tensors();
-    pages_->advise_random();
-    pages_->release(streamed);
-    pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
-    streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
-                                                 opt_.residency.stream_io);
-    layout_.direct_io = streamer_->direct_io();
+    start_streaming(true);
     log::info(
         "stage: layers {} MiB + fixed {} MiB in {} MiB of weight memory: {} MiB resident, {} "
         "MiB streamed per token through a {} MiB buffer ({})",
         (layout_.stream.assigned_bytes - fixed) / kMiB, fixed / kMiB, budget / kMiB,
         layout_.stream.resident_bytes / kMiB, layout_.stream.streamed_bytes / kMiB,
-        layout_.stream.buffer_bytes / kMiB,
-        opt_.residency.stream_io == StreamIo::kCache
-            ? "page cache"
-            : (layout_.direct_io ? "direct I/O" : "buffered reads"));
+        layout_.stream.buffer_bytes / kMiB, streamer_->read_path());
     return;
   }
   // mmap mode: the prefetch/release scheme for k > 1 rounds.
@@ -194,6 +176,27 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
 }
 
 Stage::~Stage() = default;
+
+// Faults must read only what they touch: no readahead into streamed bytes, and no small
+// tensors in the mapping between streamed matrices. Pages of the streamed part left in the
+// cache by an earlier reader would only take room from the resident part: drop them; then,
+// at start-up, ask for the resident part in the background.
+void Stage::start_streaming(bool prefetch_resident) {
+  const uint8_t* base = file_.bytes().data();
+  std::vector<residency::ByteRange> streamed, resident;
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const residency::ByteRange r{base + matrices_[i].offset, matrices_[i].bytes};
+    (layout_.stream.streamed[i] ? streamed : resident).push_back(r);
+  }
+  engine_->pin_small_tensors();
+  pages_->advise_random();
+  pages_->release(streamed);
+  if (prefetch_resident) pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
+  streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
+                                               opt_.residency.stream_io);
+  stream0_ = StreamCounters{};
+  layout_.direct_io = streamer_->direct_io();
+}
 
 // Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds the
 // streamed part of one window, so the reads of a window fit in the idle time before it
@@ -285,19 +288,7 @@ void Stage::recalibrate(const residency::StepStats& st) {
   if (layout_.stream.fits()) return;  // cannot happen after a cut, but keep the invariant
   layout_.mode = ResidencyMode::kStream;
   prefetch_.reset();  // an mmap-mode device that turned out not to fit streams from now on
-  engine_->pin_small_tensors();
-  pages_->advise_random();
-  std::vector<residency::ByteRange> streamed;
-  const uint8_t* base = file_.bytes().data();
-  for (size_t i = 0; i < matrices_.size(); ++i) {
-    if (layout_.stream.streamed[i])
-      streamed.push_back({base + matrices_[i].offset, matrices_[i].bytes});
-  }
-  pages_->release(streamed);
-  streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
-                                               opt_.residency.stream_io);
-  stream0_ = StreamCounters{};
-  layout_.direct_io = streamer_->direct_io();
+  start_streaming(false);
   meter_->set_layout(layout_.stream.assigned_bytes, layout_.stream.weight_budget_bytes,
                      layout_.stream.buffer_bytes);
   log::info(

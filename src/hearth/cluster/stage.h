@@ -102,6 +102,8 @@ class Stage {
  private:
   std::vector<residency::ByteRange> resident_ranges(Window w) const;
   void recalibrate(const residency::StepStats& st);
+  // Starts the reader of layout_.stream's streamed part (start-up and re-plans alike).
+  void start_streaming(bool prefetch_resident);
   // The residency plan for `weight_memory` (keeping `streamed_before` streamed).
   residency::StreamPlan plan_for(uint64_t weight_memory, std::vector<bool> streamed_before) const;
 

@@ -49,6 +49,11 @@ std::string_view stream_io_name(StreamIo io) {
   return io == StreamIo::kCache ? "cache" : "direct";
 }
 
+std::string_view WeightStreamer::read_path() const {
+  if (io_ == StreamIo::kCache) return "page cache";
+  return direct_ ? "direct I/O" : "buffered reads";
+}
+
 WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
                                std::vector<residency::PlannedMatrix> matrices,
                                residency::StreamPlan plan, StreamIo io)
@@ -73,18 +78,16 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
   const uint64_t page = page_size();
   // Cache mode: the capacity only bounds how far ahead the reader asks for pages.
   capacity_ = (plan_.buffer_bytes + page - 1) / page * page;
-  if (io_ == StreamIo::kCache) {
-    for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
-    thread_ = std::thread([this] { run(); });
-    return;
+  if (io_ == StreamIo::kDirect) {
+    void* p =
+        ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd_);
+      throw IoError(fmt::format("{}: cannot allocate a stream buffer of {} MiB: {}", path_,
+                                capacity_ >> 20, std::strerror(errno)));
+    }
+    buffer_ = static_cast<uint8_t*>(p);
   }
-  void* p = ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    ::close(fd_);
-    throw IoError(fmt::format("{}: cannot allocate a stream buffer of {} MiB: {}", path_,
-                              capacity_ >> 20, std::strerror(errno)));
-  }
-  buffer_ = static_cast<uint8_t*>(p);
   for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
   thread_ = std::thread([this] { run(); });
 }

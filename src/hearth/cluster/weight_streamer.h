@@ -71,7 +71,9 @@ class WeightStreamer : public model::WeightFeed {
 
   StreamCounters counters() const;
   bool direct_io() const { return direct_; }
-  StreamIo io() const { return io_; }
+  // How the bytes arrive, for logs: "direct I/O", "buffered reads" (direct I/O refused) or
+  // "page cache".
+  std::string_view read_path() const;
   const residency::StreamPlan& plan() const { return plan_; }
 
  private:

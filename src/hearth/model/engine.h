@@ -31,8 +31,8 @@
 namespace hearth::model {
 
 // Whether the engine copies its matrices into the rows16 layout at load (compute::
-// repack_rows16): decode then runs at ~0.9 of DRAM bandwidth instead of ~0.7, at the cost of
-// anonymous memory (not evictable like the file's page cache) and a copy at start-up.
+// repack_rows16): decode then runs closer to the DRAM bandwidth (docs/kernels.md has the
+// figures), at the cost of anonymous memory (not evictable like the file's page cache) and a copy at start-up.
 //   kAuto: when this CPU has rows16 kernels for the weight types and the copy takes at most
 //          half of the memory available now (cgroup-aware); the ring turns it off for
 //          devices that stream windows from disk (k > 1 rounds).

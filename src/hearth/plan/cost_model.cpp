@@ -137,7 +137,7 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
   if (head) t.memory_s += out_read_s;
   const double cpu_read_s = b_kv / d.cpu.mem_read_bps;  // one CPU layer's reads
   // The paper sums arithmetic and reads. A decode matvec streams its weights while it
-  // multiplies (the kernels reach ~0.9 of the read bandwidth, docs/kernels.md), so under the
+  // multiplies (near the read bandwidth: docs/kernels.md has the figures), so under the
   // overlap model a CPU layer takes the longer of the two; GPU terms stay summed.
   t.busy_overlapped_s = l_cpu * (std::max(cpu_flop_s, cpu_read_s) + d.cpu.kv_copy_s) +
                         std::max(out_flop_s, out_read_s) + gpu_flop_s + gpu_memory_s;
