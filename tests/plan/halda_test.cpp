@@ -118,18 +118,32 @@ TEST(Halda, NoWorseThanMemSchedAndPerfSchedOnPaperTestbeds) {
     }
 }
 
-// Three devices that together hold the model, plus one with a crawling CPU and link.
-Problem with_slow_device(CostModel cm = CostModel::kPaper) {
+// `layers` round layers (fixtures.h) at ctx 1000 over `devices`, the first one the head.
+Problem round_ring(CostModel cm, uint32_t layers, std::vector<profile::DeviceProfile> devices) {
   Problem p;
   p.options.model = cm;
-  p.model = round_model(12);
+  p.model = round_model(layers);
   p.options.ctx = 1000;
-  for (int i = 0; i < 3; ++i) p.devices.push_back(cpu_device("fast" + std::to_string(i), 6e9, 200));
-  auto slow = cpu_device("slow", 6e9, 2);
-  slow.link.rtt_s = 0.05;
-  p.devices.insert(p.devices.begin() + 2, slow);
+  p.devices = std::move(devices);
   p.devices[0].head = true;
   return p;
+}
+
+// n CPU devices d0, d1, ... with `ram` bytes each and disks of `disk` B/s.
+std::vector<profile::DeviceProfile> cpu_devices(int n, double ram, double disk) {
+  std::vector<profile::DeviceProfile> out;
+  for (int i = 0; i < n; ++i) out.push_back(cpu_device("d" + std::to_string(i), ram, 100, disk));
+  return out;
+}
+
+// Three devices that together hold the model, plus one with a crawling CPU and link.
+Problem with_slow_device(CostModel cm = CostModel::kPaper) {
+  std::vector<profile::DeviceProfile> devices;
+  for (int i = 0; i < 3; ++i) devices.push_back(cpu_device("fast" + std::to_string(i), 6e9, 200));
+  auto slow = cpu_device("slow", 6e9, 2);
+  slow.link.rtt_s = 0.05;
+  devices.insert(devices.begin() + 2, slow);
+  return round_ring(cm, 12, std::move(devices));
 }
 
 TEST(Halda, DropsAConstructedSlowDevice) {
@@ -155,13 +169,7 @@ TEST(Halda, KeepsDevicesThatEachHelp) {
   for (CostModel cm : kModels) {
     SCOPED_TRACE(cost_model_name(cm));
     // 12 layers of 1 GB; each device holds 4.5 GB: all three are needed to avoid disk reloads.
-    Problem p;
-    p.options.model = cm;
-    p.model = round_model(12);
-    p.options.ctx = 1000;
-    for (int i = 0; i < 3; ++i)
-      p.devices.push_back(cpu_device("d" + std::to_string(i), 4.5e9, 100, 0.5e9));
-    p.devices[0].head = true;
+    const Problem p = round_ring(cm, 12, cpu_devices(3, 4.5e9, 0.5e9));
     const auto plan = halda(p);
     ASSERT_TRUE(plan.feasible) << plan.reason;
     for (const auto& d : plan.devices) {
@@ -190,14 +198,8 @@ TEST(Halda, KeepsADroppedDeviceAsRelayWhenTheRingNeedsIt) {
 TEST(Halda, SaysNoFeasiblePlanWhenTheModelCannotFitEvenWithDisk) {
   for (CostModel cm : kModels) {
     SCOPED_TRACE(cost_model_name(cm));
-    Problem p;
-    p.options.model = cm;
-    p.model = round_model(8);
-    p.options.ctx = 1000;
     // 8 GB of layers, 2 x 2 GB of RAM, and both disks too slow to reload from.
-    for (int i = 0; i < 2; ++i)
-      p.devices.push_back(cpu_device("d" + std::to_string(i), 2e9, 100, 0.05e9));
-    p.devices[0].head = true;
+    Problem p = round_ring(cm, 8, cpu_devices(2, 2e9, 0.05e9));
     for (const auto& plan : {halda(p), exhaustive(p)}) {
       EXPECT_FALSE(plan.feasible) << plan.scheduler;
       EXPECT_NE(plan.reason.find("no feasible plan"), std::string::npos) << plan.reason;
@@ -213,14 +215,10 @@ TEST(Halda, SaysNoFeasiblePlanWhenTheModelCannotFitEvenWithDisk) {
 TEST(Halda, SmallModelGoesToTheOneDeviceThatHoldsItInVram) {
   for (CostModel cm : kModels) {
     SCOPED_TRACE(cost_model_name(cm));
-    Problem p;
-    p.options.model = cm;
-    p.model = round_model(8);
-    p.options.ctx = 1000;
-    p.devices = {cpu_device("cpu0", 16e9, 100), cpu_device("gpu", 16e9, 100),
-                 cpu_device("cpu1", 16e9, 100)};
-    add_gpu(p.devices[1], GpuKind::kCuda, 12e9, 5000);
-    p.devices[0].head = true;
+    std::vector<profile::DeviceProfile> devices = {
+        cpu_device("cpu0", 16e9, 100), cpu_device("gpu", 16e9, 100), cpu_device("cpu1", 16e9, 100)};
+    add_gpu(devices[1], GpuKind::kCuda, 12e9, 5000);
+    const Problem p = round_ring(cm, 8, std::move(devices));
     const auto plan = halda(p);
     ASSERT_TRUE(plan.feasible);
     EXPECT_EQ(plan.devices[1].n, plan.devices[1].w);
