@@ -224,6 +224,7 @@ int run_bench_serve(const Args& args) {
     ro.threads = mo.threads;
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
+    ro.n_seq_max = *std::max_element(levels.begin(), levels.end());
     cluster::RingSource source(file, ro);
     serve::RingBackend backend(source);
     std::string plan;

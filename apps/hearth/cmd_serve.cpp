@@ -101,6 +101,7 @@ int run_serve(const Args& args) {
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
+    ro.n_seq_max = so.scheduler.parallel;
     ring = std::make_unique<cluster::RingSource>(file, ro);
     backend = std::make_unique<serve::RingBackend>(*ring);
   }

@@ -75,6 +75,7 @@ class WorkerProcess {
     if (pid_ > 0) ::kill(pid_, sig);
   }
   bool alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  pid_t pid() const { return pid_; }
   const std::string& address() const { return address_; }  // empty if it did not start
   std::string log() const {
     std::ifstream in(log_);

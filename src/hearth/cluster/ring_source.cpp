@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <random>
 #include <variant>
 
 #include "hearth/base/clock.h"
@@ -11,6 +12,7 @@
 #include "hearth/base/log.h"
 #include "hearth/cluster/endpoints.h"
 #include "hearth/cluster/model_identity.h"
+#include "hearth/cluster/peer_limits.h"
 #include "hearth/cluster/prefetcher.h"
 #include "hearth/model/hparams.h"
 
@@ -69,13 +71,22 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
   totals_.resize(static_cast<size_t>(n_devices));
   if (opt_.workers.empty()) return;
 
+  // Token steps are numbered from a random start: the inbox takes only the hidden state of
+  // the step in flight, and a stranger who can reach it must not be able to guess that number.
+  step_ = std::random_device{}() * uint64_t{0x100000000} + std::random_device{}();
+  // The inbox takes no message larger than a whole context of every sequence's rows.
+  net::TransportOptions data = opt_.transport;
+  data.max_message_bytes =
+      std::min(data.max_message_bytes,
+               data_message_bytes(stage_->engine().hparams().dim,
+                                  static_cast<uint64_t>(stage_->engine().n_ctx()) *
+                                      static_cast<uint64_t>(std::max(1, opt_.n_seq_max))));
   // The head's inbox: loopback only when every worker is local, else every interface.
   if (all_loop(opt_.workers)) {
-    inbox_ = net::listen(fmt::format("loop://hearth-head-{}-{}", ::getpid(), g_loop_inbox++),
-                         opt_.transport);
+    inbox_ = net::listen(fmt::format("loop://hearth-head-{}-{}", ::getpid(), g_loop_inbox++), data);
   } else {
-    inbox_ = net::listen(all_loopback_tcp(opt_.workers) ? "tcp://127.0.0.1:0" : "tcp://0.0.0.0:0",
-                         opt_.transport);
+    inbox_ =
+        net::listen(all_loopback_tcp(opt_.workers) ? "tcp://127.0.0.1:0" : "tcp://0.0.0.0:0", data);
   }
   try {
     connect_workers(n_devices, n_layers, windows);
@@ -98,7 +109,9 @@ void RingSource::connect_workers(int n_devices, int n_layers,
     peers_.push_back(std::move(p));
     Peer& peer = peers_.back();
     try {
-      peer.control = net::connect(peer.address, opt_.transport);
+      net::TransportOptions control = opt_.transport;
+      control.max_message_bytes = std::min(control.max_message_bytes, kControlMessageBytes);
+      peer.control = net::connect(peer.address, control);
       net::Hello hello;
       hello.model = identity;
       hello.capabilities = net::kCapPrefetch | net::kCapBatching;
@@ -121,6 +134,7 @@ void RingSource::connect_workers(int n_devices, int n_layers,
             peer.address, describe(ack->model), file_.path(), describe(identity)));
       }
       peer.data_endpoint = with_reachable_host(ack->data_endpoint, endpoint_host(peer.address));
+      check_peer_endpoint("HelloAck.data_endpoint", peer.data_endpoint, peer.address);
       devices_[i + 1].name = ack->device_name.empty() ? peer.address : ack->device_name;
     } catch (const UsageError&) {
       throw;
@@ -143,6 +157,7 @@ void RingSource::connect_workers(int n_devices, int n_layers,
     a.prefetch = opt_.prefetch;
     a.n_ctx = static_cast<uint32_t>(engine().n_ctx());
     a.n_threads = 0;
+    a.n_seq_max = static_cast<uint32_t>(std::max(1, opt_.n_seq_max));
     try {
       peers_[i].control->send(a);
     } catch (const Error& e) {

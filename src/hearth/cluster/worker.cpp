@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <set>
+#include <thread>
 #include <variant>
 
 #include "hearth/base/clock.h"
@@ -10,10 +12,12 @@
 #include "hearth/base/log.h"
 #include "hearth/cluster/endpoints.h"
 #include "hearth/cluster/model_identity.h"
+#include "hearth/cluster/peer_limits.h"
 #include "hearth/cluster/prefetcher.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/hparams.h"
 #include "hearth/residency/device_meter.h"
+#include "hearth/residency/memory_status.h"
 
 namespace hearth::cluster {
 namespace {
@@ -21,8 +25,11 @@ namespace {
 constexpr net::Millis kPoll{500};
 constexpr net::Millis kAssignWait{15000};
 
-// Checks the windows of an Assign against the model; UsageError naming the bad one.
-void check_assign(const net::Assign& a, uint32_t n_layers) {
+// Checks an Assign against the model and this device before anything is allocated or
+// connected to: UsageError naming the field at fault. `own_endpoint` is this worker's control
+// address (the successor must use its scheme).
+void check_assign(const net::Assign& a, const model::HParams& hp, const std::string& own_endpoint) {
+  const uint32_t n_layers = hp.n_layers;
   if (a.n_layers != n_layers) {
     throw UsageError(
         fmt::format("Assign: the head's model has {} layers, this one {}", a.n_layers, n_layers));
@@ -31,20 +38,65 @@ void check_assign(const net::Assign& a, uint32_t n_layers) {
     throw UsageError(fmt::format("Assign: ring position {} of {} devices is not a worker's",
                                  a.ring_position, a.n_devices));
   }
+  if (a.windows.empty() || a.windows.size() > n_layers) {
+    throw UsageError(
+        fmt::format("Assign: {} rounds for a model of {} layers", a.windows.size(), n_layers));
+  }
   uint32_t prev_end = 0;
-  bool any = false;
+  uint64_t layers_here = 0;
   for (size_t r = 0; r < a.windows.size(); ++r) {
     const auto& w = a.windows[r];
     if (w.begin == w.end) continue;
-    if (w.begin > w.end || w.end > n_layers || (any && w.begin < prev_end)) {
+    if (w.begin > w.end || w.end > n_layers || (layers_here > 0 && w.begin < prev_end)) {
       throw UsageError(fmt::format("Assign: window {} [{}, {}) is not ascending inside [0, {})", r,
                                    w.begin, w.end, n_layers));
     }
     prev_end = w.end;
-    any = true;
+    layers_here += w.end - w.begin;
   }
-  if (!any) throw UsageError("Assign: no layers for this device");
+  if (layers_here == 0) throw UsageError("Assign: no layers for this device");
   if (a.successor_endpoint.empty()) throw UsageError("Assign: no successor endpoint");
+  check_peer_endpoint("Assign.successor_endpoint", a.successor_endpoint, own_endpoint);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (a.n_threads > cores) {
+    throw UsageError(
+        fmt::format("Assign.n_threads {} is more than this device's {} cores", a.n_threads, cores));
+  }
+  if (a.n_seq_max == 0 || a.n_seq_max > kMaxSessionSequences) {
+    throw UsageError(
+        fmt::format("Assign.n_seq_max {} is outside 1..{}", a.n_seq_max, kMaxSessionSequences));
+  }
+  if (a.n_ctx > (1u << 20)) {
+    throw UsageError(fmt::format("Assign.n_ctx {} is more than {} positions", a.n_ctx, 1u << 20));
+  }
+  // The KV caches the head may fill must fit the device at all (0: the engine's default).
+  const uint64_t n_ctx = a.n_ctx != 0 ? a.n_ctx : std::min<uint64_t>(hp.ctx_train, 4096);
+  const uint64_t kv = kv_cache_bytes(hp, layers_here, n_ctx) * a.n_seq_max;
+  const uint64_t total = residency::read_memory_status().total;
+  if (kv > total) {
+    throw UsageError(fmt::format(
+        "Assign: KV caches for {} sequences of {} positions need {} MiB, this device has {} MiB",
+        a.n_seq_max, n_ctx, kv >> 20, total >> 20));
+  }
+}
+
+// Checks the sequences of a batch against the session before the engine sees it: each
+// sequence once, and no more live sequences than the session allows. FormatError: the batch
+// is dropped (anyone can reach the inbox).
+void check_sequences(const net::Activations& act, const model::Engine& engine, uint32_t n_seq_max) {
+  std::set<uint32_t> seen;
+  size_t fresh = 0;
+  for (const net::SeqSegment& seg : act.segments) {
+    if (!seen.insert(seg.seq).second) {
+      throw FormatError(fmt::format("Activations: sequence {} appears twice", seg.seq));
+    }
+    if (!engine.has_sequence(seg.seq)) ++fresh;
+  }
+  if (engine.n_sequences() + fresh > n_seq_max) {
+    throw FormatError(fmt::format(
+        "Activations: {} new sequences beside {} held would exceed the session's {} sequences",
+        fresh, engine.n_sequences(), n_seq_max));
+  }
 }
 
 }  // namespace
@@ -61,8 +113,16 @@ struct Worker::Session {
 Worker::Worker(WorkerOptions options)
     : opt_(std::move(options)), file_(gguf::GgufFile::open(opt_.model_path)) {
   identity_ = model_identity(file_);
-  control_ = net::listen(opt_.listen, opt_.transport);
-  inbox_ = net::listen(inbox_bind_address(control_->endpoint()), opt_.transport);
+  const model::HParams hp = model::load_hparams(file_);
+  // Each socket takes no more per message than an honest peer can need: whoever reaches a
+  // port could otherwise make the worker buffer the transport's whole limit per connection.
+  net::TransportOptions control = opt_.transport;
+  control.max_message_bytes = std::min(control.max_message_bytes, kControlMessageBytes);
+  net::TransportOptions data = opt_.transport;
+  data.max_message_bytes =
+      std::min(data.max_message_bytes, data_message_bytes(hp.dim, inbox_rows_bound(hp)));
+  control_ = net::listen(opt_.listen, control);
+  inbox_ = net::listen(inbox_bind_address(control_->endpoint()), data);
   if (opt_.name.empty()) opt_.name = control_->endpoint();
 }
 
@@ -90,6 +150,17 @@ const std::string& Worker::endpoint() const {
   return control_->endpoint();
 }
 
+bool Worker::reply(const net::PeerId& to, const net::Message& m, uint64_t request_id) noexcept {
+  try {
+    control_->send(to, m, request_id);
+    return true;
+  } catch (const std::exception& e) {
+    log::warn("worker {}: could not send {}: {}", control_->endpoint(),
+              net::msg_type_name(net::type_of(m)), e.what());
+    return false;
+  }
+}
+
 void Worker::serve(const std::atomic<bool>& stop) {
   stop_ = &stop;
   log::info("worker {}: serving {} ({}), data inbox {}", control_->endpoint(), opt_.model_path,
@@ -105,15 +176,11 @@ void Worker::serve(const std::atomic<bool>& stop) {
         run_session(*in);
       } catch (const Error& e) {
         log::warn("worker {}: session with {} ended: {}", control_->endpoint(), in->peer, e.what());
-        try {
-          control_->send(in->from,
-                         net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())});
-        } catch (const Error&) {
-        }
+        reply(in->from, net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())});
       }
       log::info("worker {}: waiting for a head", control_->endpoint());
     } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
-      control_->send(in->from, net::Pong{ping->nonce, ping->send_ns});
+      reply(in->from, net::Pong{ping->nonce, ping->send_ns}, in->msg.header.request_id);
     } else {
       log::warn("worker {}: ignored {} from {}: no session (send Hello first)",
                 control_->endpoint(), net::msg_type_name(in->msg.header.type), in->peer);
@@ -128,19 +195,25 @@ void Worker::run_session(const net::Incoming& hello_in) {
   s.head_label = hello_in.peer;
   log::info("worker {}: head {} ({}) connected", control_->endpoint(), hello.device_name,
             hello_in.peer);
+  // The peer's claims are checked before this device says anything about itself.
+  if (hello.model != identity_) {
+    log::warn("worker {}: head {} runs another model ({}; this worker: {}); session refused",
+              control_->endpoint(), hello_in.peer, describe(hello.model), describe(identity_));
+    reply(s.head,
+          net::Refuse{fmt::format("worker {} holds a different model file than the head; every "
+                                  "device needs the same file",
+                                  opt_.name)},
+          hello_in.msg.header.request_id);
+    return;
+  }
+  if (hello.data_endpoint.empty()) throw UsageError("Hello: the head announced no data inbox");
+  check_peer_endpoint("Hello.data_endpoint", hello.data_endpoint, control_->endpoint());
   net::HelloAck ack;
   ack.model = identity_;
   ack.capabilities = net::kCapPrefetch | net::kCapBatching;
   ack.device_name = opt_.name;
   ack.data_endpoint = inbox_->endpoint();
   control_->send(s.head, ack, hello_in.msg.header.request_id);
-  if (hello.model != identity_) {
-    // The HelloAck above lets the head name both models; there is nothing more to do.
-    log::warn("worker {}: head {} runs another model ({}; this worker: {}); session refused",
-              control_->endpoint(), hello_in.peer, describe(hello.model), describe(identity_));
-    return;
-  }
-  if (hello.data_endpoint.empty()) throw UsageError("Hello: the head announced no data inbox");
 
   // Wait for the assignment from this head (others are told we are busy).
   const double deadline = now_ms() + static_cast<double>(kAssignWait.count());
@@ -151,8 +224,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
     auto in = control_->recv_for(std::min(kPoll, net::Millis{static_cast<int64_t>(left) + 1}));
     if (!in) continue;
     if (in->from != s.head) {
-      control_->send(in->from,
-                     net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
+      if (std::holds_alternative<net::Hello>(in->msg.body)) {
+        reply(in->from, net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
+      }
       continue;
     }
     if (std::holds_alternative<net::Stop>(in->msg.body)) return;
@@ -166,8 +240,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
   }
 
   const double t0 = now_ms();
-  const uint32_t n_layers = static_cast<uint32_t>(model::load_hparams(file_).n_layers);
-  check_assign(s.assign, n_layers);
+  const model::HParams hp = model::load_hparams(file_);
+  const uint32_t n_layers = hp.n_layers;
+  check_assign(s.assign, hp, control_->endpoint());
   const size_t k = s.assign.windows.size();
   StageOptions so;
   so.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
@@ -199,7 +274,44 @@ void Worker::run_session(const net::Incoming& hello_in) {
   const bool last = s.assign.ring_position + 1 == s.assign.n_devices;
   const uint32_t dim = s.stage->engine().hparams().dim;
   std::vector<model::BatchSegment> segments;  // (n_segments) of the batch being computed
-  while (!stop_->load()) {
+  // One control message: false when the head said stop.
+  const auto handle_control = [&](const net::Incoming& in) {
+    if (in.from != s.head) {
+      if (std::holds_alternative<net::Hello>(in.msg.body)) {
+        reply(in.from, net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
+      }
+      return true;
+    }
+    if (std::holds_alternative<net::Stop>(in.msg.body)) {
+      log::info("worker {}: head {} said stop", control_->endpoint(), s.head_label);
+      return false;
+    }
+    if (const auto* kv = std::get_if<net::KvControl>(&in.msg.body)) {
+      for (const auto& c : kv->commands) {
+        if (c.op == net::KvOp::kClear || c.p0 == 0) {
+          s.stage->engine().drop(c.seq_id);
+        } else {
+          s.stage->engine().truncate(c.seq_id, c.p0);
+        }
+      }
+    } else if (const auto* ping = std::get_if<net::Ping>(&in.msg.body)) {
+      reply(s.head, net::Pong{ping->nonce, ping->send_ns}, in.msg.header.request_id);
+    }
+    return true;
+  };
+  // Control messages already here, or arriving within `wait`: the head's KvControl travels on
+  // another link than the batch it precedes, so a batch is only judged after them.
+  bool stopped = false;
+  const auto drain_control = [&](net::Millis wait) {
+    const double until = now_ms() + static_cast<double>(wait.count());
+    for (;;) {
+      const double left = until - now_ms();
+      auto in = control_->recv_for(net::Millis{left > 0 ? static_cast<int64_t>(left) : 0});
+      if (!in) return;
+      if (!handle_control(*in)) stopped = true;
+    }
+  };
+  while (!stop_->load() && !stopped) {
     net::Receiver* rs[] = {control_.get(), inbox_.get(), s.head_inbox.get()};
     const size_t which = net::wait_any(rs, kPoll);
     if (s.head_inbox->peer_lost()) {
@@ -208,29 +320,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
     }
     if (which == 0) {
       auto in = control_->recv_for(net::Millis{0});
-      if (!in) continue;
-      if (in->from != s.head) {
-        if (std::holds_alternative<net::Hello>(in->msg.body)) {
-          control_->send(
-              in->from, net::Refuse{fmt::format("worker {} is busy with another head", opt_.name)});
-        }
-        continue;
-      }
-      if (std::holds_alternative<net::Stop>(in->msg.body)) {
-        log::info("worker {}: head {} said stop", control_->endpoint(), s.head_label);
-        return;
-      }
-      if (const auto* kv = std::get_if<net::KvControl>(&in->msg.body)) {
-        for (const auto& c : kv->commands) {
-          if (c.op == net::KvOp::kClear || c.p0 == 0) {
-            s.stage->engine().drop(c.seq_id);
-          } else {
-            s.stage->engine().truncate(c.seq_id, c.p0);
-          }
-        }
-      } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
-        control_->send(s.head, net::Pong{ping->nonce, ping->send_ns});
-      }
+      if (in && !handle_control(*in)) return;
       continue;
     }
     if (which != 1) continue;
@@ -260,6 +350,15 @@ void Worker::run_session(const net::Incoming& hello_in) {
       if (act->hidden.size() != n * dim) {
         throw FormatError(fmt::format("Activations.hidden: {} floats for {} rows of dim {}",
                                       act->hidden.size(), n, dim));
+      }
+      drain_control(net::Millis{0});
+      if (stopped) return;
+      try {
+        check_sequences(*act, s.stage->engine(), s.assign.n_seq_max);
+      } catch (const FormatError&) {
+        drain_control(net::Millis{200});  // a KvControl freeing a sequence may still be on its way
+        if (stopped) return;
+        check_sequences(*act, s.stage->engine(), s.assign.n_seq_max);
       }
       segments.clear();
       for (const net::SeqSegment& seg : act->segments) {
@@ -291,10 +390,16 @@ void Worker::run_session(const net::Incoming& hello_in) {
         for (auto& [key, value] : residency::to_fields(s.stage->finish_step(decode))) {
           st.metrics.push_back(net::Metric{std::move(key), value});
         }
-        control_->send(s.head, st, rid);
+        // A head that cannot take its Stats is gone or going: its inbox link says which.
+        reply(s.head, st, rid);
       }
     } catch (const NetError&) {
       throw;  // a broken ring ends the session; the head sees it too
+    } catch (const UsageError& e) {
+      // The batch does not fit this session's caches (positions out of step, context full):
+      // the engine refused it before changing anything. An honest head checks both before
+      // sending, so this comes from someone else: dropped like a malformed message.
+      log::warn("worker {}: dropped a batch from {}: {}", control_->endpoint(), in->peer, e.what());
     } catch (const FormatError& e) {
       // Anyone can reach the inbox: a wrong message is dropped, not allowed to end the
       // head's generation.
@@ -303,7 +408,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
     } catch (const Error& e) {
       // The computation itself failed (context full, cache out of step): the head must know.
       log::warn("worker {}: {}", control_->endpoint(), e.what());
-      control_->send(s.head, net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())}, rid);
+      reply(s.head, net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())}, rid);
     }
   }
 }

@@ -2,12 +2,16 @@
 // address, and for one head at a time runs the layer windows the head assigns it, receiving
 // hidden states in its data inbox and sending them on to its successor.
 //
-// Session: Hello -> HelloAck (model identity, data inbox) -> Assign -> Ready, then a loop of
+// Session: Hello -> HelloAck (model identity, data inbox; Refuse if the head's model differs,
+// checked before the worker says anything about itself) -> Assign -> Ready, then a loop of
 // Activations (data plane), KvControl, Ping and Stop (control plane). The session ends on
 // Stop, on the head's inbox going away (head died), or on a fatal error reported to the head
 // as ErrorMsg. The worker then waits for the next head. Malformed messages are dropped by the
-// transport with a logged reason; well-formed but wrong ones (bad window, wrong dim) are
-// refused with an ErrorMsg to the head and the worker keeps serving.
+// transport with a logged reason; well-formed but wrong ones (bad window, wrong dim, more
+// sequences than Assign.n_seq_max) are refused or dropped and the worker keeps serving. What a
+// peer may ask is bounded (cluster/peer_limits.h), and a reply that cannot be delivered (the
+// peer left) is logged, never fatal. Until links are authenticated, whoever says Hello first
+// owns the session.
 #pragma once
 
 #include <atomic>
@@ -50,6 +54,9 @@ class Worker {
   struct Session;
   void run_session(const net::Incoming& hello);
   bool answer_setup_probe(const net::Envelope& msg, const net::PeerId& head);
+  // Sends on the control listener; a peer that is gone or not reading is logged, never
+  // allowed to end the process or the session (false: not sent).
+  bool reply(const net::PeerId& to, const net::Message& m, uint64_t request_id = 0) noexcept;
 
   WorkerOptions opt_;
   gguf::GgufFile file_;

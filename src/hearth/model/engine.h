@@ -32,7 +32,8 @@ namespace hearth::model {
 
 // Whether the engine copies its matrices into the rows16 layout at load (compute::
 // repack_rows16): decode then runs closer to the DRAM bandwidth (docs/kernels.md has the
-// figures), at the cost of anonymous memory (not evictable like the file's page cache) and a copy at start-up.
+// figures), at the cost of anonymous memory (not evictable like the file's page cache) and a copy
+// at start-up.
 //   kAuto: when this CPU has rows16 kernels for the weight types and the copy takes at most
 //          half of the memory available now (cgroup-aware); the ring turns it off for
 //          devices that stream windows from disk (k > 1 rounds).
@@ -111,6 +112,8 @@ class Engine {
   int64_t seq_length(int64_t seq) const;
   void truncate(int64_t seq, int64_t n_pos);  // forget positions >= n_pos
   void drop(int64_t seq);                     // free the sequence's cache
+  bool has_sequence(int64_t seq) const { return caches_.count(seq) != 0; }
+  size_t n_sequences() const { return caches_.size(); }  // sequences holding a KV cache
 
  private:
   compute::KvCache& cache_for(int64_t seq);

@@ -1,0 +1,43 @@
+// Bounds on what a ring peer may ask of a device (issue 17). Anyone who can reach a device's
+// ports can send it messages, so every size, count and address a peer sends is checked here
+// before it is used: a worker refuses an Assign it could not honour and drops data-plane
+// messages that do not fit its session, and each socket takes no more bytes per message than
+// an honest peer could need.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hearth/model/hparams.h"
+#include "hearth/net/wire.h"
+
+namespace hearth::cluster {
+
+// Control links carry Hello, Assign, KvControl, Stats, Profile and single-row link probes:
+// never more than this per message.
+inline constexpr uint64_t kControlMessageBytes = uint64_t{1} << 20;
+
+// Most sequences one session may keep a KV cache for (Assign.n_seq_max is checked against it
+// and against memory).
+inline constexpr uint32_t kMaxSessionSequences = 1024;
+
+// Rows of hidden state one Activations message may carry to a device of model `hp` whose
+// context is not known yet (a worker's inbox exists before its Assign): a whole prompt at the
+// model's training context, at least 4096, at most 65536.
+uint64_t inbox_rows_bound(const model::HParams& hp);
+
+// Largest Activations message of up to `rows` rows of width `dim`: header, fields, one
+// segment per row at worst, the floats.
+uint64_t data_message_bytes(uint32_t dim, uint64_t rows);
+
+// Bytes of the KV cache of `n_layers` layers holding `n_ctx` positions of one sequence.
+uint64_t kv_cache_bytes(const model::HParams& hp, uint64_t n_layers, uint64_t n_ctx);
+
+// Checks an endpoint a peer asks this device to connect to: the scheme of this device's own
+// listener (`own_endpoint`: tcp:// or loop://), and for tcp a host and a port in 1..65535.
+// Throws UsageError naming `field`.
+void check_peer_endpoint(std::string_view field, const std::string& endpoint,
+                         const std::string& own_endpoint);
+
+}  // namespace hearth::cluster
