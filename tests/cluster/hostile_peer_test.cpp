@@ -5,6 +5,8 @@
 // After each, the worker must still be running and serve an honest session.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -148,15 +150,25 @@ class HostilePeer : public ::testing::Test {
   hearth::testing::WorkerProcess w{{"-m", model_path(), "--repack", "off"}};
 };
 
+// Pongs to peers that left: the worker is stopped while the Pings reach its socket and the
+// senders close. Whether libzmq still hands over a Ping whose link has closed varies from run
+// to run; when it does, the Pong goes to a peer that is gone (logged "could not send Pong").
 TEST_F(HostilePeer, PingsFromPeersThatLeaveDoNotEndTheWorker) {
   ASSERT_FALSE(w.address().empty()) << w.log();
-  for (int i = 0; i < 10; ++i) {
-    net::TransportOptions quick;
-    quick.linger_ms = 0;
-    auto c = net::connect(w.address(), quick);
-    c->send(net::Ping{static_cast<uint64_t>(i), 0});
-  }  // gone before the Pong comes back
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<std::unique_ptr<net::Connection>> peers;
+  for (int i = 0; i < 5; ++i) {
+    peers.push_back(net::connect(w.address()));
+    peers.back()->send(net::Ping{static_cast<uint64_t>(i), 0});
+    ASSERT_TRUE(
+        std::holds_alternative<net::Pong>(peers.back()->recv(net::Millis{5000}, "Pong").body));
+  }
+  w.signal(SIGSTOP);
+  for (auto& p : peers) p->send(net::Ping{99, 0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the bytes reach the worker
+  peers.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  w.signal(SIGCONT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   expect_serves_honestly(w);
 }
 
