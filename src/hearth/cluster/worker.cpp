@@ -207,7 +207,6 @@ void Worker::run_session(const net::Incoming& hello_in) {
     return;
   }
   if (hello.data_endpoint.empty()) throw UsageError("Hello: the head announced no data inbox");
-  check_peer_endpoint("Hello.data_endpoint", hello.data_endpoint, control_->endpoint());
   net::HelloAck ack;
   ack.model = identity_;
   ack.capabilities = net::kCapPrefetch | net::kCapBatching;
@@ -243,6 +242,8 @@ void Worker::run_session(const net::Incoming& hello_in) {
   const model::HParams hp = model::load_hparams(file_);
   const uint32_t n_layers = hp.n_layers;
   check_assign(s.assign, hp, control_->endpoint());
+  // Checked only now: a --plan auto head's probing session names no inbox ("planning").
+  check_peer_endpoint("Hello.data_endpoint", hello.data_endpoint, control_->endpoint());
   const size_t k = s.assign.windows.size();
   StageOptions so;
   so.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
