@@ -5,7 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
+
+#include <algorithm>
 #include <cstring>
+
+#include "hearth/base/error.h"
 
 namespace hearth::cluster {
 namespace {
@@ -71,6 +76,27 @@ std::string local_address_towards(const std::string& host) {
   }
   freeaddrinfo(res);
   return out;
+}
+
+void check_peer_endpoint(std::string_view field, const std::string& endpoint,
+                         const std::string& own_endpoint) {
+  const auto scheme_of = [](const std::string& e) { return e.substr(0, e.find("://") + 3); };
+  if (endpoint.find("://") == std::string::npos || scheme_of(endpoint) != scheme_of(own_endpoint)) {
+    throw UsageError(fmt::format("{} '{}' is not a {} address like this device's own", field,
+                                 endpoint, scheme_of(own_endpoint)));
+  }
+  std::string host, port;
+  if (!split_tcp(endpoint, host, port)) return;  // loop://: any name
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool port_ok = digits && std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+  const bool host_ok = !host.empty() && host != "*" && host != "0.0.0.0" &&
+                       host.find_first_of(" ;\t\n") == std::string::npos;
+  if (!host_ok || !port_ok) {
+    throw UsageError(fmt::format(
+        "{} '{}' is not tcp://HOST:PORT with a host and a port in 1..65535", field, endpoint));
+  }
 }
 
 }  // namespace hearth::cluster

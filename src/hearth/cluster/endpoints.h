@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace hearth::cluster {
 
@@ -21,5 +22,11 @@ std::string with_reachable_host(const std::string& endpoint, const std::string& 
 std::string local_address_towards(const std::string& host);
 
 bool is_loopback_host(const std::string& host);
+
+// Checks an endpoint a peer asks this device to connect to: the scheme of this device's own
+// listener (`own_endpoint`: tcp:// or loop://), and for tcp a host (not a wildcard) and a port
+// in 1..65535. Throws UsageError naming `field`.
+void check_peer_endpoint(std::string_view field, const std::string& endpoint,
+                         const std::string& own_endpoint);
 
 }  // namespace hearth::cluster

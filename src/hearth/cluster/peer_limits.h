@@ -1,14 +1,11 @@
 // Bounds on what a ring peer may ask of a device (issue 17). Anyone who can reach a device's
-// ports can send it messages, so every size, count and address a peer sends is checked here
-// before it is used: a worker refuses an Assign it could not honour and drops data-plane
-// messages that do not fit its session, and each socket takes no more bytes per message than
-// an honest peer could need.
+// ports can send it messages, so every size and count a peer sends is checked before it is
+// used (addresses: check_peer_endpoint in endpoints.h): a worker refuses an Assign it could
+// not honour and drops data-plane messages that do not fit its session, and each socket takes
+// no more bytes per message than an honest peer could need.
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <string_view>
-
 #include "hearth/model/hparams.h"
 #include "hearth/net/wire.h"
 
@@ -30,14 +27,5 @@ uint64_t inbox_rows_bound(const model::HParams& hp);
 // Largest Activations message of up to `rows` rows of width `dim`: header, fields, one
 // segment per row at worst, the floats.
 uint64_t data_message_bytes(uint32_t dim, uint64_t rows);
-
-// Bytes of the KV cache of `n_layers` layers holding `n_ctx` positions of one sequence.
-uint64_t kv_cache_bytes(const model::HParams& hp, uint64_t n_layers, uint64_t n_ctx);
-
-// Checks an endpoint a peer asks this device to connect to: the scheme of this device's own
-// listener (`own_endpoint`: tcp:// or loop://), and for tcp a host and a port in 1..65535.
-// Throws UsageError naming `field`.
-void check_peer_endpoint(std::string_view field, const std::string& endpoint,
-                         const std::string& own_endpoint);
 
 }  // namespace hearth::cluster
