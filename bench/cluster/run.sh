@@ -29,6 +29,9 @@
 # Environment: HEARTH_CLUSTER_ID names the namespaces/cgroups (hc<ID>*, hearth-cluster-<ID>),
 # default the pid. HEARTH_CLUSTER_DEVICE_ARGS="--stream-io direct ...": extra flags for every
 # hearth worker and the head (A/B runs of device options; not for llamacpp).
+# HEARTH_CLUSTER_HEAD_ARGS="--rounds 5 ...": extra flags for the head alone.
+# HEARTH_CLUSTER_PLAN="1,6,7,2": the pipeline system's windows instead of memory-proportional
+# ones (replaying a plan Halda chose, with its k = L / sum).
 set -Eeuo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
@@ -190,7 +193,7 @@ hc_log "cluster up"
 ARGS=(run -m "${FILE[$HEAD]}" -p "the fire in the hearth" -n "$TOKENS" -t 1 -c "$CTX" --temp 0
   --ignore-eos --json)
 case "$SYSTEM" in
-  pipeline) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 1)" --prefetch off) ;;
+  pipeline) ARGS+=(--workers "$WORKERS" --plan "${HEARTH_CLUSTER_PLAN:-$(memory_plan 1)}" --prefetch off) ;;
   ring-k2) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch on) ;;
   ring-k2-off) ARGS+=(--workers "$WORKERS" --plan "$(memory_plan 2)" --prefetch off) ;;
   halda) ARGS+=(--workers "$WORKERS" --plan auto --prefetch off --profile "$HC_WORK/profile-d$HEAD.json") ;;
@@ -202,6 +205,8 @@ case "$SYSTEM" in
   single-mmap) ARGS+=(--residency mmap) ;;
 esac
 ARGS+=("${DEVICE_ARGS[@]}")
+read -r -a HEAD_ARGS <<< "${HEARTH_CLUSTER_HEAD_ARGS:-}"
+ARGS+=("${HEAD_ARGS[@]}")
 if [[ "$SYSTEM" == llamacpp ]]; then
   # Small batches: llama-bench sizes its compute buffers for -ub (default 512), which would not
   # fit the emulated memory of the larger models next to the weights it maps.

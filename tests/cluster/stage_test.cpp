@@ -79,35 +79,42 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
   for (const std::vector<Window>& windows :
        {std::vector<Window>{{0, 6}}, std::vector<Window>{{0, 3}, {3, 6}},
         std::vector<Window>{{0, 2}, {2, 4}, {4, 6}}})
-    for (const StreamIo io : {StreamIo::kDirect, StreamIo::kCache}) {
-      SCOPED_TRACE(::testing::Message() << windows.size() << " rounds, " << stream_io_name(io));
-      st.stream_io = io;
-      const StageRun s = run_stage(file, windows, st);
-      ASSERT_EQ(s.layout.mode, ResidencyMode::kStream);
-      const auto& plan = s.layout.stream;
-      ASSERT_FALSE(plan.fits());
-      EXPECT_LE(plan.resident_bytes, plan.weight_budget_bytes);
-      EXPECT_EQ(plan.weight_budget_bytes + plan.buffer_bytes, st.weight_memory);
-      ASSERT_EQ(s.logits.size(), ref.logits.size());
-      for (size_t i = 0; i < ref.logits.size(); ++i) {
-        EXPECT_EQ(s.logits[i], ref.logits[i]) << "step " << i;
+    for (const StreamIo io : {StreamIo::kDirect, StreamIo::kCache})
+      // A device of 1 MiB reads matrices in row slices of 64 KiB (the smallest): the gate, up
+      // and down matrices in parts, the attention groups whole.
+      for (const uint64_t total : {uint64_t{0}, uint64_t{1} << 20}) {
+        SCOPED_TRACE(::testing::Message() << windows.size() << " rounds, " << stream_io_name(io)
+                                          << ", total memory " << total);
+        st.stream_io = io;
+        st.total_memory = total;
+        const StageRun s = run_stage(file, windows, st);
+        ASSERT_EQ(s.layout.mode, ResidencyMode::kStream);
+        const auto& plan = s.layout.stream;
+        ASSERT_FALSE(plan.fits());
+        EXPECT_EQ(plan.sliced.empty(), total == 0);
+        for (const auto& it : plan.items) EXPECT_LE(it.bytes, total == 0 ? UINT64_MAX : 80000u);
+        EXPECT_LE(plan.resident_bytes, plan.weight_budget_bytes);
+        EXPECT_EQ(plan.weight_budget_bytes + plan.buffer_bytes, st.weight_memory);
+        ASSERT_EQ(s.logits.size(), ref.logits.size());
+        for (size_t i = 0; i < ref.logits.size(); ++i) {
+          EXPECT_EQ(s.logits[i], ref.logits[i]) << "step " << i;
+        }
+        // Every decode step reads the streamed groups once: the reader runs ahead by at most the
+        // buffer, so the sum over the decode steps is within a buffer of steps x one pass.
+        uint64_t pass = 0;
+        for (const auto& it : plan.items) pass += it.bytes;
+        const double steps = static_cast<double>(s.totals.decode_steps);
+        ASSERT_EQ(s.totals.decode_steps, 6u);
+        const double streamed = s.totals.decode_sum.stream_bytes;
+        EXPECT_GE(streamed, steps * pass - static_cast<double>(plan.buffer_bytes));
+        EXPECT_LE(streamed, steps * pass + static_cast<double>(plan.buffer_bytes));
+        EXPECT_GT(s.totals.decode_sum.read_ms, 0.0);
+        // The process's own storage reads (page faults, readahead, direct I/O) cover the streamed
+        // bytes when the reads bypass the page cache; with buffered reads they may hit the cache.
+        if (s.layout.direct_io && residency::process_read_bytes()) {
+          EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
+        }
       }
-      // Every decode step reads the streamed groups once: the reader runs ahead by at most the
-      // buffer, so the sum over the decode steps is within a buffer of steps x one pass.
-      uint64_t pass = 0;
-      for (const auto& it : plan.items) pass += it.bytes;
-      const double steps = static_cast<double>(s.totals.decode_steps);
-      ASSERT_EQ(s.totals.decode_steps, 6u);
-      const double streamed = s.totals.decode_sum.stream_bytes;
-      EXPECT_GE(streamed, steps * pass - static_cast<double>(plan.buffer_bytes));
-      EXPECT_LE(streamed, steps * pass + static_cast<double>(plan.buffer_bytes));
-      EXPECT_GT(s.totals.decode_sum.read_ms, 0.0);
-      // The process's own storage reads (page faults, readahead, direct I/O) cover the streamed
-      // bytes when the reads bypass the page cache; with buffered reads they may hit the cache.
-      if (s.layout.direct_io && residency::process_read_bytes()) {
-        EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
-      }
-    }
 }
 
 TEST(Stage, FitsMeansNothingStreamedEvenInStreamMode) {

@@ -21,13 +21,15 @@ using namespace test;
 
 // Two CPU devices, L = 4, ctx 1000 (b' = 1.001e9). The head H holds everything it gets; O has
 // 1.512e9 bytes, so 2 layers (pinned: 2 * 1e6 KV + 1e7 buffers) leave cap = 1.5e9 for 2e9 of
-// weights: E = 0.5e9 over, at 1e9 B/s. Stream units of 5e7 bytes: C_min = 1e8.
+// weights: E = 0.5e9 over, at 1e9 B/s. Stream units of 5e7 bytes: C_min = 1e8. No pressure
+// target (1: the buffer may take all the memory it has), so that no row slices cut C_min.
 Problem two_devices() {
   Problem p;
   p.model = round_model(4);
   p.model.stream_unit_bytes = 50000000;
   p.options.ctx = 1000;
   p.options.model = CostModel::kOverlap;
+  p.options.pressure_target = 1.0;
   auto head = cpu_device("H", 8e9);
   head.head = true;
   p.devices = {head, cpu_device("O", 1.512e9)};
@@ -142,9 +144,31 @@ TEST(OverlapModel, SlowDisksAndTooSmallBuffersCannotStream) {
   EXPECT_NE(r.reason.find("too slow to stream"), std::string::npos) << r.reason;
   p = two_devices();
   p.model.stream_unit_bytes = 800000000;  // C_min 1.6e9 > cap 1.5e9
+  p.options.pressure_target = 4.0;        // slices as large as all the memory: no cut
   r = predict(p, {2, 2}, {0, 0});
   EXPECT_FALSE(r.feasible);
   EXPECT_NE(r.reason.find("buffer"), std::string::npos) << r.reason;
+}
+
+// The pressure target bounds the buffer: O's total memory is 1.512e9, so with the paper's 6%
+// its buffer may take 0.06 * 1.512e9 - 1e7 (working buffers) = 8.072e7 bytes, and it reads
+// matrices in row slices of a quarter of that share, 2.268e7 bytes: C_min = 4.536e7.
+TEST(OverlapModel, PressureTargetBoundsTheBuffer) {
+  auto p = two_devices();
+  p.options.pressure_target = 0.06;
+  const auto one = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(one.feasible) << one.reason;
+  EXPECT_NEAR(one.devices[1].stream_buffer_bytes, 4.536e7, 1.0);  // k = 1: C_min
+  EXPECT_NEAR(one.devices[1].stream_bytes, 0.5e9 + 4.536e7, 1.0);
+  const auto two = predict(p, {1, 1}, {0, 0});
+  ASSERT_TRUE(two.feasible) << two.reason;
+  EXPECT_NEAR(two.devices[1].stream_buffer_bytes, 8.072e7, 1.0);  // the cap binds (was 1.16e8)
+  // e = (E - (k - 1) C) / s - T, and t = T_H + T_O + 4 hops + e.
+  const double e = (0.5e9 - 8.072e7) / 1e9 - kTO;
+  EXPECT_NEAR(two.devices[1].exposed_s, e, 1e-9);
+  EXPECT_NEAR(two.tpot_s, kTH + kTO + 4 * kHop + e, 1e-9);
+  p.options.pressure_target = 1.0;
+  EXPECT_LT(predict(p, {1, 1}, {0, 0}).tpot_s, two.tpot_s);  // a larger buffer hides more
 }
 
 // The LP for fixed (w, n) in its first form, written directly for CBC: variables t, C_m, e_m
@@ -173,7 +197,7 @@ std::optional<double> lp_tpot(const Problem& p, const Prediction& pred, bool& mi
     sum.lo += o.busy_s + o.paper.comm_s + o.fixed_exposed_s;
     if (o.mode != ReadMode::kStreams) continue;
     const double s = o.disk_bps, E = o.excess_bytes(), T = o.busy_s, comm = o.paper.comm_s;
-    double c_hi = o.cap_bytes;
+    double c_hi = std::min(o.cap_bytes, std::max(o.buffer_min_bytes, o.buffer_max_bytes));
     if (k >= 2) c_hi = std::min(c_hi, E / (k - 1));
     if (c_hi < o.buffer_min_bytes) return std::nullopt;
     const double e_at_min = std::max(0.0, (E - (k - 1) * o.buffer_min_bytes) / s - T);

@@ -109,5 +109,81 @@ TEST(StreamPlan, AlignedSpanRoundsOutBothEnds) {
   EXPECT_EQ(aligned_span(0, 0, 4096), 0u);
 }
 
+// Matrices larger than the slice size are read in row slices: every streamed matrix's rows
+// are covered once, in order, by contiguous file ranges; the groups read in parts list every
+// matrix of the group in view order; the minimum buffer is two of the largest pieces.
+TEST(StreamPlan, LargeMatricesAreReadInRowSlices) {
+  auto in = layered(4, {300000, 100000, 600000, 300000}, 5000, 1'500'000);
+  for (auto& m : in.matrices) m.rows = static_cast<int64_t>(m.bytes / 100);  // 100-byte rows
+  in.slice_bytes = 128000;
+  const auto p = plan_stream(in);
+  ASSERT_FALSE(p.fits());
+  ASSERT_FALSE(p.sliced.empty());
+  uint64_t largest = 0;
+  for (const auto& it : p.items) {
+    largest = std::max(largest, it.bytes);
+    ASSERT_FALSE(it.ranges.empty());
+    if (it.part >= 0) {
+      ASSERT_EQ(it.matrices.size(), 1u);
+      ASSERT_EQ(it.ranges.size(), 1u);
+      const auto& m = in.matrices[static_cast<size_t>(it.matrices[0])];
+      EXPECT_EQ(it.ranges[0].offset, m.offset + static_cast<uint64_t>(it.row_begin) * 100);
+      EXPECT_EQ(it.ranges[0].bytes, static_cast<uint64_t>(it.row_end - it.row_begin) * 100);
+      EXPECT_LE(it.ranges[0].bytes, in.slice_bytes);
+    } else {
+      for (int mi : it.matrices)
+        EXPECT_LE(in.matrices[static_cast<size_t>(mi)].bytes, in.slice_bytes);
+    }
+  }
+  EXPECT_EQ(p.buffer_bytes, std::max(in.buffer_bytes, min_stream_buffer(in)));
+  EXPECT_LE(min_stream_buffer(in), 2 * (in.slice_bytes + 2 * in.align));
+  // Each sliced group: its matrices in order, each whole (resident) or cut into slices that
+  // cover its rows; the streamed parts are exactly the items of that group, in order.
+  for (const auto& sg : p.sliced) {
+    std::vector<const StreamItem*> items;
+    for (const auto& it : p.items) {
+      if (it.layer == sg.layer && it.group == sg.group) items.push_back(&it);
+    }
+    size_t next_item = 0;
+    int matrix = -1;
+    int64_t row = 0;
+    for (size_t j = 0; j < sg.parts.size(); ++j) {
+      const PlanPart& part = sg.parts[j];
+      if (part.matrix != matrix) {
+        if (matrix >= 0) {
+          EXPECT_EQ(row, in.matrices[static_cast<size_t>(matrix)].rows);
+        }
+        EXPECT_GT(part.matrix, matrix);
+        matrix = part.matrix;
+        row = 0;
+      }
+      EXPECT_EQ(part.row_begin, row);
+      row = part.row_end;
+      EXPECT_EQ(part.streamed, p.streamed[static_cast<size_t>(part.matrix)]);
+      if (part.streamed) {
+        ASSERT_LT(next_item, items.size());
+        EXPECT_EQ(items[next_item]->part, static_cast<int>(j));
+        ++next_item;
+      } else {
+        EXPECT_EQ(part.row_end, in.matrices[static_cast<size_t>(part.matrix)].rows);
+      }
+    }
+    EXPECT_EQ(row, in.matrices[static_cast<size_t>(matrix)].rows);
+    EXPECT_EQ(next_item, items.size());
+  }
+}
+
+// The pressure target's rules: slices of a quarter of 6% of the memory (at least 64 KiB), and
+// a buffer cap of 6% less the working buffers, never below the minimum buffer.
+TEST(StreamPlan, PressureTargetSetsSliceAndBufferCap) {
+  const uint64_t MiB = uint64_t{1} << 20;
+  EXPECT_EQ(stream_slice_bytes(100 * MiB), static_cast<uint64_t>(0.06 * 100 * MiB / 4));
+  EXPECT_EQ(stream_slice_bytes(1 * MiB), 64u << 10);
+  EXPECT_EQ(stream_buffer_cap(100 * MiB, 2 * MiB, MiB),
+            static_cast<uint64_t>(0.06 * 100 * MiB) - 2 * MiB);
+  EXPECT_EQ(stream_buffer_cap(100 * MiB, 10 * MiB, 3 * MiB), 3 * MiB);
+  EXPECT_EQ(stream_buffer_cap(100 * MiB, 2 * MiB, MiB, 1.0), 98 * MiB);
+}
+
 }  // namespace
 }  // namespace hearth::residency

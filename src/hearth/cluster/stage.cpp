@@ -77,11 +77,12 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
           {&L.wq, &L.wk, &L.wv}, {&L.wo}, {&L.w_gate, &L.w_up}, {&L.w_down}};
       uint64_t layer_matrices = 0;
       for (int g = 0; g < model::kMatrixGroups; ++g) {
-        for (const compute::WeightView* v : groups[g]) {
+        for (int j = 0; j < 3; ++j) {
+          const compute::WeightView* v = groups[g][j];
           if (v == nullptr) continue;
           const auto* p = static_cast<const uint8_t*>(v->data);
-          matrices_.push_back(
-              residency::PlannedMatrix{l, g, static_cast<uint64_t>(p - base), matrix_bytes(*v)});
+          matrices_.push_back(residency::PlannedMatrix{l, g, static_cast<uint64_t>(p - base),
+                                                       matrix_bytes(*v), j, v->rows});
           layer_matrices += matrix_bytes(*v);
         }
       }
@@ -93,6 +94,9 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
+  working_bytes_ = profile::stage_working_bytes(hp);
+  total_memory_ = opt_.residency.total_memory != 0 ? opt_.residency.total_memory
+                                                   : residency::read_memory_status().total;
   // Weight memory: what is available now. In a cgroup, what is neither used nor cached, plus
   // our own pages already cached: other files' cache is counted as taken, because this
   // process's own code and libraries are part of it, and a plan that counts on evicting them
@@ -109,7 +113,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       avail = mem.available_unreclaimed + pages_->resident_bytes(own);
     }
     // Working buffers, and headroom for message buffers, thread stacks, allocator slack.
-    uint64_t reserve = profile::stage_working_bytes(hp) + 8 * kMiB;
+    uint64_t reserve = working_bytes_ + 8 * kMiB;
     if (!layers.empty()) {
       reserve += compute::KvCache::bytes_for(
           static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
@@ -200,16 +204,22 @@ void Stage::start_streaming(bool prefetch_resident) {
 
 // Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds the
 // streamed part of one window, so the reads of a window fit in the idle time before it
-// (docs/plan.md, the overlap model), within a quarter of the weight memory.
+// (docs/plan.md, the overlap model), within a quarter of the weight memory and within the
+// pressure target's cap (residency::stream_buffer_cap), matrices read in row slices that two
+// fit the cap. The cost model plans with the same rule.
 residency::StreamPlan Stage::plan_for(uint64_t weight_memory,
                                       std::vector<bool> streamed_before) const {
   uint64_t assigned = fixed_bytes_;
   for (const auto& m : matrices_) assigned += m.bytes;
+  residency::StreamPlanInput in{matrices_, fixed_bytes_, weight_memory, 0, 4096, 0, {}};
+  in.slice_bytes = residency::stream_slice_bytes(total_memory_);
   uint64_t buffer = opt_.residency.stream_buffer;
   if (buffer == 0 && rounds() > 1 && assigned > weight_memory) {
-    buffer = std::min((assigned - weight_memory) / (rounds() - 1), weight_memory / 4);
+    const uint64_t cap = residency::stream_buffer_cap(total_memory_, working_bytes_,
+                                                      residency::min_stream_buffer(in));
+    buffer = std::min({(assigned - weight_memory) / (rounds() - 1), weight_memory / 4, cap});
   }
-  residency::StreamPlanInput in{matrices_, fixed_bytes_, weight_memory, buffer, 4096, {}};
+  in.buffer_bytes = buffer;
   in.streamed_before = std::move(streamed_before);
   return residency::plan_stream(in);
 }

@@ -46,8 +46,11 @@ struct ResidencyOptions {
   // at start (cgroup-aware available memory minus the KV cache and working buffers).
   uint64_t weight_memory = 0;
   // Stream buffer; 0: the default (the minimum for k = 1; for k > 1 the streamed part of one
-  // window, within a quarter of the weight memory).
+  // window, within a quarter of the weight memory and residency::stream_buffer_cap).
   uint64_t stream_buffer = 0;
+  // The device memory the pressure target is a share of (residency::kPressureTarget: stream
+  // buffer cap and row-slice size); 0: measured (the cgroup limit, or MemTotal).
+  uint64_t total_memory = 0;
   // How the streamed part is read (weight_streamer.h): direct I/O into an anonymous buffer, or
   // through the page cache (reclaimable, more CPU per byte).
   StreamIo stream_io = StreamIo::kDirect;
@@ -116,7 +119,9 @@ class Stage {
   std::unique_ptr<WindowPrefetcher> prefetch_;      // mmap mode, k > 1
   std::unique_ptr<WeightStreamer> streamer_;        // stream mode with something to stream
   std::vector<residency::PlannedMatrix> matrices_;  // every matrix, in use order
-  uint64_t fixed_bytes_ = 0;  // always resident: norms, biases, the head's output layer
+  uint64_t fixed_bytes_ = 0;    // always resident: norms, biases, the head's output layer
+  uint64_t working_bytes_ = 0;  // profile::stage_working_bytes
+  uint64_t total_memory_ = 0;   // what the pressure target is a share of
   uint64_t advised0_ = 0, released0_ = 0;
   StreamCounters stream0_;
   bool settle_ = false;  // skip one recalibration check after a re-plan

@@ -64,10 +64,18 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
       io_(io) {
   if (plan_.items.empty()) return;  // nothing streamed: no thread, no buffer
   for (const auto& it : plan_.items) {
-    const size_t key =
-        static_cast<size_t>(it.layer) * model::kMatrixGroups + static_cast<size_t>(it.group);
+    const size_t key = group_key(it.layer, it.group);
     if (key >= streamed_group_.size()) streamed_group_.resize(key + 1, false);
     streamed_group_[key] = true;
+  }
+  for (const auto& sg : plan_.sliced) {
+    SlicedParts sp;
+    for (const auto& part : sg.parts) {
+      const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(part.matrix)];
+      sp.parts.push_back(model::GroupPart{m.view, part.row_begin, part.row_end});
+      sp.streamed.push_back(part.streamed);
+    }
+    sliced_.emplace(group_key(sg.layer, sg.group), std::move(sp));
   }
   fd_ = io_ == StreamIo::kDirect ? open_direct(path_) : -1;
   direct_ = fd_ >= 0;
@@ -214,12 +222,11 @@ bool WeightStreamer::cache_chunk(const Chunk& c) {
 }
 
 void WeightStreamer::drop_item(const residency::StreamItem& item) {
-  // Whole pages only: a page shared with a neighbouring tensor stays.
+  // Whole pages only: a page shared with a neighbouring tensor (or slice) stays.
   const uint64_t page = page_size();
-  for (int mi : item.matrices) {
-    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
-    const uint64_t begin = (m.offset + page - 1) / page * page;
-    const uint64_t end = (m.offset + m.bytes) / page * page;
+  for (const residency::FileRange& r : item.ranges) {
+    const uint64_t begin = (r.offset + page - 1) / page * page;
+    const uint64_t end = (r.offset + r.bytes) / page * page;
     if (end <= begin) continue;
     // madvise does not write through the pointer: it unmaps the pages from this process, so
     // that the cache may drop them.
@@ -249,10 +256,9 @@ bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) 
       std::max(kMinChunk, (item.bytes / (kIoThreads + 1) + kAlign - 1) / kAlign * kAlign);
   std::vector<Chunk> chunks;
   uint64_t pos = 0;
-  for (int mi : item.matrices) {
-    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
-    const uint64_t begin = m.offset / kAlign * kAlign;
-    const uint64_t len = residency::aligned_span(m.offset, m.bytes, kAlign);
+  for (const residency::FileRange& r : item.ranges) {
+    const uint64_t begin = r.offset / kAlign * kAlign;
+    const uint64_t len = residency::aligned_span(r.offset, r.bytes, kAlign);
     // Cache mode reads into the mapping in place (the populate call does not write).
     uint8_t* at = io_ == StreamIo::kCache ? const_cast<uint8_t*>(mapping_) + begin : dst + pos;
     for (uint64_t o = 0; o < len; o += target) {
@@ -301,10 +307,18 @@ bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) 
   return ok;
 }
 
-void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews& v) {
-  const int group = static_cast<int>(g);
-  const size_t key = static_cast<size_t>(layer) * model::kMatrixGroups + static_cast<size_t>(group);
-  if (layer < 0 || key >= streamed_group_.size() || !streamed_group_[key]) return;
+size_t WeightStreamer::group_key(int layer, int group) {
+  return static_cast<size_t>(layer) * model::kMatrixGroups + static_cast<size_t>(group);
+}
+
+std::span<const model::GroupPart> WeightStreamer::parts(int layer, model::MatrixGroup g) const {
+  if (layer < 0) return {};
+  const auto it = sliced_.find(group_key(layer, static_cast<int>(g)));
+  if (it == sliced_.end()) return {};
+  return it->second.parts;
+}
+
+WeightStreamer::Slot WeightStreamer::take(int layer, int group, int part) {
   std::unique_lock lock(mu_);
   if (held_) {  // the last pass ended without release (an exception in compute)
     pop_front();
@@ -315,38 +329,67 @@ void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews&
   for (;;) {
     cv_.wait(lock, [&] { return !slots_.empty() && slots_.front().ready; });
     const auto& it = plan_.items[slots_.front().item];
-    if (it.layer == layer && it.group == group) break;
+    if (it.layer == layer && it.group == group && it.part == part) break;
     // A pass was cut short (or started mid-cycle): skip to the group the engine asks for.
     pop_front();
     cv_.notify_all();
   }
   counters_.exposed_ms += now_ms() - t0;
   held_ = true;
-  const Slot& s = slots_.front();
+  return slots_.front();
+}
+
+const uint8_t* WeightStreamer::in_buffer(const Slot& s, const uint8_t* in_map) const {
   // Failed: the engine reads the mapping, slower, same bytes. Cache mode: it reads the mapping,
   // where the pages now are.
-  if (s.failed || io_ == StreamIo::kCache) return;
-  const auto& item = plan_.items[s.item];
+  if (s.failed || io_ == StreamIo::kCache) return in_map;
   uint64_t pos = 0;
-  for (int mi : item.matrices) {
-    const residency::PlannedMatrix& m = matrices_[static_cast<size_t>(mi)];
-    const uint8_t* in_map = mapping_ + m.offset;
-    const uint8_t* in_buf = buffer_ + s.offset + pos + (m.offset % kAlign);
-    for (int j = 0; j < v.count; ++j) {
-      if (v.views[j]->data == in_map) v.views[j]->data = in_buf;
-    }
-    pos += residency::aligned_span(m.offset, m.bytes, kAlign);
+  for (const residency::FileRange& r : plan_.items[s.item].ranges) {
+    if (in_map == mapping_ + r.offset) return buffer_ + s.offset + pos + (r.offset % kAlign);
+    pos += residency::aligned_span(r.offset, r.bytes, kAlign);
+  }
+  return in_map;
+}
+
+void WeightStreamer::acquire(int layer, model::MatrixGroup g, model::GroupViews& v) {
+  const int group = static_cast<int>(g);
+  const size_t key = group_key(layer, group);
+  if (layer < 0 || key >= streamed_group_.size() || !streamed_group_[key]) return;
+  const Slot s = take(layer, group, -1);
+  for (int j = 0; j < v.count; ++j) {
+    v.views[j]->data = in_buffer(s, static_cast<const uint8_t*>(v.views[j]->data));
   }
 }
 
-void WeightStreamer::release(int layer, model::MatrixGroup g) {
+void WeightStreamer::acquire_part(int layer, model::MatrixGroup g, int part,
+                                  compute::WeightView& slice) {
+  const int group = static_cast<int>(g);
+  const auto it = sliced_.find(group_key(layer, group));
+  if (layer < 0 || it == sliced_.end() || part < 0 ||
+      static_cast<size_t>(part) >= it->second.streamed.size() ||
+      !it->second.streamed[static_cast<size_t>(part)]) {
+    return;  // a resident part of the group: the engine reads the mapping
+  }
+  const Slot s = take(layer, group, part);
+  slice.data = in_buffer(s, static_cast<const uint8_t*>(slice.data));
+}
+
+void WeightStreamer::give_back(int layer, int group, int part) {
   std::lock_guard lock(mu_);
   if (!held_ || slots_.empty()) return;
   const auto& it = plan_.items[slots_.front().item];
-  if (it.layer != layer || it.group != static_cast<int>(g)) return;
+  if (it.layer != layer || it.group != group || it.part != part) return;
   pop_front();
   held_ = false;
   cv_.notify_all();
+}
+
+void WeightStreamer::release(int layer, model::MatrixGroup g) {
+  give_back(layer, static_cast<int>(g), -1);
+}
+
+void WeightStreamer::release_part(int layer, model::MatrixGroup g, int part) {
+  give_back(layer, static_cast<int>(g), part);
 }
 
 }  // namespace hearth::cluster

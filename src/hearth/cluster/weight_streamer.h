@@ -31,9 +31,11 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "hearth/model/weight_feed.h"
@@ -68,6 +70,9 @@ class WeightStreamer : public model::WeightFeed {
 
   void acquire(int layer, model::MatrixGroup g, model::GroupViews& v) override;
   void release(int layer, model::MatrixGroup g) override;
+  std::span<const model::GroupPart> parts(int layer, model::MatrixGroup g) const override;
+  void acquire_part(int layer, model::MatrixGroup g, int part, compute::WeightView& slice) override;
+  void release_part(int layer, model::MatrixGroup g, int part) override;
 
   StreamCounters counters() const;
   bool direct_io() const { return direct_; }
@@ -89,6 +94,18 @@ class WeightStreamer : public model::WeightFeed {
     uint64_t offset = 0;     // file offset, aligned
     uint64_t bytes = 0;      // aligned, except where the file ends
   };
+  struct SlicedParts {
+    std::vector<model::GroupPart> parts;
+    std::vector<bool> streamed;
+  };
+  static size_t group_key(int layer, int group);
+  // Waits for the item (layer, group, part) at the front and holds it (skipping items a cut
+  // pass left behind); releases with give_back.
+  Slot take(int layer, int group, int part);
+  void give_back(int layer, int group, int part);
+  // Where the item in slot `s` holds the bytes the mapping has at `in_map` (one of its ranges'
+  // starts); `in_map` itself when the engine reads the mapping.
+  const uint8_t* in_buffer(const Slot& s, const uint8_t* in_map) const;
   void run();
   void io_loop();
   bool read_item(const residency::StreamItem& item, uint8_t* dst);
@@ -106,6 +123,7 @@ class WeightStreamer : public model::WeightFeed {
   std::vector<residency::PlannedMatrix> matrices_;
   residency::StreamPlan plan_;
   std::vector<bool> streamed_group_;  // (layer * kMatrixGroups + group) has a streamed item
+  std::unordered_map<size_t, SlicedParts> sliced_;  // groups read in parts, by group_key
   StreamIo io_;
   int fd_ = -1;
   bool direct_ = false;

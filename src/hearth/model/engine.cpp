@@ -12,6 +12,7 @@
 #include "hearth/compute/activation.h"
 #include "hearth/compute/attention.h"
 #include "hearth/compute/norm.h"
+#include "hearth/gguf/tensor_type.h"
 #include "hearth/quant/type_traits.h"
 #include "hearth/residency/memory_status.h"
 
@@ -224,6 +225,53 @@ void Engine::project3(const WeightView& a, const WeightView& b, const WeightView
   }
 }
 
+void Engine::project_group(WeightFeed* feed, int layer, MatrixGroup g, GroupViews v, const float* x,
+                           int64_t n, std::initializer_list<float*> outputs) {
+  float* ys[3] = {nullptr, nullptr, nullptr};
+  int count = 0;
+  for (float* y : outputs) ys[count++] = y;
+  const std::span<const GroupPart> parts =
+      feed != nullptr ? feed->parts(layer, g) : std::span<const GroupPart>{};
+  if (parts.empty()) {
+    if (feed != nullptr) feed->acquire(layer, g, v);
+    if (count == 3) {
+      project3(*v.views[0], *v.views[1], *v.views[2], x, n, ys[0], ys[1], ys[2]);
+    } else if (count == 2) {
+      project2(*v.views[0], *v.views[1], x, n, ys[0], ys[1]);
+    } else {
+      project(*v.views[0], x, n, ys[0]);
+    }
+    if (feed != nullptr) feed->release(layer, g);
+    return;
+  }
+  // Part after part: rows [r0, r1) of view j give columns [r0, r1) of ys[j]'s rows.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const GroupPart& part = parts[i];
+    const WeightView& whole = *v.views[part.view];
+    if (whole.layout != compute::WeightLayout::kGguf) {
+      throw UsageError("engine: a feed splits a matrix that is not in the GGUF layout");
+    }
+    const uint64_t row_bytes = *gguf::row_bytes(whole.type, static_cast<uint64_t>(whole.cols));
+    WeightView slice = whole;
+    slice.rows = part.row_end - part.row_begin;
+    slice.data =
+        static_cast<const uint8_t*>(whole.data) + static_cast<uint64_t>(part.row_begin) * row_bytes;
+    feed->acquire_part(layer, g, static_cast<int>(i), slice);
+    float* y = ys[part.view];
+    if (n == 1) {
+      compute::matvec(pool_, slice, x, y + part.row_begin);
+    } else {
+      grow(slice_out_, n * slice.rows);
+      compute::matmul(pool_, slice, x, n, slice_out_.data());
+      for (int64_t t = 0; t < n; ++t) {
+        std::copy_n(slice_out_.data() + t * slice.rows, slice.rows,
+                    y + t * whole.rows + part.row_begin);
+      }
+    }
+    feed->release_part(layer, g, static_cast<int>(i));
+  }
+}
+
 void Engine::forward_layers(int64_t seq, int layer_begin, int layer_end, float* hidden,
                             int64_t pos0, int64_t n_tokens) {
   if (n_tokens <= 0) return;
@@ -269,43 +317,24 @@ void Engine::forward_batch(std::span<const BatchSegment> segments, int layer_beg
 namespace {
 
 // A layer's matrices as this pass reads them: the engine's views, or where a feed points
-// them. acquire/release bracket each group's use.
+// them.
 struct LayerMatrices {
   WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
-  int layer;
-  WeightFeed* feed;
 
-  LayerMatrices(const LayerWeights& L, int l, WeightFeed* f)
-      : wq(L.wq),
-        wk(L.wk),
-        wv(L.wv),
-        wo(L.wo),
-        w_gate(L.w_gate),
-        w_up(L.w_up),
-        w_down(L.w_down),
-        layer(l),
-        feed(f) {}
-  void acquire(MatrixGroup g) {
-    if (feed == nullptr) return;
-    GroupViews v;
+  explicit LayerMatrices(const LayerWeights& L)
+      : wq(L.wq), wk(L.wk), wv(L.wv), wo(L.wo), w_gate(L.w_gate), w_up(L.w_up), w_down(L.w_down) {}
+  GroupViews group(MatrixGroup g) {
     switch (g) {
       case MatrixGroup::kQkv:
-        v = GroupViews{{&wq, &wk, &wv}, 3};
-        break;
+        return GroupViews{{&wq, &wk, &wv}, 3};
       case MatrixGroup::kOut:
-        v = GroupViews{{&wo, nullptr, nullptr}, 1};
-        break;
+        return GroupViews{{&wo, nullptr, nullptr}, 1};
       case MatrixGroup::kGateUp:
-        v = GroupViews{{&w_gate, &w_up, nullptr}, 2};
-        break;
+        return GroupViews{{&w_gate, &w_up, nullptr}, 2};
       case MatrixGroup::kDown:
-        v = GroupViews{{&w_down, nullptr, nullptr}, 1};
         break;
     }
-    feed->acquire(layer, g, v);
-  }
-  void release(MatrixGroup g) {
-    if (feed != nullptr) feed->release(layer, g);
+    return GroupViews{{&w_down, nullptr, nullptr}, 1};
   }
 };
 
@@ -315,7 +344,7 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
                            std::span<compute::KvCache* const> caches, float* x, int64_t n) {
   const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   const int local = local_index_[layer];
-  LayerMatrices M(L, layer, feed);
+  LayerMatrices M(L);
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
   grow(xn_, n * dim);
@@ -329,9 +358,8 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
 
   // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
-  M.acquire(MatrixGroup::kQkv);
-  project3(M.wq, M.wk, M.wv, xn_.data(), n, q_.data(), k_.data(), v_.data());
-  M.release(MatrixGroup::kQkv);
+  project_group(feed, layer, MatrixGroup::kQkv, M.group(MatrixGroup::kQkv), xn_.data(), n,
+                {q_.data(), k_.data(), v_.data()});
   if (L.bq != nullptr) {
     for (int64_t t = 0; t < n; ++t) {
       compute::add(q_.data() + t * q_dim, L.bq, q_.data() + t * q_dim, q_dim);
@@ -362,23 +390,20 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
       row0 += s.n_tokens;
     }
   });
-  M.acquire(MatrixGroup::kOut);
-  project(M.wo, attn_.data(), n, proj_.data());
-  M.release(MatrixGroup::kOut);
+  project_group(feed, layer, MatrixGroup::kOut, M.group(MatrixGroup::kOut), attn_.data(), n,
+                {proj_.data()});
   compute::add(x, proj_.data(), x, n * dim);
 
   // Feed-forward block (SwiGLU). silu_mul row by row so that a row's elements meet the same
   // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
-  M.acquire(MatrixGroup::kGateUp);
-  project2(M.w_gate, M.w_up, xn_.data(), n, gate_.data(), up_.data());
-  M.release(MatrixGroup::kGateUp);
+  project_group(feed, layer, MatrixGroup::kGateUp, M.group(MatrixGroup::kGateUp), xn_.data(), n,
+                {gate_.data(), up_.data()});
   for (int64_t t = 0; t < n; ++t) {
     compute::silu_mul(gate_.data() + t * ffn, up_.data() + t * ffn, gate_.data() + t * ffn, ffn);
   }
-  M.acquire(MatrixGroup::kDown);
-  project(M.w_down, gate_.data(), n, proj_.data());
-  M.release(MatrixGroup::kDown);
+  project_group(feed, layer, MatrixGroup::kDown, M.group(MatrixGroup::kDown), gate_.data(), n,
+                {proj_.data()});
   compute::add(x, proj_.data(), x, n * dim);
 }
 

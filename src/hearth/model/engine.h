@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -125,6 +126,10 @@ class Engine {
                 float* yb);
   void project3(const WeightView& a, const WeightView& b, const WeightView& c, const float* x,
                 int64_t n, float* ya, float* yb, float* yc);
+  // One group's products (outputs in view order), through the feed when there is one: whole,
+  // or in the parts the feed asks for.
+  void project_group(WeightFeed* feed, int layer, MatrixGroup g, GroupViews v, const float* x,
+                     int64_t n, std::initializer_list<float*> outputs);
 
   ModelWeights weights_;
   HugeBuffer repacked_;        // rows16 copies of the matrices that views in weights_ point to
@@ -142,6 +147,7 @@ class Engine {
   std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
   std::vector<float> last_rows_;    // (n_seq, dim) f32: each sequence's last row, normed
   std::vector<float> logits_tmp_;   // (n_seq, vocab) f32
+  std::vector<float> slice_out_;    // (n, rows of one part) f32: a part's products
   std::vector<int64_t> positions_;  // (n) position of each row
   std::vector<compute::KvCache*> batch_caches_;  // (n_seq) cache of each segment
 };

@@ -6,8 +6,12 @@
 // buffer space can take the next group.
 //
 // The groups are the order in which a layer reads its matrices; the feed sees acquire and
-// release calls in exactly that order, layer after layer, window after window.
+// release calls (or, for a group it splits into parts, acquire_part and release_part calls)
+// in exactly that order, layer after layer, window after window.
 #pragma once
+
+#include <cstdint>
+#include <span>
 
 #include "hearth/compute/matmul.h"
 
@@ -27,9 +31,39 @@ struct GroupViews {
   int count = 0;
 };
 
+// One part of a group computed in parts: rows [row_begin, row_end) of the group's view `view`.
+// A device that streams through a small buffer reads a large matrix in row slices; the engine
+// computes each slice's rows of the product as soon as it is there (the same dot products, so
+// the same bits).
+struct GroupPart {
+  int view = 0;
+  int64_t row_begin = 0, row_end = 0;
+};
+
 class WeightFeed {
  public:
   virtual ~WeightFeed() = default;
+  // How the engine computes group `g` of `layer`: empty (the default) for the whole group at
+  // once between acquire and release; else part after part, each between acquire_part and
+  // release_part, the parts covering every row of every view of the group.
+  virtual std::span<const GroupPart> parts(int layer, MatrixGroup g) const {
+    (void)layer;
+    (void)g;
+    return {};
+  }
+  // Before the engine reads part `part`: `slice` is the part's rows as a view into the file
+  // mapping; the feed may point it elsewhere and may block until those bytes are there.
+  virtual void acquire_part(int layer, MatrixGroup g, int part, compute::WeightView& slice) {
+    (void)layer;
+    (void)g;
+    (void)part;
+    (void)slice;
+  }
+  virtual void release_part(int layer, MatrixGroup g, int part) {
+    (void)layer;
+    (void)g;
+    (void)part;
+  }
   // Before the engine reads group `g` of model layer `layer`: `v` holds the engine's own views
   // (into the file mapping); the feed may point any of them elsewhere (a read buffer) and may
   // block until those bytes are there.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "hearth/base/error.h"
+#include "hearth/residency/stream_plan.h"
 
 namespace hearth::plan {
 
@@ -211,7 +212,15 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   }
   o.assigned_bytes = (l - l_gpu) * mp.layer_bytes + io;  // KV is pinned, not streamed
   o.cap_bytes = t.ram_cap - t.pinned_need;
-  o.buffer_min_bytes = 2.0 * static_cast<double>(mp.stream_unit_bytes);
+  // The devices read matrices larger than a slice in row slices (residency/stream_plan.h),
+  // so the largest unit is at most a slice of the device's memory.
+  const uint64_t total = d.ram_total_bytes != 0 ? d.ram_total_bytes : d.ram_available_bytes;
+  const double target = p.options.pressure_target;
+  const uint64_t unit =
+      std::min(mp.stream_unit_bytes, residency::stream_slice_bytes(total, target));
+  o.buffer_min_bytes = 2.0 * static_cast<double>(unit);
+  const uint64_t working = mp.stage_buffer_cpu != 0 ? mp.stage_buffer_cpu : mp.compute_buffer_cpu;
+  o.buffer_max_bytes = static_cast<double>(residency::stream_buffer_cap(total, working, 2 * unit, target));
   if (o.assigned_bytes <= o.cap_bytes) {
     o.mode = ReadMode::kFits;
     o.disk_bps = d.disk_seq_read_bps;
@@ -267,6 +276,7 @@ struct RingDevice {
   bool streams = false;
   double comm_s = 0, busy_s = 0;
   double excess = 0, cap = 0, buffer_min = 0, s = 1;  // E, cap, C_min (capped at cap), s
+  double buffer_max = 0;                              // C's upper bound: min(cap, C_max)
 };
 
 struct RingSolution {
@@ -276,9 +286,9 @@ struct RingSolution {
 
 // The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
 //   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k C,  H <= X   (H: bytes hidden in gaps)
-//   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= cap
+//   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= min(cap, C_max)
 // and t >= sum over devices of (T + e + comm). For a given t each device's least e is
-// e(t) = max(0, (E - (k-1) min(cap, s (t - comm) - E)) / s - T): the largest buffer whose read
+// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E)) / s - T): the largest buffer whose read
 // D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
 // the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
 // linear and non-increasing, so t - sum(...) is increasing and the optimum is its root, or the
@@ -304,7 +314,7 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
       t_lo = lo;
       binding = i;
     }
-    const double b = (d.excess - km1 * d.cap) / d.s - d.busy_s;
+    const double b = (d.excess - km1 * d.buffer_max) / d.s - d.busy_s;
     floor_e[i] = std::max(0.0, b);
     base += floor_e[i];
     if (k >= 2) {
@@ -354,7 +364,7 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
     // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps.
     double c = d.buffer_min;
     if (k >= 2) {
-      c = std::min({d.cap, d.excess / km1, d.s * (out.t - d.comm_s) - d.excess});
+      c = std::min({d.buffer_max, d.excess / km1, d.s * (out.t - d.comm_s) - d.excess});
       c = std::max(c, d.buffer_min);
     }
     out.buffer[i] = c;
@@ -474,6 +484,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       rd.excess = o.excess_bytes();
       rd.cap = o.cap_bytes;
       rd.buffer_min = std::min(o.buffer_min_bytes, std::max(0.0, o.cap_bytes));
+      rd.buffer_max = std::max(rd.buffer_min, std::min(o.cap_bytes, o.buffer_max_bytes));
       rd.s = o.disk_bps;
     }
     ring.push_back(rd);

@@ -33,6 +33,7 @@
 
 #include "hearth/profile/device_profile.h"
 #include "hearth/profile/model_profile.h"
+#include "hearth/residency/stream_plan.h"
 
 namespace hearth::plan {
 
@@ -51,6 +52,10 @@ struct CostOptions {
   // they run plain mmap, and a device over its memory re-reads all its weights every token
   // (a cyclic scan a little larger than memory makes LRU evict every page before its reuse).
   bool streaming = true;
+  // kOverlap, streaming: the memory pressure a device's stream buffer may bring it to, as a
+  // share of its total memory (residency::stream_buffer_cap; the devices use the default).
+  // It bounds the buffer C and sets the row-slice size, hence C_min. 1: no bound.
+  double pressure_target = residency::kPressureTarget;
 };
 
 struct Problem {
@@ -102,7 +107,10 @@ struct OverlapTerms {
   double busy_s = 0;            // T: compute and memory, overlapped per layer
   double assigned_bytes = 0;    // A: weights read per token on the CPU (+ io on the head)
   double cap_bytes = 0;         // ram_cap - pinned_need: room for resident weights and buffer
-  double buffer_min_bytes = 0;  // C_min: two stream units
+  double buffer_min_bytes = 0;  // C_min: two stream units (row slices on a small device)
+  // C_max: the most the buffer may take within the pressure target, never below C_min
+  // (residency::stream_buffer_cap; the devices apply the same rule).
+  double buffer_max_bytes = 0;
   double disk_bps = 0;          // s
   double fixed_exposed_s = 0;   // kThrashes, kMetalReload (and Metal's lookup): exposed reads
   double fixed_read_bytes = 0;  // the bytes behind fixed_exposed_s

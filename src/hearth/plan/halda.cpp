@@ -154,7 +154,7 @@ class Solver {
   // and for a device that may stream z (binary: 0 fits, 1 streams), C (buffer), X (bytes read
   // per token), H (bytes read in idle gaps), e (exposed read seconds); one global t, minimised.
   //   fits:     z = 0 -> E(w, n) = A - cap <= 0 (big-M on z)
-  //   buffer:   C_min z <= C <= cap(w, n),  C <= cap(0, 0) z
+  //   buffer:   C_min z <= C <= cap(w, n),  C <= min(cap(0, 0), C_max) z
   //   read:     X >= E(w, n) + C  (X = A - R; z = 0 gives X = 0 since E <= 0 and C = 0)
   //   hidden:   H <= k C,  H <= X
   //   exposed:  s e >= X - H - s T(w, n),  e >= 0
@@ -245,8 +245,9 @@ class Solver {
         continue;
       }
       const double s = p_.devices[m].disk_seq_read_bps / kGiB;  // GiB/s
-      const double c_min = 2.0 * static_cast<double>(p_.model.stream_unit_bytes) / kGiB;
-      const double c_big = std::max(0.0, cap.c);
+      const double c_min = o00.buffer_min_bytes / kGiB;
+      const double c_big =
+          std::max(0.0, std::min(cap.c, std::max(c_min, o00.buffer_max_bytes / kGiB)));
       const int cv = ilp.add_var(0, 0, c_big, false);
       const int xv = ilp.add_var(0, 0, excess_max + c_big, false);
       const int hv = ilp.add_var(0, 0, kInf, false);

@@ -13,19 +13,87 @@ uint64_t aligned_span(uint64_t offset, uint64_t bytes, uint64_t align) {
   return e - b;
 }
 
+uint64_t stream_slice_bytes(uint64_t total_memory, double target) {
+  const auto quarter = static_cast<uint64_t>(target * static_cast<double>(total_memory) / 4);
+  return std::max<uint64_t>(quarter, uint64_t{64} << 10);
+}
+
+uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t working_bytes, uint64_t buffer_min,
+                           double target) {
+  const auto share = static_cast<uint64_t>(target * static_cast<double>(total_memory));
+  return std::max(buffer_min, share > working_bytes ? share - working_bytes : 0);
+}
+
 namespace {
 
-// Items of consecutive matrices sharing (layer, group), over the matrices `take` marks.
-std::vector<StreamItem> group_items(const StreamPlanInput& in, const std::vector<bool>& take) {
+StreamItem new_item(int layer, int group) {
+  StreamItem it;
+  it.layer = layer;
+  it.group = group;
+  return it;
+}
+
+void add_range(StreamItem& it, uint64_t offset, uint64_t bytes, uint64_t align) {
+  it.ranges.push_back(FileRange{offset, bytes});
+  it.bytes += aligned_span(offset, bytes, align);
+}
+
+// The items over the matrices `take` marks: per run of matrices sharing (layer, group), one
+// item of its streamed matrices, or, when one of them is larger than in.slice_bytes, one item
+// per part (`sliced` gets the group's parts).
+std::vector<StreamItem> group_items(const StreamPlanInput& in, const std::vector<bool>& take,
+                                    std::vector<SlicedGroup>* sliced) {
   std::vector<StreamItem> items;
-  for (size_t i = 0; i < in.matrices.size(); ++i) {
-    if (!take[i]) continue;
-    const PlannedMatrix& m = in.matrices[i];
-    if (items.empty() || items.back().layer != m.layer || items.back().group != m.group) {
-      items.push_back(StreamItem{m.layer, m.group, {}, 0});
+  const size_t n = in.matrices.size();
+  for (size_t i0 = 0; i0 < n;) {
+    const int layer = in.matrices[i0].layer, group = in.matrices[i0].group;
+    size_t i1 = i0;
+    bool any = false, big = false;
+    while (i1 < n && in.matrices[i1].layer == layer && in.matrices[i1].group == group) {
+      if (take[i1]) {
+        any = true;
+        big = big || (in.slice_bytes > 0 && in.matrices[i1].bytes > in.slice_bytes);
+      }
+      ++i1;
     }
-    items.back().matrices.push_back(static_cast<int>(i));
-    items.back().bytes += aligned_span(m.offset, m.bytes, in.align);
+    if (any && !big) {
+      StreamItem it = new_item(layer, group);
+      for (size_t i = i0; i < i1; ++i) {
+        if (!take[i]) continue;
+        it.matrices.push_back(static_cast<int>(i));
+        add_range(it, in.matrices[i].offset, in.matrices[i].bytes, in.align);
+      }
+      items.push_back(std::move(it));
+    } else if (any) {
+      SlicedGroup sg{layer, group, {}};
+      for (size_t i = i0; i < i1; ++i) {
+        const PlannedMatrix& m = in.matrices[i];
+        const int64_t rows = std::max<int64_t>(m.rows, 1);
+        if (!take[i]) {
+          sg.parts.push_back(PlanPart{static_cast<int>(i), 0, rows, false});
+          continue;
+        }
+        const uint64_t pieces = std::min<uint64_t>(static_cast<uint64_t>(rows),
+                                                   (m.bytes + in.slice_bytes - 1) / in.slice_bytes);
+        const int64_t step =
+            (rows + static_cast<int64_t>(pieces) - 1) / static_cast<int64_t>(pieces);
+        const uint64_t row_bytes = m.bytes / static_cast<uint64_t>(rows);
+        for (int64_t r0 = 0; r0 < rows; r0 += step) {
+          const int64_t r1 = std::min(rows, r0 + step);
+          StreamItem it = new_item(layer, group);
+          it.part = static_cast<int>(sg.parts.size());
+          it.matrices.push_back(static_cast<int>(i));
+          it.row_begin = r0;
+          it.row_end = r1;
+          add_range(it, m.offset + static_cast<uint64_t>(r0) * row_bytes,
+                    static_cast<uint64_t>(r1 - r0) * row_bytes, in.align);
+          sg.parts.push_back(PlanPart{static_cast<int>(i), r0, r1, true});
+          items.push_back(std::move(it));
+        }
+      }
+      if (sliced != nullptr) sliced->push_back(std::move(sg));
+    }
+    i0 = i1;
   }
   return items;
 }
@@ -34,7 +102,8 @@ std::vector<StreamItem> group_items(const StreamPlanInput& in, const std::vector
 
 uint64_t min_stream_buffer(const StreamPlanInput& in) {
   uint64_t largest = 0;
-  for (const StreamItem& it : group_items(in, std::vector<bool>(in.matrices.size(), true))) {
+  for (const StreamItem& it :
+       group_items(in, std::vector<bool>(in.matrices.size(), true), nullptr)) {
     largest = std::max(largest, it.bytes);
   }
   return 2 * largest;
@@ -102,7 +171,7 @@ StreamPlan plan_stream(const StreamPlanInput& in) {
   }
   p.streamed_bytes = streamed;
   p.resident_bytes = p.assigned_bytes - streamed;
-  p.items = group_items(in, p.streamed);
+  p.items = group_items(in, p.streamed, &p.sliced);
   return p;
 }
 

@@ -16,11 +16,35 @@
 namespace hearth::residency {
 
 // One weight matrix as the engine uses it: model layer, matrix group (model::MatrixGroup as
-// int), and its bytes in the file.
+// int), its place among the group's matrices (model::GroupViews order), and its bytes in the
+// file: `rows` rows of bytes / rows bytes each.
 struct PlannedMatrix {
   int layer = 0;
   int group = 0;
   uint64_t offset = 0;  // file offset of its data
+  uint64_t bytes = 0;
+  int view = 0;
+  int64_t rows = 1;
+};
+
+// Memory pressure, the paper's way (residency/memory_status.h), is the memory a run takes
+// from everything else over the device's total. Weights in the page cache stay reclaimable;
+// the stream buffer (direct I/O into anonymous memory) does not. So that streaming keeps the
+// pressure within the paper's 6%, a device's stream buffer takes at most
+// stream_buffer_cap(total, working) bytes, and the streamer reads matrices in row slices of at
+// most stream_slice_bytes(total), so that two slices (the buffer's minimum) fit that cap.
+// The KV cache comes on top (it grows with the context).
+inline constexpr double kPressureTarget = 0.06;
+// A quarter of the pressure target's share of total (at least 64 KiB): the largest piece
+// read as one.
+uint64_t stream_slice_bytes(uint64_t total_memory, double target = kPressureTarget);
+// The target's share of total less the working buffers, but never below `buffer_min`.
+uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t working_bytes, uint64_t buffer_min,
+                           double target = kPressureTarget);
+
+// A byte range of the file.
+struct FileRange {
+  uint64_t offset = 0;
   uint64_t bytes = 0;
 };
 
@@ -30,23 +54,44 @@ struct StreamPlanInput {
   uint64_t budget_bytes = 0;            // memory for all weights: resident part plus stream buffer
   uint64_t buffer_bytes = 0;  // requested stream buffer (0: the minimum); raised to the minimum
   uint64_t align = 4096;      // direct-I/O alignment of reads
+  // Matrices larger than this are read in row slices of at most this many bytes (0: whole).
+  uint64_t slice_bytes = 0;
   // When re-planning a running device: the matrices streamed so far (empty: none). They stay
   // streamed and only resident ones are added, so a smaller budget never makes a streamed
   // matrix resident again (which would have to be read back in through page faults).
   std::vector<bool> streamed_before;
 };
 
-// A group of streamed matrices read and released together (same layer and group), in use order.
+// What the streamer reads and the engine releases as one, in use order: the streamed matrices
+// of one (layer, group) (part == -1), or, in a group with a matrix larger than slice_bytes,
+// one part of it (model::GroupPart): a row slice [row_begin, row_end) of one matrix.
 struct StreamItem {
   int layer = 0;
   int group = 0;
+  int part = -1;              // -1: the whole group; else the index into parts_of(layer, group)
   std::vector<int> matrices;  // indices into StreamPlanInput::matrices
-  uint64_t bytes = 0;         // bytes it takes in the buffer (aligned extents)
+  int64_t row_begin = 0, row_end = 0;  // part >= 0: rows of matrices[0]
+  std::vector<FileRange> ranges;       // the file bytes, one range per matrix or the slice
+  uint64_t bytes = 0;                  // bytes it takes in the buffer (aligned extents)
+};
+
+// The parts in which the engine computes one sliced group: every matrix of the group in view
+// order, whole (row_begin = 0, row_end = rows) or as row slices.
+struct PlanPart {
+  int matrix = 0;  // index into StreamPlanInput::matrices
+  int64_t row_begin = 0, row_end = 0;
+  bool streamed = false;
+};
+struct SlicedGroup {
+  int layer = 0;
+  int group = 0;
+  std::vector<PlanPart> parts;
 };
 
 struct StreamPlan {
   std::vector<bool> streamed;        // (matrices) true: read through the buffer each token
-  std::vector<StreamItem> items;     // streamed groups in use order
+  std::vector<StreamItem> items;     // streamed groups and parts in use order
+  std::vector<SlicedGroup> sliced;   // groups read in parts (in use order)
   uint64_t assigned_bytes = 0;       // fixed + every matrix
   uint64_t resident_bytes = 0;       // fixed + resident matrices
   uint64_t streamed_bytes = 0;       // matrix bytes streamed per token (file bytes)
@@ -59,7 +104,7 @@ struct StreamPlan {
 uint64_t aligned_span(uint64_t offset, uint64_t bytes, uint64_t align);
 
 // The smallest buffer that lets the reader fill the next item while compute holds one:
-// twice the largest item (aligned), when every matrix would be streamed.
+// twice the largest item (aligned, after slicing), when every matrix would be streamed.
 uint64_t min_stream_buffer(const StreamPlanInput& in);
 
 // Everything resident when it fits the budget; otherwise a buffer of max(requested, minimum)
