@@ -220,7 +220,8 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
       std::min(mp.stream_unit_bytes, residency::stream_slice_bytes(total, target));
   o.buffer_min_bytes = 2.0 * static_cast<double>(unit);
   const uint64_t working = mp.stage_buffer_cpu != 0 ? mp.stage_buffer_cpu : mp.compute_buffer_cpu;
-  o.buffer_max_bytes = static_cast<double>(residency::stream_buffer_cap(total, working, 2 * unit, target));
+  o.buffer_max_bytes =
+      static_cast<double>(residency::stream_buffer_cap(total, working, 2 * unit, target));
   if (o.assigned_bytes <= o.cap_bytes) {
     o.mode = ReadMode::kFits;
     o.disk_bps = d.disk_seq_read_bps;
