@@ -19,8 +19,8 @@
 #include "hearth/base/error.h"
 #include "hearth/cluster/model_identity.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/synth.h"
 #include "hearth/net/transport.h"
+#include "support/synth_model.h"
 #include "support/worker_process.h"
 
 namespace hearth::cluster {
@@ -33,22 +33,9 @@ const std::string& model_path() {
   static const std::string path = [] {
     const auto dir = fs::temp_directory_path() / ("hearth_hostile_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    model::SynthOptions opt;
-    opt.hp.n_layers = kLayers;
-    opt.hp.dim = kDim;
-    opt.hp.n_heads = 2;
-    opt.hp.n_kv_heads = 2;
-    opt.hp.head_dim = 64;
-    opt.hp.ffn = 256;
-    opt.hp.vocab = 512;
-    opt.hp.ctx_train = 4096;
-    opt.types = model::parse_type_recipe("q8_0");
-    opt.seed = 5;
-    opt.name = "hearth-hostile-test";
-    opt.threads = 1;
-    const std::string p = (dir / "m.gguf").string();
-    model::write_synthetic_model(opt, p);
-    return p;
+    return hearth::testing::write_model(
+        (dir / "m.gguf").string(),
+        {static_cast<int>(kLayers), static_cast<int>(kDim), 2, 2, 256, 512, "q8_0", 5});
   }();
   return path;
 }

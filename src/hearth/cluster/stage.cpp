@@ -95,8 +95,9 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
   working_bytes_ = profile::stage_working_bytes(hp);
-  total_memory_ = opt_.residency.total_memory != 0 ? opt_.residency.total_memory
-                                                   : residency::read_memory_status().total;
+  // One reading of the device's memory serves the pressure target and the weight budget.
+  const residency::MemoryStatus mem = residency::read_memory_status();
+  total_memory_ = opt_.residency.total_memory != 0 ? opt_.residency.total_memory : mem.total;
   // Weight memory: what is available now. In a cgroup, what is neither used nor cached, plus
   // our own pages already cached: other files' cache is counted as taken, because this
   // process's own code and libraries are part of it, and a plan that counts on evicting them
@@ -105,7 +106,6 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   // reads beyond the streamed part shrinks it (recalibrate()).
   uint64_t budget = opt_.residency.weight_memory;
   if (budget == 0) {
-    const auto mem = residency::read_memory_status();
     uint64_t avail = mem.available - std::min(mem.available, mem.mapped_file_bytes);
     if (mem.source.rfind("cgroup", 0) == 0) {
       std::vector<residency::ByteRange> own;

@@ -246,8 +246,7 @@ class Solver {
       }
       const double s = p_.devices[m].disk_seq_read_bps / kGiB;  // GiB/s
       const double c_min = o00.buffer_min_bytes / kGiB;
-      const double c_big =
-          std::max(0.0, std::min(cap.c, std::max(c_min, o00.buffer_max_bytes / kGiB)));
+      const double c_big = std::max(0.0, std::min(cap.c, o00.buffer_max_bytes / kGiB));
       const int cv = ilp.add_var(0, 0, c_big, false);
       const int xv = ilp.add_var(0, 0, excess_max + c_big, false);
       const int hv = ilp.add_var(0, 0, kInf, false);
