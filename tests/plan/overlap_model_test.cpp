@@ -151,8 +151,9 @@ TEST(OverlapModel, SlowDisksAndTooSmallBuffersCannotStream) {
 }
 
 // The pressure target bounds the buffer: O's total memory is 1.512e9, so with the paper's 6%
-// its buffer may take 0.06 * 1.512e9 - 1e7 (working buffers) = 8.072e7 bytes, and it reads
-// matrices in row slices of a quarter of that share, 2.268e7 bytes: C_min = 4.536e7.
+// its buffer may take 0.06 * 1.512e9 - 1e7 (working buffers) - 2e6 (KV cache of its 2 layers
+// at ctx 1000) = 7.872e7 bytes, and it reads matrices in row slices of a quarter of the
+// share, 2.268e7 bytes: C_min = 4.536e7.
 TEST(OverlapModel, PressureTargetBoundsTheBuffer) {
   auto p = two_devices();
   p.options.pressure_target = 0.06;
@@ -162,13 +163,31 @@ TEST(OverlapModel, PressureTargetBoundsTheBuffer) {
   EXPECT_NEAR(one.devices[1].stream_bytes, 0.5e9 + 4.536e7, 1.0);
   const auto two = predict(p, {1, 1}, {0, 0});
   ASSERT_TRUE(two.feasible) << two.reason;
-  EXPECT_NEAR(two.devices[1].stream_buffer_bytes, 8.072e7, 1.0);  // the cap binds (was 1.16e8)
+  EXPECT_NEAR(two.devices[1].stream_buffer_bytes, 7.872e7, 1.0);  // the cap binds (was 1.16e8)
   // e = (E - (k - 1) C) / s - T, and t = T_H + T_O + 4 hops + e.
-  const double e = (0.5e9 - 8.072e7) / 1e9 - kTO;
+  const double e = (0.5e9 - 7.872e7) / 1e9 - kTO;
   EXPECT_NEAR(two.devices[1].exposed_s, e, 1e-9);
   EXPECT_NEAR(two.tpot_s, kTH + kTO + 4 * kHop + e, 1e-9);
   p.options.pressure_target = 1.0;
   EXPECT_LT(predict(p, {1, 1}, {0, 0}).tpot_s, two.tpot_s);  // a larger buffer hides more
+}
+
+// A long context's KV cache takes the pressure target's share from the buffer: at ctx 31000
+// O's 2 layers hold 6.2e7 bytes of KV, leaving 0.06 * 1.512e9 - 1e7 - 6.2e7 = 1.872e7, below
+// C_min (4.536e7): the buffer stays at C_min, which the target's own slices still allow.
+TEST(OverlapModel, KvCacheTakesTheBuffersShare) {
+  auto p = two_devices();
+  p.options.pressure_target = 0.06;
+  p.options.ctx = 31000;
+  const auto o = overlap_terms(p, 1, 2, 0, 2, 4);
+  EXPECT_NEAR(o.buffer_share_bytes, 1.872e7, 1.0);
+  EXPECT_NEAR(o.buffer_max_bytes, 4.536e7, 1.0);
+  const auto two = predict(p, {1, 1}, {0, 0});
+  ASSERT_TRUE(two.feasible) << two.reason;
+  EXPECT_NEAR(two.devices[1].stream_buffer_bytes, 4.536e7, 1.0);
+  // Each extra layer's KV comes off the share: the share is linear in the layers.
+  const auto three = overlap_terms(p, 1, 3, 0, 2, 4);
+  EXPECT_NEAR(o.buffer_share_bytes - three.buffer_share_bytes, 3.1e7, 1.0);
 }
 
 // The LP for fixed (w, n) in its first form, written directly for CBC: variables t, C_m, e_m

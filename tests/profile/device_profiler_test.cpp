@@ -68,7 +68,11 @@ TEST(DiskProbe, ReadsTheFileBypassingTheCache) {
   EXPECT_GT(r.random_bytes, 0u);
   EXPECT_GT(r.seq_bps, 1e6);  // even a slow disk moves more than 1 MB/s
   EXPECT_GT(r.random_bps, 1e5);
+  EXPECT_GT(r.seq_queue_depth, 1);  // as the streamer reads: several requests outstanding
   EXPECT_THROW(measure_disk_reads((test_dir() / "absent.gguf").string()), IoError);
+  const auto empty = (test_dir() / "empty.gguf").string();
+  { std::ofstream(empty, std::ios::binary); }
+  EXPECT_THROW(measure_disk_reads(empty), IoError);
 }
 
 TEST(DeviceProfiler, FiguresArePresentAndPlausible) {

@@ -95,6 +95,11 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
   working_bytes_ = profile::stage_working_bytes(hp);
+  if (!layers.empty()) {
+    kv_bytes_ = compute::KvCache::bytes_for(
+        static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
+        static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096);
+  }
   // One reading of the device's memory serves the pressure target and the weight budget.
   const residency::MemoryStatus mem = residency::read_memory_status();
   total_memory_ = opt_.residency.total_memory != 0 ? opt_.residency.total_memory : mem.total;
@@ -113,12 +118,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       avail = mem.available_unreclaimed + pages_->resident_bytes(own);
     }
     // Working buffers, and headroom for message buffers, thread stacks, allocator slack.
-    uint64_t reserve = working_bytes_ + 8 * kMiB;
-    if (!layers.empty()) {
-      reserve += compute::KvCache::bytes_for(
-          static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
-          static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096);
-    }
+    const uint64_t reserve = working_bytes_ + kv_bytes_ + 8 * kMiB;
     budget = avail > reserve ? avail - reserve : 0;
     log::debug(
         "stage: weight memory {} MiB: available {} MiB ({}; unreclaimed {} MiB, file {} "
@@ -205,8 +205,9 @@ void Stage::start_streaming(bool prefetch_resident) {
 // Default buffer: the minimum for k = 1 (a larger one only adds reads); with k > 1 rounds the
 // streamed part of one window, so the reads of a window fit in the idle time before it
 // (docs/plan.md, the overlap model), within a quarter of the weight memory and within the
-// pressure target's cap (residency::stream_buffer_cap), matrices read in row slices that two
-// fit the cap. The cost model plans with the same rule.
+// pressure target's cap (residency::stream_buffer_cap: what the working buffers and the KV
+// cache at the full context leave of the share), matrices read in row slices that two fit the
+// cap. The cost model plans with the same rule.
 residency::StreamPlan Stage::plan_for(uint64_t weight_memory,
                                       std::vector<bool> streamed_before) const {
   uint64_t assigned = fixed_bytes_;
@@ -215,7 +216,7 @@ residency::StreamPlan Stage::plan_for(uint64_t weight_memory,
   in.slice_bytes = residency::stream_slice_bytes(total_memory_);
   uint64_t buffer = opt_.residency.stream_buffer;
   if (buffer == 0 && rounds() > 1 && assigned > weight_memory) {
-    const uint64_t cap = residency::stream_buffer_cap(total_memory_, working_bytes_,
+    const uint64_t cap = residency::stream_buffer_cap(total_memory_, working_bytes_ + kv_bytes_,
                                                       residency::min_stream_buffer(in));
     buffer = std::min({(assigned - weight_memory) / (rounds() - 1), weight_memory / 4, cap});
   }

@@ -219,9 +219,13 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   const uint64_t unit =
       std::min(mp.stream_unit_bytes, residency::stream_slice_bytes(total, target));
   o.buffer_min_bytes = 2.0 * static_cast<double>(unit);
+  // What the run takes anyway, within the target's share: working buffers, the KV cache of
+  // its CPU layers at the planned context.
   const uint64_t working = mp.stage_buffer_cpu != 0 ? mp.stage_buffer_cpu : mp.compute_buffer_cpu;
-  o.buffer_max_bytes =
-      static_cast<double>(residency::stream_buffer_cap(total, working, 2 * unit, target));
+  const double kv = (l - l_gpu) * static_cast<double>(mp.kv_bytes_per_token) * p.options.ctx;
+  o.buffer_share_bytes =
+      residency::stream_buffer_share(total, static_cast<double>(working) + kv, target);
+  o.buffer_max_bytes = std::max(o.buffer_min_bytes, std::floor(o.buffer_share_bytes));
   if (o.assigned_bytes <= o.cap_bytes) {
     o.mode = ReadMode::kFits;
     o.disk_bps = d.disk_seq_read_bps;

@@ -108,8 +108,11 @@ struct OverlapTerms {
   double assigned_bytes = 0;    // A: weights read per token on the CPU (+ io on the head)
   double cap_bytes = 0;         // ram_cap - pinned_need: room for resident weights and buffer
   double buffer_min_bytes = 0;  // C_min: two stream units (row slices on a small device)
-  // C_max: the most the buffer may take within the pressure target, never below C_min
-  // (residency::stream_buffer_cap; the devices apply the same rule).
+  // C_max = max(C_min, share): the most the buffer may take within the pressure target
+  // (residency::stream_buffer_cap; the devices apply the same rule), where the share is the
+  // target's part of total memory less the working buffers and the KV cache at ctx, linear in
+  // the device's layers and negative where the KV cache fills it.
+  double buffer_share_bytes = 0;
   double buffer_max_bytes = 0;
   double disk_bps = 0;          // s
   double fixed_exposed_s = 0;   // kThrashes, kMetalReload (and Metal's lookup): exposed reads

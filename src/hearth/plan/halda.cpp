@@ -154,7 +154,8 @@ class Solver {
   // and for a device that may stream z (binary: 0 fits, 1 streams), C (buffer), X (bytes read
   // per token), H (bytes read in idle gaps), e (exposed read seconds); one global t, minimised.
   //   fits:     z = 0 -> E(w, n) = A - cap <= 0 (big-M on z)
-  //   buffer:   C_min z <= C <= cap(w, n),  C <= min(cap(0, 0), C_max) z
+  //   buffer:   C_min z <= C <= cap(w, n),  C <= min(cap(0, 0), C_max(0, 0)) z,
+  //             C <= C_max(w, n) (add_buffer_share)
   //   read:     X >= E(w, n) + C  (X = A - R; z = 0 gives X = 0 since E <= 0 and C = 0)
   //   hidden:   H <= k C,  H <= X
   //   exposed:  s e >= X - H - s T(w, n),  e >= 0
@@ -253,6 +254,7 @@ class Solver {
       ilp.rows.push_back({{{cv, 1.0}, {zv, -c_min}}, 0.0, kInf});                   // C >= C_min z
       ilp.rows.push_back({{{cv, 1.0}, {zv, -c_big}}, -kInf, 0.0});                  // C <= big z
       ilp.rows.push_back({{{cv, 1.0}, {wv, -cap.w}, {nv, -cap.n}}, -kInf, cap.c});  // C <= cap
+      add_buffer_share(ilp, cv, wv, nv, W, c_min, c_big, o00, o10, o11);
       ilp.rows.push_back(
           {{{xv, 1.0}, {cv, -1.0}, {wv, -excess.w}, {nv, -excess.n}}, excess.c, kInf});
       ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, 0.0});  // H <= k C
@@ -273,6 +275,31 @@ class Solver {
     const auto sol = solve_ilp(ilp);
     if (!sol.optimal) return std::nullopt;
     return costed(sol, vars);
+  }
+
+  // C <= C_max(w, n) = max(C_min, share(w, n)), where the pressure target's share falls with
+  // the KV cache of the device's layers (OverlapTerms::buffer_share_bytes). A maximum is not a
+  // convex bound, so where the share can fall below C_min a binary b picks the side:
+  // C <= C_min + (big - C_min) b and C <= share + M (1 - b).
+  static void add_buffer_share(Ilp& ilp, int cv, int wv, int nv, uint32_t W, double c_min,
+                               double c_big, const OverlapTerms& o00, const OverlapTerms& o10,
+                               const OverlapTerms& o11) {
+    const Lin share{(o10.buffer_share_bytes - o00.buffer_share_bytes) / kGiB,
+                    (o11.buffer_share_bytes - o10.buffer_share_bytes) / kGiB,
+                    o00.buffer_share_bytes / kGiB};
+    const double low = share.c + std::min(0.0, share.w) * W + std::min(0.0, share.n) * W;
+    if (low >= c_big) return;  // never below the constant bound
+    IlpRow row{{{cv, 1.0}, {wv, -share.w}, {nv, -share.n}}, -kInf, share.c};
+    if (low >= c_min) {  // never below C_min: the share itself bounds C
+      ilp.rows.push_back(row);
+      return;
+    }
+    const int bv = ilp.add_var(0, 0, 1, true);
+    ilp.rows.push_back({{{cv, 1.0}, {bv, -(c_big - c_min)}}, -kInf, c_min});
+    const double big = c_big - low;
+    row.coefs.emplace_back(bv, big);
+    row.hi += big;
+    ilp.rows.push_back(row);
   }
 
   // A Metal device in the overlap MILP: the paper's terms and its all-or-nothing reload (as in

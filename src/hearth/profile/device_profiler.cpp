@@ -211,9 +211,10 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   d.link.rtt_s = 0;
   d.link.bandwidth_bps = 10000e6 / 8;
   d.notes = fmt::format(
-      "measured by hearth profile with {} threads; memory from {}; disk reads of {} via {}; "
-      "link not measured here (the head measures it at ring set-up)",
-      threads, mem.source, o.model_path, disk.method);
+      "measured by hearth profile with {} threads; memory from {}; disk reads of {} via {}, {} "
+      "sequential reads outstanding; link not measured here (the head measures it at ring "
+      "set-up)",
+      threads, mem.source, o.model_path, disk.method, disk.seq_queue_depth);
   return d;
 }
 

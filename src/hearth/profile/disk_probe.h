@@ -14,11 +14,12 @@
 namespace hearth::profile {
 
 struct DiskReadRates {
-  double seq_bps = 0;      // bytes/s, 1 MiB reads from the start, in order
+  double seq_bps = 0;      // bytes/s, 1 MiB reads in order, seq_queue_depth at once
   double random_bps = 0;   // bytes/s, 64 KiB reads at random 4 KiB-aligned offsets
   uint64_t seq_bytes = 0;  // bytes read for each figure
   uint64_t random_bytes = 0;
-  std::string method;  // "O_DIRECT" or "fadvise DONTNEED"
+  int seq_queue_depth = 1;  // sequential reads outstanding at once
+  std::string method;       // "O_DIRECT" or "fadvise DONTNEED"
 };
 
 // Reads for about `budget_s` per pattern (at most 256 MiB sequential). IoError naming the

@@ -1,6 +1,7 @@
 #include "hearth/residency/stream_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -18,10 +19,14 @@ uint64_t stream_slice_bytes(uint64_t total_memory, double target) {
   return std::max<uint64_t>(quarter, uint64_t{64} << 10);
 }
 
-uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t working_bytes, uint64_t buffer_min,
+double stream_buffer_share(uint64_t total_memory, double taken_bytes, double target) {
+  return std::floor(target * static_cast<double>(total_memory)) - taken_bytes;
+}
+
+uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t taken_bytes, uint64_t buffer_min,
                            double target) {
-  const auto share = static_cast<uint64_t>(target * static_cast<double>(total_memory));
-  return std::max(buffer_min, share > working_bytes ? share - working_bytes : 0);
+  const double share = stream_buffer_share(total_memory, static_cast<double>(taken_bytes), target);
+  return share > static_cast<double>(buffer_min) ? static_cast<uint64_t>(share) : buffer_min;
 }
 
 namespace {

@@ -31,15 +31,20 @@ struct PlannedMatrix {
 // from everything else over the device's total. Weights in the page cache stay reclaimable;
 // the stream buffer (direct I/O into anonymous memory) does not. So that streaming keeps the
 // pressure within the paper's 6%, a device's stream buffer takes at most
-// stream_buffer_cap(total, working) bytes, and the streamer reads matrices in row slices of at
-// most stream_slice_bytes(total), so that two slices (the buffer's minimum) fit that cap.
-// The KV cache comes on top (it grows with the context).
+// stream_buffer_cap(total, taken) bytes, where `taken` is what the run needs anyway (the
+// working buffers and the KV cache at the full context), and the streamer reads matrices in
+// row slices of at most stream_slice_bytes(total), so that two slices (the buffer's minimum)
+// fit that cap. Only where the KV cache alone fills the share does the buffer stay at its
+// minimum and the pressure exceed the target, by the KV cache the user asked for.
 inline constexpr double kPressureTarget = 0.06;
 // A quarter of the pressure target's share of total (at least 64 KiB): the largest piece
 // read as one.
 uint64_t stream_slice_bytes(uint64_t total_memory, double target = kPressureTarget);
-// The target's share of total less the working buffers, but never below `buffer_min`.
-uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t working_bytes, uint64_t buffer_min,
+// The target's share of total less `taken_bytes`, unclamped (negative when they exceed it).
+double stream_buffer_share(uint64_t total_memory, double taken_bytes,
+                           double target = kPressureTarget);
+// stream_buffer_share, but never below `buffer_min`.
+uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t taken_bytes, uint64_t buffer_min,
                            double target = kPressureTarget);
 
 // A byte range of the file.
