@@ -91,5 +91,41 @@ TEST(Curve, SharedClusterKeyConnectsAndAForeignKeyDoesNot) {
   EXPECT_FALSE(server->recv_for(100ms).has_value());
 }
 
+// The server key alone is not enough: a client that knows the cluster's public key (say, from
+// a leaked log) but holds another keypair passes CURVE's own checks, and the ZAP handler
+// refuses it because its proven key is not the cluster key. A listener configured without a
+// client key accepts it (what ZAP changes), and honest members keep working alongside.
+TEST(Curve, ZapRefusesAClientKeyThatIsNotTheClusterKey) {
+  const CurveKeypair cluster = generate_curve_keypair();
+  const CurveKeypair other = generate_curve_keypair();
+  TransportOptions knows_server = with_key(cluster);
+  knows_server.curve.public_key = other.public_key;
+  knows_server.curve.secret_key = other.secret_key;
+  knows_server.send_timeout_ms = 300;
+
+  auto server = listen("tcp://127.0.0.1:0", with_key(cluster));
+  auto impostor = connect(server->endpoint(), knows_server);
+  EXPECT_THROW(
+      {
+        impostor->send(Ping{7, 0});
+        impostor->recv(2s, "Pong");
+      },
+      NetError);
+  EXPECT_FALSE(server->recv_for(200ms).has_value());
+
+  auto member = connect(server->endpoint(), with_key(cluster));
+  member->send(Ping{8, 0});
+  const Incoming in = server->recv(3s, "Ping from a member");
+  server->send(in.from, Pong{8, 0});
+  EXPECT_EQ(std::get<Pong>(member->recv(3s, "Pong").body).nonce, 8u);
+
+  TransportOptions open = with_key(cluster);
+  open.curve.client_public_key.clear();  // any client that knows the server key
+  auto lenient = listen("tcp://127.0.0.1:0", open);
+  auto accepted = connect(lenient->endpoint(), knows_server);
+  accepted->send(Ping{9, 0});
+  EXPECT_EQ(std::get<Ping>(lenient->recv(3s, "Ping from another key").msg.body).nonce, 9u);
+}
+
 }  // namespace
 }  // namespace hearth::net

@@ -85,7 +85,7 @@ CurveKeypair read_key_file(const std::string& path) {
 }
 
 CurveConfig cluster_curve_config(const CurveKeypair& keys) {
-  return CurveConfig{keys.public_key, keys.secret_key, keys.public_key};
+  return CurveConfig{keys.public_key, keys.secret_key, keys.public_key, keys.public_key};
 }
 
 }  // namespace hearth::net

@@ -3,9 +3,11 @@
 // Shape chosen for a home cluster: one cluster key file, copied to every device, holds one
 // keypair. Every listener serves with it and every connection presents it and expects the
 // server to hold it, so traffic is encrypted and only devices holding the file can complete
-// a handshake (the server public key never travels in the clear; a peer without it cannot
-// start one). CLI shape for later: `--key-file PATH` on run/worker/serve and
-// `hearth keygen PATH` to write a new file. Empty config = plain TCP.
+// a handshake: the server public key never travels in the clear (a peer without it cannot
+// start one), and a ZAP handler on each listener accepts only clients that prove they hold
+// the cluster key (a peer that learned the public key alone is still refused). CLI:
+// `hearth keygen [PATH]` writes a new file, `--key-file PATH` on worker/run/serve uses one.
+// Empty config = plain TCP.
 #pragma once
 
 #include <string>
@@ -21,6 +23,9 @@ struct CurveConfig {
   std::string public_key;  // this side's keypair
   std::string secret_key;
   std::string server_public_key;  // connections: the key the listener must prove it holds
+  // Listeners: the only client key accepted (checked by a ZAP handler); empty = any client
+  // that knows the server key.
+  std::string client_public_key;
   bool enabled() const { return !secret_key.empty(); }
 };
 

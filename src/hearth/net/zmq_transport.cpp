@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -201,10 +203,93 @@ std::string bind_address(const std::string& endpoint) {
   return endpoint;
 }
 
+// ZAP (ZeroMQ RFC 27): with a handler bound at inproc://zeromq.zap.01 in its context, libzmq
+// asks it whether to accept each CURVE client of a server socket, passing the socket's ZAP
+// domain and the client's proven public key. Listeners that accept one client key put it in
+// their domain ("hearth-key:<z85>"), so the handler is stateless: it accepts a client whose
+// key is the one its domain names, and any CURVE client of a socket without such a domain.
+// One handler per process (one context), started with the first listener that needs it, on
+// its own thread; it lives as long as the context (never terminated, see context()).
+constexpr std::string_view kZapDomainPrefix = "hearth-key:";
+
+std::string frame_text(Frame& f) {
+  const auto b = f.bytes();
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+// Answers one request; false when the socket failed (the handler then stops).
+bool answer_zap_request(void* rep) {
+  std::vector<std::string> parts;
+  for (;;) {
+    Frame f;
+    if (zmq_msg_recv(&f.m, rep, 0) < 0) {
+      if (zmq_errno() == EINTR) continue;
+      return false;
+    }
+    if (parts.size() < 16) parts.push_back(frame_text(f));  // a request has 7 frames
+    if (zmq_msg_more(&f.m) == 0) break;
+  }
+  // version, request id, domain, address, routing id, mechanism, credentials...
+  const bool well_formed = parts.size() >= 6 && parts[0] == "1.0";
+  std::string status = "400", text = "refused";
+  if (well_formed && parts[5] == "CURVE" && parts.size() >= 7 && parts[6].size() == 32) {
+    const std::string& domain = parts[2];
+    if (domain.rfind(kZapDomainPrefix, 0) != 0) {
+      status = "200", text = "OK";  // the socket accepts any CURVE client
+    } else {
+      char z85[41] = {};
+      if (zmq_z85_encode(z85, reinterpret_cast<const uint8_t*>(parts[6].data()), 32) != nullptr &&
+          domain.substr(kZapDomainPrefix.size()) == z85) {
+        status = "200", text = "OK";
+      } else {
+        text = "client key is not the cluster key";
+      }
+    }
+  } else if (well_formed && parts[5] != "CURVE") {
+    status = "200", text = "OK";  // NULL and PLAIN sockets are not ours to judge
+  } else if (!well_formed) {
+    status = "500", text = "malformed ZAP request";
+  }
+  const std::string reply[] = {"1.0", parts.size() > 1 ? parts[1] : "", status, text, "", ""};
+  for (size_t i = 0; i < std::size(reply); ++i) {
+    const int flags = i + 1 < std::size(reply) ? ZMQ_SNDMORE : 0;
+    while (zmq_send(rep, reply[i].data(), reply[i].size(), flags) < 0) {
+      if (zmq_errno() != EINTR) return false;
+    }
+  }
+  return true;
+}
+
+void ensure_zap_handler() {
+  static const bool started = [] {
+    void* rep = zmq_socket(context(), ZMQ_REP);
+    if (rep == nullptr) throw IoError(fmt::format("ZAP handler: zmq_socket: {}", zerr()));
+    // Bound before any listener exists, so no handshake can come before it.
+    if (zmq_bind(rep, "inproc://zeromq.zap.01") != 0) {
+      const std::string why = zerr();
+      zmq_close(rep);
+      throw IoError(fmt::format("ZAP handler: cannot bind inproc://zeromq.zap.01: {}", why));
+    }
+    std::thread([rep] {
+      while (answer_zap_request(rep)) {
+      }
+      log::warn("ZAP handler stopped: {}; new CURVE clients will be refused", zerr());
+      zmq_close(rep);
+    }).detach();
+    return true;
+  }();
+  (void)started;
+}
+
 void apply_curve_server(Socket& s, const CurveConfig& c) {
   if (!c.enabled()) return;
   s.set_int(ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER");
   s.set_str(ZMQ_CURVE_SECRETKEY, c.secret_key, "ZMQ_CURVE_SECRETKEY");
+  if (!c.client_public_key.empty()) {
+    ensure_zap_handler();
+    s.set_str(ZMQ_ZAP_DOMAIN, std::string(kZapDomainPrefix) + c.client_public_key,
+              "ZMQ_ZAP_DOMAIN");
+  }
 }
 
 void apply_curve_client(Socket& s, const CurveConfig& c) {
