@@ -29,7 +29,8 @@ void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f) {
 // Halda, print the plan; docs/ring.md.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
                                  const std::vector<std::string>& workers,
-                                 const AutoPlanFlags& flags, std::string_view who) {
+                                 const AutoPlanFlags& flags, std::string_view who,
+                                 const net::CurveConfig& curve) {
   const std::string& profile_file = flags.profile_file;
   profile::ProfilerOptions po;
   po.model_path = mo.model;
@@ -48,6 +49,7 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
              head.cache_path);
   cluster::AutoPlanOptions ao;
   ao.workers = workers;
+  ao.transport.curve = curve;
   ao.select_devices = !flags.no_select;
   ao.cost_model = plan::parse_cost_model(flags.cost_model);
   ao.rounds = flags.rounds;

@@ -3,6 +3,8 @@
 // solves and prints the plan (docs/ring.md).
 #pragma once
 
+#include "hearth/net/curve.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -28,6 +30,7 @@ void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f);
 // Throws UsageError when Halda finds no feasible plan. `who` prefixes the lines printed.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
                                  const std::vector<std::string>& workers,
-                                 const AutoPlanFlags& flags, std::string_view who);
+                                 const AutoPlanFlags& flags, std::string_view who,
+                                 const net::CurveConfig& curve = {});
 
 }  // namespace hearth::cli

@@ -22,6 +22,7 @@
 #include "hearth/residency/device_meter.h"
 #include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"
+#include "link_options.h"
 #include "model_options.h"
 #include "residency_options.h"
 
@@ -111,6 +112,8 @@ int run_run(const Args& args) {
       ->check(CLI::IsMember({"on", "off"}));
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
+  LinkFlags lf;
+  add_link_options(app, lf);
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
@@ -132,13 +135,14 @@ int run_run(const Args& args) {
     if (local) {
       // --plan only means something with workers.
     } else if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run");
+      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run", link_curve(lf));
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
     } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
     ro.threads = mo.threads;
+    ro.transport.curve = link_curve(lf);
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";

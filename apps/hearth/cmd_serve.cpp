@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
+#include "link_options.h"
 #include "model_options.h"
 #include "residency_options.h"
 
@@ -63,6 +66,8 @@ int run_serve(const Args& args) {
   add_auto_plan_options(app, apf);
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
+  LinkFlags lf;
+  add_link_options(app, lf);
   if (auto code = parse(app, args)) return *code;
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";
@@ -91,13 +96,14 @@ int run_serve(const Args& args) {
       pos = comma + 1;
     }
     if (plan == "auto") {
-      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve");
+      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve", link_curve(lf));
       ro.workers = ap.workers;
       ro.plan = ap.w;
     } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
     }
     ro.threads = mo.threads;
+    ro.transport.curve = link_curve(lf);
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
@@ -116,13 +122,22 @@ int run_serve(const Args& args) {
              so.model_id, backend->n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
              so.api_key.empty() ? "" : ", API key required");
 
+  std::atomic<bool> run_returned{false};
   std::thread watcher([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
+    if (run_returned) return;  // the wake-up below
     fmt::print(stderr, "hearth serve: signal {}, stopping\n", sig);
-    server.stop();
+    // stop() reaches only a server already in its accept loop: a signal that comes between
+    // bind() and run() entering it would be lost, and run() would then accept forever. So
+    // stop again until run() has returned.
+    while (!run_returned) {
+      server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
   server.run();
+  run_returned = true;
   // run() also returns when listening fails; wake the watcher so it can be joined.
   pthread_kill(watcher.native_handle(), SIGTERM);
   watcher.join();

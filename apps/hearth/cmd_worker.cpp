@@ -11,6 +11,7 @@
 #include "hearth/profile/device_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
+#include "link_options.h"
 #include "model_options.h"
 #include "residency_options.h"
 
@@ -43,8 +44,11 @@ int run_worker(const Args& args) {
   app.add_option("--profile", profile_file,
                  "device profile to give a --plan auto head instead of measuring (one device "
                  "object as `hearth profile --json` prints)");
+  LinkFlags lf;
+  add_link_options(app, lf);
   if (auto code = parse(app, args)) return *code;
   apply_residency_options(rf, o.residency);
+  o.transport.curve = link_curve(lf);
   o.residency.repack = model::parse_repack_mode(repack);
 
   // A --plan auto head asks for this device's profile; measured on first request (a few

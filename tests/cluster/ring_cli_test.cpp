@@ -284,6 +284,35 @@ TEST_F(Ring, KilledWorkerStopsTheHeadWithItsName) {
   expect_head_stops_naming(*model_, SIGKILL, 5.0);
 }
 
+// `hearth keygen` writes a private key file and will not overwrite one; with --key-file on
+// worker and head the ring is encrypted and gives the single-device ids, and a head holding
+// another key, or none, cannot even say Hello, is told why, and leaves the worker serving.
+TEST_F(Ring, KeyFileEncryptsTheRingAndShutsOutOtherKeys) {
+  const std::string bin = HEARTH_BIN_PATH;
+  const std::string a = (test_dir() / "a.key").string(), b = (test_dir() / "b.key").string();
+  ASSERT_EQ(std::system((bin + " keygen " + a + " >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((bin + " keygen " + b + " >/dev/null").c_str()), 0);
+  EXPECT_EQ(fs::status(a).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  const std::string before = slurp(a);
+  EXPECT_NE(std::system((bin + " keygen " + a + " 2>/dev/null").c_str()), 0);
+  EXPECT_EQ(slurp(a), before);  // the key the devices hold is not replaced
+  EXPECT_NE(slurp(b), before);
+
+  hearth::testing::WorkerProcess w({"-m", *model_, "--repack", "off", "--key-file", a});
+  ASSERT_FALSE(w.address().empty()) << w.log();
+  const auto wrong = run_head(*model_, "--workers " + w.address() + " --key-file " + b, 4);
+  EXPECT_NE(wrong.status, 0);
+  EXPECT_NE(wrong.err.find("cluster key"), std::string::npos) << wrong.err;
+  const auto plain = run_head(*model_, "--workers " + w.address(), 4);
+  EXPECT_NE(plain.status, 0);
+  EXPECT_NE(plain.err.find("--key-file"), std::string::npos) << plain.err;
+  EXPECT_TRUE(w.alive());
+  const auto r = run_head(*model_, "--workers " + w.address() + " --key-file " + a);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), *baseline_);
+}
+
 // Frozen peers are caught by the 5 s heartbeat timeout of the transport.
 TEST_F(Ring, FrozenWorkerStopsTheHeadWithItsName) {
   expect_head_stops_naming(*model_, SIGSTOP, 9.0);

@@ -5,6 +5,7 @@
 #include <zmq.h>
 
 #include <array>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -82,6 +83,20 @@ CurveKeypair read_key_file(const std::string& path) {
     throw FormatError(fmt::format("key file {}: needs both a public and a secret line", path));
   }
   return keys;
+}
+
+std::string default_key_path() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::string(v) : std::string();
+  };
+  if (auto p = env("HEARTH_KEY_FILE"); !p.empty()) return p;
+#ifdef _WIN32
+  if (auto p = env("APPDATA"); !p.empty()) return p + "\\hearth\\cluster.key";
+#endif
+  if (auto p = env("XDG_CONFIG_HOME"); !p.empty()) return p + "/hearth/cluster.key";
+  if (auto p = env("HOME"); !p.empty()) return p + "/.config/hearth/cluster.key";
+  return "hearth-cluster.key";
 }
 
 CurveConfig cluster_curve_config(const CurveKeypair& keys) {

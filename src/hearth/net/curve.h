@@ -37,6 +37,12 @@ void write_key_file(const std::string& path, const CurveKeypair& keys);
 // Throws IoError (cannot read) or FormatError (naming the file and line).
 CurveKeypair read_key_file(const std::string& path);
 
+// Where `hearth keygen` writes the cluster key and --key-file looks when given no path:
+// $HEARTH_KEY_FILE, else $XDG_CONFIG_HOME/hearth/cluster.key, else
+// $HOME/.config/hearth/cluster.key (%APPDATA%\hearth\cluster.key on Windows), else
+// ./hearth-cluster.key.
+std::string default_key_path();
+
 // The cluster shape described above: both roles use `keys`.
 CurveConfig cluster_curve_config(const CurveKeypair& keys);
 

@@ -472,9 +472,13 @@ class ZmqConnection final : public Connection {
     if (send_owned(sock_.get(), std::move(bytes), 0) < 0) {
       const int err = zmq_errno();
       if (err == EAGAIN) {
+        // A CURVE handshake that fails for want of the right key looks the same from here:
+        // the server drops what it cannot decrypt and the link never completes.
         throw NetError(fmt::format(
-            "peer {}: could not send {} within {} ms (peer not reachable or not reading)", peer_,
-            what, opts_.send_timeout_ms));
+            "peer {}: could not send {} within {} ms (peer not reachable or not reading{})", peer_,
+            what, opts_.send_timeout_ms,
+            opts_.curve.enabled() ? ", or it does not hold this cluster key"
+                                  : ", or it expects encrypted links: --key-file"));
       }
       throw NetError(fmt::format("peer {}: send {}: {}", peer_, what, zmq_strerror(err)));
     }
