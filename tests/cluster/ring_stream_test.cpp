@@ -45,6 +45,13 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
     const auto j = last_json_line(r.out);
     EXPECT_EQ(j["ids"], ids);
     ASSERT_EQ(j["devices"].size(), 3u);
+    // Hops per decoded token: each device sends once per round it computes in; a head without
+    // layers sends once per token (the last worker hands the next round straight to the first).
+    const int k = plan == "0,4,4" || plan == "3,3,2" ? 1 : 2;
+    const int head_sends = plan[0] == '0' ? 1 : k;
+    EXPECT_EQ(j["devices"][0]["sends_per_token"].get<double>(), head_sends) << j.dump();
+    EXPECT_EQ(j["devices"][1]["sends_per_token"].get<double>(), k) << j.dump();
+    EXPECT_EQ(j["devices"][2]["sends_per_token"].get<double>(), k) << j.dump();
     for (size_t m = 0; m < 3; ++m) {
       const auto& d = j["devices"][m];
       if (m == 0 && plan[0] == '0') continue;  // a head with no layers streams nothing

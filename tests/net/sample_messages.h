@@ -49,6 +49,7 @@ inline std::vector<Message> sample_messages() {
   assign.n_layers = 32;
   assign.windows = {{6, 10}, {16, 20}, {26, 30}, {32, 32}};
   assign.successor_endpoint = "tcp://192.168.1.10:9101";
+  assign.wrap_endpoint = "tcp://192.168.1.11:9201";
   assign.prefetch = true;
   assign.n_ctx = 4096;
   assign.n_threads = 8;

@@ -194,7 +194,8 @@ TEST(WireHostile, InvalidFieldValues) {
                    w.u32(pos), w.u32(n_dev), w.u32(n_layers);
                    w.u32(static_cast<uint32_t>(win.size()));
                    for (auto [b, e] : win) w.u32(b), w.u32(e);
-                   w.str("tcp://x:1"), w.u8(prefetch), w.u32(512), w.u32(4), w.u32(seq_max),
+                   w.str("tcp://x:1"), w.str(""), w.u8(prefetch), w.u32(512), w.u32(4),
+                       w.u32(seq_max),
                        w.u32(0);
                  }));
   };

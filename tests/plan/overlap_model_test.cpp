@@ -136,6 +136,29 @@ TEST(OverlapModel, HeadMayRunNoLayers) {
   EXPECT_NEAR(plan.predicted_tpot_ms / 1e3, r.tpot_s, 1e-12);
 }
 
+// With two or more workers after it, a head without layers sees each token once: the last
+// worker hands every other round straight to the first (cluster::RingSource). With one worker
+// the head forwards every round.
+TEST(OverlapModel, HeadWithoutLayersHopsOncePerTokenAheadOfTwoWorkers) {
+  auto p = two_devices();
+  p.devices[1] = cpu_device("O", 8e9);
+  p.devices.push_back(cpu_device("P", 8e9));
+  const auto r = predict(p, {0, 1, 1}, {0, 0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_EQ(r.k, 2u);
+  EXPECT_NEAR(r.devices[0].comm_s, kHop, 1e-12);
+  EXPECT_NEAR(r.devices[1].comm_s, 2 * kHop, 1e-12);
+  EXPECT_NEAR(r.devices[2].comm_s, 2 * kHop, 1e-12);
+  // The head with layers sends once per round again.
+  EXPECT_NEAR(predict(p, {1, 1, 1}, {0, 0, 0}).devices[0].comm_s, 2 * kHop, 1e-12);
+  auto one_worker = two_devices();
+  one_worker.devices[1] = cpu_device("O", 8e9);
+  const auto r1 = predict(one_worker, {0, 2}, {0, 0});
+  ASSERT_TRUE(r1.feasible) << r1.reason;
+  EXPECT_EQ(r1.k, 2u);
+  EXPECT_NEAR(r1.devices[0].comm_s, 2 * kHop, 1e-12);
+}
+
 TEST(OverlapModel, SlowDisksAndTooSmallBuffersCannotStream) {
   auto p = two_devices();
   p.devices[1].disk_seq_read_bps = 0.05e9;

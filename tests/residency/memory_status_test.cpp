@@ -256,12 +256,14 @@ TEST(StepStats, FieldsRoundTripAndRejectBadValues) {
   s.pressure = 0.25;
   s.disk_bytes = 1 << 20;
   s.decode = 1;
+  s.sends = 2;
   s.weight_budget_bytes = 5e6;
   const auto f = to_fields(s);
-  ASSERT_EQ(f.size(), 17u);  // every StepStats field, once
+  ASSERT_EQ(f.size(), 18u);  // every StepStats field, once
   const auto back = from_fields(f);
   EXPECT_EQ(back.disk_bytes, 1 << 20);
   EXPECT_EQ(back.decode, 1.0);
+  EXPECT_EQ(back.sends, 2.0);
   EXPECT_EQ(back.weight_budget_bytes, 5e6);
   EXPECT_EQ(back.compute_ms, 1.5);
   EXPECT_EQ(back.reload_bytes, 4096);

@@ -134,12 +134,13 @@ TEST(DeviceMeter, CountsReloadBytesOfAReleasedWindow) {
   meter.compute_begin({&all, 1}, 0);
   pages.prefetch({&all, 1}, PrefetchMethod::kTouch);  // the "compute" reads the window
   meter.compute_end(0);
-  meter.add_comm_ms(2.0);
+  meter.add_send(2.0);
   const auto s = meter.finish_step();
   EXPECT_GE(s.reload_bytes, 0.875 * static_cast<double>(half.size));
   EXPECT_LE(s.reload_bytes, static_cast<double>(half.size));
   EXPECT_GE(s.compute_ms, 0.0);
   EXPECT_EQ(s.comm_ms, 2.0);
+  EXPECT_EQ(s.sends, 1.0);
   EXPECT_EQ(meter.totals().steps, 1u);
   // Nothing released: the next compute reloads nothing.
   meter.compute_begin({&all, 1}, 0);

@@ -70,6 +70,7 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
   stage_ = std::make_unique<Stage>(file_, so);
   totals_.resize(static_cast<size_t>(n_devices));
   if (opt_.workers.empty()) return;
+  wrap_ = w[0] == 0 && opt_.workers.size() >= 2 && rounds_ > 1;
 
   // Token steps are numbered from a random start: the inbox takes only the hidden state of
   // the step in flight, and a stranger who can reach it must not be able to guess that number.
@@ -154,6 +155,7 @@ void RingSource::connect_workers(int n_devices, int n_layers,
     }
     a.successor_endpoint =
         i + 1 < peers_.size() ? peers_[i + 1].data_endpoint : peers_[i].head_inbox;
+    if (wrap_ && i + 1 == peers_.size()) a.wrap_endpoint = peers_[0].data_endpoint;
     a.prefetch = opt_.prefetch;
     a.n_ctx = static_cast<uint32_t>(engine().n_ctx());
     a.n_threads = 0;
@@ -353,18 +355,22 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
       fail_peer(0, e.what());
     }
     const double t_wait = now_ms();
-    stage_->add_comm_ms(t_wait - t_send);
-    auto back = wait_hidden(step, fmt::format("round {} of token step {}", r, step));
+    stage_->add_send(t_wait - t_send);
+    auto back = wait_hidden(step, wrap_ ? fmt::format("token step {} ({} rounds)", step, rounds_)
+                                        : fmt::format("round {} of token step {}", r, step));
     stage_->add_wait_ms(now_ms() - t_wait);
     const bool done = back.final;
-    if (back.dim != dim || back.segments != wire_segments ||
-        (!done && (back.round != static_cast<uint32_t>(r + 1) || r + 1 >= rounds_ ||
-                   back.next_layer != static_cast<uint32_t>(devices_[0].windows[r + 1].begin)))) {
-      throw NetError(
-          fmt::format("ring: hidden state came back for round {} layer {} ({} tokens in {} "
-                      "sequences), expected round {} with {} tokens in {} sequences",
-                      back.round, back.next_layer, back.n_tokens(), back.segments.size(), r + 1, n,
-                      wire_segments.size()));
+    // Without wrap the head continues the next round; with it only the last layer comes back.
+    const bool next_round =
+        !wrap_ && back.round == static_cast<uint32_t>(r + 1) && r + 1 < rounds_ &&
+        back.next_layer == static_cast<uint32_t>(devices_[0].windows[r + 1].begin);
+    if (back.dim != dim || back.segments != wire_segments || !(done || next_round)) {
+      throw NetError(fmt::format(
+          "ring: hidden state came back for round {} layer {} ({} tokens in {} "
+          "sequences), expected {} with {} tokens in {} sequences",
+          back.round, back.next_layer, back.n_tokens(), back.segments.size(),
+          wrap_ ? std::string("the final layer") : fmt::format("round {}", r + 1), n,
+          wire_segments.size()));
     }
     hidden_ = std::move(back.hidden);
     if (done) break;

@@ -94,6 +94,10 @@ class RingSource : public model::LogitsSource {
   RingOptions opt_;
   std::vector<RingDevice> devices_;
   int rounds_ = 1;
+  // The head has no layers and two or more workers follow it: the last worker sends each
+  // round's hidden state straight to the first, and the head sees the token once (sends
+  // round 0, receives the final hidden state).
+  bool wrap_ = false;
   std::unique_ptr<Stage> stage_;                  // the head's own device
   std::unordered_map<int64_t, int64_t> seq_len_;  // positions of each sequence in the ring
   std::vector<residency::DeviceTotals> totals_;   // (n_devices) workers' from Stats

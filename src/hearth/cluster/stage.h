@@ -94,7 +94,7 @@ class Stage {
   void run_window(int round, std::span<const model::BatchSegment> segments, float* hidden);
   // Head: logits of the batch after the last layer, metered as compute.
   void logits(std::span<const model::EvalItem> items, const float* hidden);
-  void add_comm_ms(double ms) { meter_->add_comm_ms(ms); }
+  void add_send(double ms) { meter_->add_send(ms); }
   void add_wait_ms(double ms) { meter_->add_wait_ms(ms); }
   // Ends a token step (`decode`: every sequence advanced by one token).
   residency::StepStats finish_step(bool decode);

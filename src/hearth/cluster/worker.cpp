@@ -58,6 +58,13 @@ void check_assign(const net::Assign& a, const model::HParams& hp, const std::str
   if (layers_here == 0) throw UsageError("Assign: no layers for this device");
   if (a.successor_endpoint.empty()) throw UsageError("Assign: no successor endpoint");
   check_peer_endpoint("Assign.successor_endpoint", a.successor_endpoint, own_endpoint);
+  if (!a.wrap_endpoint.empty()) {
+    if (a.ring_position + 1 != a.n_devices) {
+      throw UsageError(fmt::format("Assign.wrap_endpoint given to device {} of {}, not the last",
+                                   a.ring_position, a.n_devices));
+    }
+    check_peer_endpoint("Assign.wrap_endpoint", a.wrap_endpoint, own_endpoint);
+  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (a.n_threads > cores) {
     throw UsageError(
@@ -112,6 +119,7 @@ struct Worker::Session {
   std::unique_ptr<Stage> stage;                 // engine, residency and meter of this device
   std::unique_ptr<net::Connection> head_inbox;  // final hidden states go straight back
   std::unique_ptr<net::Connection> successor;   // null when the successor is the head
+  std::unique_ptr<net::Connection> wrap;        // last device, head without layers: next round
 };
 
 Worker::Worker(WorkerOptions options)
@@ -263,6 +271,9 @@ void Worker::run_session(const net::Incoming& hello_in) {
   if (s.assign.successor_endpoint != hello.data_endpoint) {
     s.successor = net::connect(s.assign.successor_endpoint, opt_.transport);
   }
+  if (!s.assign.wrap_endpoint.empty()) {
+    s.wrap = net::connect(s.assign.wrap_endpoint, opt_.transport);
+  }
   // The last round in which this device has layers ends its part of a token step.
   size_t last_round = 0;
   for (size_t r = 0; r < k; ++r) {
@@ -380,12 +391,12 @@ void Worker::run_session(const net::Incoming& hello_in) {
         s.head_inbox->send(*act, rid);
       } else if (last) {
         ++act->round;
-        s.head_inbox->send(*act, rid);
+        (s.wrap ? *s.wrap : *s.head_inbox).send(*act, rid);
       } else {
         (s.successor ? *s.successor : *s.head_inbox).send(*act, rid);
       }
       idle_since = now_ms();
-      s.stage->add_comm_ms(idle_since - t_send);
+      s.stage->add_send(idle_since - t_send);
       if (round == last_round) {
         bool decode = true;
         for (const net::SeqSegment& seg : act->segments) decode = decode && seg.n_tokens == 1;

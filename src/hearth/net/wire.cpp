@@ -105,6 +105,7 @@ void write_assign(Writer& w, const Assign& m) {
                                  m.windows.size(), kMaxLayers));
   }
   check_string("Assign", "successor_endpoint", m.successor_endpoint);
+  check_string("Assign", "wrap_endpoint", m.wrap_endpoint);
   w.u32(m.ring_position);
   w.u32(m.n_devices);
   w.u32(m.n_layers);
@@ -114,6 +115,7 @@ void write_assign(Writer& w, const Assign& m) {
     w.u32(r.end);
   }
   w.str(m.successor_endpoint);
+  w.str(m.wrap_endpoint);
   w.boolean(m.prefetch);
   w.u32(m.n_ctx);
   w.u32(m.n_threads);
@@ -132,6 +134,7 @@ void read_assign(Reader& r, Assign& m) {
     w.end = r.u32("windows.end");
   }
   m.successor_endpoint = r.str("successor_endpoint", kMaxStringBytes);
+  m.wrap_endpoint = r.str("wrap_endpoint", kMaxStringBytes);
   m.prefetch = r.boolean("prefetch");
   m.n_ctx = r.u32("n_ctx");
   m.n_threads = r.u32("n_threads");

@@ -31,7 +31,7 @@
 namespace hearth::net {
 
 inline constexpr uint32_t kMagic = 0x48545248u;  // "HRTH" read as a little-endian u32
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: Activations carry sequence segments
+inline constexpr uint16_t kProtocolVersion = 3;  // 3: Assign carries wrap_endpoint
 inline constexpr size_t kHeaderBytes = 32;
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 30;  // 1 GiB, any type
 inline constexpr size_t kMaxStringBytes = 64 * 1024;             // any string field
@@ -122,6 +122,10 @@ struct Assign {
   std::vector<LayerRange> windows;  // (n_rounds) this device's window per round, ascending;
                                     // an empty range means no layers in that round
   std::string successor_endpoint;   // where to send Activations after our window
+  // The last device only: where a hidden state that goes on to another round goes when the
+  // head has no layers (the first worker's inbox, so the head's hop is paid once per token,
+  // not once per round). Empty: back to the head, which forwards it.
+  std::string wrap_endpoint;
   bool prefetch = true;
   uint32_t n_ctx = 0;
   uint32_t n_threads = 0;

@@ -415,12 +415,18 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
   // output layer and forwards the hidden state once per round.
   const bool head_only = overlap && w[0] == 0;
   if (head_only) ++members;
+  size_t workers_with_layers = 0;
+  for (size_t m = 1; m < M; ++m) workers_with_layers += w[m] > 0 ? 1 : 0;
   if (w[0] == 0 && !overlap) {
     out.feasible = false;
     out.reason = "the head '" + p.devices[0].name + "' must run at least one layer window";
   }
   out.W = W;
   out.k = (L + W - 1) / W;
+  // A head without layers ahead of two or more workers sees each token once: the last worker
+  // sends every other round straight to the first (cluster::RingSource), so the head makes one
+  // hop per token instead of one per round.
+  const bool head_wraps = head_only && workers_with_layers >= 2 && out.k > 1;
   const uint32_t full = L / W;  // rounds in which every window is filled
   uint32_t rest = L % W;        // layers of the last, partial round, filled in ring order
   auto infeasible = [&](const std::string& name, const std::string& why) {
@@ -447,7 +453,10 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       continue;
     }
     // A relay forwards the hidden state once per round; a lone device talks to nobody.
-    const double hops = members <= 1 ? 0.0 : (w[m] == 0 ? static_cast<double>(out.k) : dc.windows);
+    const double hops = members <= 1               ? 0.0
+                        : (m == 0 && head_wraps) ? 1.0
+                        : w[m] == 0              ? static_cast<double>(out.k)
+                                                 : dc.windows;
     if (dc.relay) {
       dc.comm_s = hops * link_latency_s(p.devices[m], p.model.hidden_bytes);
       if (overlap) ring.push_back({m, dc.comm_s, false, dc.comm_s});

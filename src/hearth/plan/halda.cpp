@@ -169,6 +169,9 @@ class Solver {
     const uint32_t W = p_.model.n_layers / k;
     const bool ring = idx_.size() > 1;
     const double hops = ring ? k : 0.0;
+    // Workers always hold layers here, so with two or more of them a head without layers
+    // makes one hop per token (predict(): head_wraps), with layers one per round.
+    const bool head_wraps = idx_.size() >= 3 && k > 1;
     Ilp ilp;
     ilp.scale = false;
     const int tv = ilp.add_var(1.0, 0, kInf, false);
@@ -202,17 +205,27 @@ class Solver {
       std::vector<std::pair<int, double>> busy{{wv, o10.busy_s - o00.busy_s},
                                                {nv, o11.busy_s - o10.busy_s}};
       double busy_c = o00.busy_s;
+      double comm = o00.paper.comm_s;
+      std::vector<std::pair<int, double>> comm_vars;  // comm paid only when a binary is 1
       if (head && ring) {
         const double per_window = o00.busy_s - at(0, 0, 0).busy_s;
-        if (per_window > 0) {
+        const double wrap_saving =
+            head_wraps ? comm - overlap_terms(p_, m, 0, 0, k, 1.0).paper.comm_s : 0.0;
+        if (per_window > 0 || wrap_saving > 0) {
           const int uv = ilp.add_var(0, 0, 1, true);
           ilp.rows.push_back({{{wv, 1.0}, {uv, -double(W)}}, -kInf, 0.0});
-          busy.emplace_back(uv, per_window);
-          busy_c -= per_window;
+          if (per_window > 0) {
+            busy.emplace_back(uv, per_window);
+            busy_c -= per_window;
+          }
+          if (wrap_saving > 0) {
+            comm_vars.emplace_back(uv, wrap_saving);
+            comm -= wrap_saving;
+          }
         }
       }
-      const double comm = o00.paper.comm_s;
       for (const auto& [v, c] : busy) total.coefs.emplace_back(v, c);
+      for (const auto& [v, c] : comm_vars) total.coefs.emplace_back(v, c);
       total.hi -= busy_c + comm;
 
       // E(w, n) = A - cap and cap(w, n), in GiB.
@@ -265,6 +278,7 @@ class Solver {
         exposed.coefs.emplace_back(v, -s * c);
         idle.coefs.emplace_back(v, c);
       }
+      for (const auto& [v, c] : comm_vars) idle.coefs.emplace_back(v, c);
       ilp.rows.push_back(exposed);
       ilp.rows.push_back(idle);
       ilp.rows.push_back({{{xv, 1.0 / s}, {tv, -1.0}}, -kInf, 0.0});  // D <= t

@@ -5,6 +5,7 @@
 #include <CoinPackedVector.hpp>
 #include <OsiClpSolverInterface.hpp>
 #include <cmath>
+#include <map>
 
 namespace hearth::plan {
 
@@ -22,8 +23,12 @@ IlpSolution solve_ilp(const Ilp& ilp) {
   matrix.setDimensions(0, n);
   std::vector<double> row_lo, row_hi;
   for (const auto& r : ilp.rows) {
+    // A variable named twice in a row (two terms of one cost) gets the sum of its coefficients:
+    // CoinPackedVector refuses duplicate indices.
+    std::map<int, double> merged;
+    for (const auto& [idx, c] : r.coefs) merged[idx] += c;
     CoinPackedVector v;
-    for (const auto& [idx, c] : r.coefs) v.insert(idx, c);
+    for (const auto& [idx, c] : merged) v.insert(idx, c);
     matrix.appendRow(v);
     row_lo.push_back(std::isinf(r.lo) ? -COIN_DBL_MAX : r.lo);
     row_hi.push_back(std::isinf(r.hi) ? COIN_DBL_MAX : r.hi);

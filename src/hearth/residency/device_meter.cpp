@@ -19,6 +19,7 @@ struct Field {
 constexpr Field kFields[] = {
     {"compute_ms", &StepStats::compute_ms},
     {"comm_ms", &StepStats::comm_ms},
+    {"sends", &StepStats::sends},
     {"wait_ms", &StepStats::wait_ms},
     {"major_faults", &StepStats::major_faults},
     {"reload_bytes", &StepStats::reload_bytes},

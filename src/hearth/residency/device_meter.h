@@ -20,6 +20,7 @@ namespace hearth::residency {
 struct StepStats {
   double compute_ms = 0;
   double comm_ms = 0;  // sending hidden states
+  double sends = 0;    // hidden-state messages sent (hops this device makes)
   double wait_ms = 0;  // idle, waiting for the hidden state to come round
   double major_faults = 0;
   double reload_bytes = 0;    // window bytes not resident just before its compute
@@ -86,7 +87,10 @@ class DeviceMeter {
   void compute_begin(std::span<const ByteRange> ranges, uint64_t foreign_faults);
   void compute_end(uint64_t foreign_faults);
   void add_compute_ms(double ms) { step_.compute_ms += ms; }  // outside any window (logits)
-  void add_comm_ms(double ms) { step_.comm_ms += ms; }
+  void add_send(double ms) {  // one hidden state sent, taking ms
+    step_.comm_ms += ms;
+    step_.sends += 1;
+  }
   void add_wait_ms(double ms) { step_.wait_ms += ms; }
   void add_prefetch(uint64_t bytes, uint64_t released) {
     step_.prefetch_bytes += static_cast<double>(bytes);
