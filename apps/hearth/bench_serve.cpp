@@ -35,6 +35,7 @@
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
+#include "local_key.h"
 #include "model_options.h"
 
 extern char** environ;
@@ -45,7 +46,8 @@ namespace {
 // A `hearth worker` child on a free loopback port (this binary); SIGTERM and reaped at the end.
 class WorkerChild {
  public:
-  WorkerChild(const std::string& model, int threads) {
+  // key_file empty: plain TCP (--insecure).
+  WorkerChild(const std::string& model, int threads, const std::string& key_file) {
     int out[2];
     if (pipe(out) != 0) throw IoError("bench serve: pipe for a worker");
     posix_spawn_file_actions_t fa;
@@ -57,6 +59,11 @@ class WorkerChild {
     std::vector<std::string> argv_s = {
         "hearth", "worker", "--listen", "tcp://127.0.0.1:0", "-t", std::to_string(threads),
         "-m",     model};
+    if (key_file.empty()) {
+      argv_s.emplace_back("--insecure");
+    } else {
+      argv_s.insert(argv_s.end(), {"--key-file", key_file});
+    }
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -187,6 +194,10 @@ int run_bench_serve(const Args& args) {
   int gen_tokens = 32;
   int ring = 3;
   int worker_threads = 1;
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "plain TCP ring links (default: encrypted with a key made for this run); compare "
+               "the two for the cost of encryption");
   app.add_option("--levels", levels, "concurrent request counts")->delimiter(',');
   app.add_option("--gen-tokens", gen_tokens, "tokens per request")->check(CLI::Range(2, 4096));
   app.add_option("--ring", ring, "devices of the local ring to bench too (0: single device only)")
@@ -215,10 +226,14 @@ int run_bench_serve(const Args& args) {
     if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
   }
   if (ring >= 2) {
+    // Encrypted links with a key made for this run, as every ring has; --insecure: plain TCP.
+    const LocalClusterKey key;
     std::vector<std::unique_ptr<WorkerChild>> workers;
     cluster::RingOptions ro;
+    if (!insecure) ro.transport.curve = key.curve();
     for (int i = 1; i < ring; ++i) {
-      workers.push_back(std::make_unique<WorkerChild>(mo.model, worker_threads));
+      workers.push_back(
+          std::make_unique<WorkerChild>(mo.model, worker_threads, insecure ? "" : key.path()));
       ro.workers.push_back(workers.back()->address());
     }
     ro.threads = mo.threads;
@@ -231,8 +246,10 @@ int run_bench_serve(const Args& args) {
     for (const auto& d : source.devices()) plan += (plan.empty() ? "" : ",") + std::to_string(d.w);
     fmt::print(
         "\n{}-process ring on 127.0.0.1 (head + {} workers of {} thread(s), plan {}, {} "
-        "round(s)); batched, one Activations message per hop carries the whole step:\n",
-        ring, ring - 1, worker_threads, plan, source.rounds());
+        "round(s), {} links); batched, one Activations message per hop carries the whole "
+        "step:\n",
+        ring, ring - 1, worker_threads, plan, source.rounds(),
+        insecure ? "plain TCP" : "encrypted");
     bench_levels(backend, tokenizer, levels, gen_tokens, true);
     if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
   }

@@ -23,6 +23,7 @@
 #include "hearth/model/synth.h"
 #include "hearth/residency/memory_status.h"
 #include "hearth/text/vocab.h"
+#include "local_key.h"
 
 extern char** environ;
 
@@ -32,7 +33,7 @@ namespace {
 // A `hearth worker` child process on 127.0.0.1 with a free port; killed when this goes away.
 class LocalWorker {
  public:
-  LocalWorker(const std::string& model, const std::string& name) {
+  LocalWorker(const std::string& model, const std::string& name, const std::string& key_file) {
     int out[2];
     if (pipe(out) != 0) throw IoError(errno_message("pipe"));
     posix_spawn_file_actions_t fa;
@@ -42,9 +43,9 @@ class LocalWorker {
     const std::string log =
         std::filesystem::temp_directory_path() / ("hearth-demo-" + name + ".log");
     posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> args = {"hearth", "worker", "--listen", "tcp://127.0.0.1:0",
-                                     "-m",     model,    "-t",       "1",
-                                     "--name", name};
+    std::vector<std::string> args = {"hearth", "worker", "--listen",   "tcp://127.0.0.1:0",
+                                     "-m",     model,    "-t",         "1",
+                                     "--name", name,     "--key-file", key_file};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -118,10 +119,14 @@ int run_demo(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), path);
   const auto mem_before = residency::read_memory_status();
 
+  // The ring is encrypted like any other, with a key made for this run.
+  const LocalClusterKey key;
   std::vector<std::unique_ptr<LocalWorker>> procs;
   cluster::RingOptions ro;
+  ro.transport.curve = key.curve();
   for (int i = 0; i < workers; ++i) {
-    procs.push_back(std::make_unique<LocalWorker>(path, fmt::format("worker{}", i + 1)));
+    procs.push_back(
+        std::make_unique<LocalWorker>(path, fmt::format("worker{}", i + 1), key.path()));
     ro.workers.push_back(procs.back()->address());
   }
   // Default: W = 4 of 8 layers, so each token goes twice around the ring (k = 2), as in PRP.
@@ -134,8 +139,10 @@ int run_demo(const Args& args) {
   fmt::print("demo: model {} ({:.1f} MiB, {} layers, dim {}, vocab {})\n", path,
              file.file_size() / 1048576.0, ring.engine().hparams().n_layers,
              ring.engine().hparams().dim, ring.vocab());
-  fmt::print("demo: pipelined ring of {} devices on loopback, k = {} rounds per token\n",
-             ring.devices().size(), ring.rounds());
+  fmt::print(
+      "demo: pipelined ring of {} devices on loopback, k = {} rounds per token, links encrypted "
+      "with a cluster key made for this run\n",
+      ring.devices().size(), ring.rounds());
   fmt::print("  {:<10} {:<24} {:>3}   layers per round\n", "device", "address", "w");
   for (const auto& d : ring.devices()) {
     std::string layers;

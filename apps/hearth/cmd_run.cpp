@@ -133,17 +133,18 @@ int run_run(const Args& args) {
       pos = comma + 1;
     }
     const int n_devices = static_cast<int>(ro.workers.size()) + 1;
+    const net::CurveConfig curve = local ? net::CurveConfig{} : link_curve(lf, "hearth run");
     if (local) {
       // --plan only means something with workers.
     } else if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run", link_curve(lf));
+      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run", curve);
       ro.workers = auto_plan->workers;
       ro.plan = auto_plan->w;
     } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, n_devices);
     }
     ro.threads = mo.threads;
-    ro.transport.curve = link_curve(lf);
+    ro.transport.curve = curve;
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";

@@ -95,15 +95,16 @@ int run_serve(const Args& args) {
       if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
       pos = comma + 1;
     }
+    const net::CurveConfig curve = link_curve(lf, "hearth serve");
     if (plan == "auto") {
-      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve", link_curve(lf));
+      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve", curve);
       ro.workers = ap.workers;
       ro.plan = ap.w;
     } else if (plan != "even") {
       ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
     }
     ro.threads = mo.threads;
-    ro.transport.curve = link_curve(lf);
+    ro.transport.curve = curve;
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;

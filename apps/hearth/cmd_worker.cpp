@@ -48,7 +48,7 @@ int run_worker(const Args& args) {
   add_link_options(app, lf);
   if (auto code = parse(app, args)) return *code;
   apply_residency_options(rf, o.residency);
-  o.transport.curve = link_curve(lf);
+  o.transport.curve = link_curve(lf, "hearth worker");
   o.residency.repack = model::parse_repack_mode(repack);
 
   // A --plan auto head asks for this device's profile; measured on first request (a few

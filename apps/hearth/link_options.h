@@ -1,31 +1,68 @@
 // Ring link flags shared by the commands that open ring links (worker, run and serve with
 // --workers): the cluster key that encrypts and authenticates every link (net/curve.h,
-// docs/ring.md "Keys and encryption").
+// docs/ring.md "Keys and encryption"). Links are private by default: a device that must open
+// links and finds no key refuses to start; plain TCP takes an explicit --insecure.
 #pragma once
 
+#include <fmt/core.h>
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
-
+#include <filesystem>
 #include <string>
+#include <string_view>
 
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
 #include "hearth/net/curve.h"
 
 namespace hearth::cli {
 
 struct LinkFlags {
-  std::string key_file;  // empty: plain TCP
+  std::string key_file;   // empty: the default key path (net::default_key_path)
+  bool insecure = false;  // plain TCP: no encryption, no authentication
 };
 
 inline void add_link_options(CLI::App& app, LinkFlags& f) {
   app.add_option("--key-file", f.key_file,
-                 "cluster key file (hearth keygen; the same file on every device): encrypt every "
-                 "ring link and accept only devices holding it");
+                 "cluster key file (hearth keygen; the same file on every device) that encrypts "
+                 "every ring link and admits only devices holding it (default: $HEARTH_KEY_FILE, "
+                 "else ~/.config/hearth/cluster.key)");
+  app.add_flag("--insecure", f.insecure,
+               "plain TCP ring links, neither encrypted nor authenticated: anyone who can reach "
+               "the ports can use this device (warns)");
 }
 
-// The CURVE configuration of the links; empty (plain TCP) without --key-file. Throws IoError
-// or FormatError naming the file when it cannot be read or is not a key file.
-inline net::CurveConfig link_curve(const LinkFlags& f) {
-  if (f.key_file.empty()) return {};
-  return net::cluster_curve_config(net::read_key_file(f.key_file));
+// The CURVE configuration of the ring links of `who` (the command, for warnings), read from
+// --key-file or the default path. --insecure: plain TCP, with a warning. Throws UsageError
+// when no key exists at the default path (saying how to make one), IoError or FormatError
+// naming the file when it cannot be read or is not a key file.
+inline net::CurveConfig link_curve(const LinkFlags& f, std::string_view who) {
+  if (f.insecure) {
+    if (!f.key_file.empty()) {
+      throw UsageError("--insecure and --key-file contradict each other: give one of them");
+    }
+    log::warn(
+        "{}: --insecure: ring links are plain TCP, neither encrypted nor authenticated; anyone "
+        "who can reach this device's ports can read the traffic and use the device",
+        who);
+    return {};
+  }
+  const std::string path = f.key_file.empty() ? net::default_key_path() : f.key_file;
+  std::error_code ec;
+  if (f.key_file.empty() && !std::filesystem::exists(path, ec)) {
+    throw UsageError(fmt::format(
+        "no cluster key at {}. Ring links are encrypted and admit only devices holding the "
+        "same key: run `hearth keygen` on one device, copy the file to this path on every "
+        "device (or give --key-file PATH), or pass --insecure for plain TCP",
+        path));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    log::warn("{}: key file {} can be read by other users of this machine (chmod 600 {})", who,
+              path, path);
+  }
+  return net::cluster_curve_config(net::read_key_file(path));
 }
 
 }  // namespace hearth::cli

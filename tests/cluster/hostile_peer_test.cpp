@@ -2,7 +2,10 @@
 // process on 127.0.0.1, and this test speaking the wire protocol to it as peers that leave
 // without reading, lie about their model, ask for more than the device has, flood it with
 // sequences, send oversized frames, or send random well-formed messages in random order.
-// After each, the worker must still be running and serve an honest session.
+// After each, the worker must still be running and serve an honest session. The worker runs
+// with the tests' cluster key, as by default, and these peers hold it too: a member of the
+// ring that misbehaves (a stranger without the key cannot complete a handshake at all:
+// Curve.* and Ring.KeyFileEncryptsTheRingAndShutsOutOtherKeys).
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -20,6 +23,7 @@
 #include "hearth/cluster/model_identity.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
+#include "support/cluster_key.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
 
@@ -60,11 +64,12 @@ uint64_t rss_bytes(pid_t pid) {
 // A peer that takes the worker's session: Hello with the right model, announcing its own
 // listener as the head inbox.
 struct Owner {
-  std::unique_ptr<net::Listener> inbox = net::listen("tcp://127.0.0.1:0");
+  std::unique_ptr<net::Listener> inbox = net::listen("tcp://127.0.0.1:0", hearth::testing::keyed());
   std::unique_ptr<net::Connection> control;
   net::HelloAck ack;
 
-  explicit Owner(const std::string& worker) : control(net::connect(worker)) {
+  explicit Owner(const std::string& worker)
+      : control(net::connect(worker, hearth::testing::keyed())) {
     net::Hello h;
     h.model = identity();
     h.device_name = "test-head";
@@ -122,7 +127,7 @@ void expect_serves_honestly(const hearth::testing::WorkerProcess& w,
   }
   Owner& o = *owner;
   ASSERT_EQ(o.send_assign(o.assign()), "Ready") << w.log();
-  auto data = net::connect(o.ack.data_endpoint);
+  auto data = net::connect(o.ack.data_endpoint, hearth::testing::keyed());
   data->send(batch(0, 1), 42);
   const auto back = o.inbox->recv(net::Millis{10000}, "the hidden state");
   const auto& act = std::get<net::Activations>(back.msg.body);
@@ -144,7 +149,7 @@ TEST_F(HostilePeer, PingsFromPeersThatLeaveDoNotEndTheWorker) {
   ASSERT_FALSE(w.address().empty()) << w.log();
   std::vector<std::unique_ptr<net::Connection>> peers;
   for (int i = 0; i < 5; ++i) {
-    peers.push_back(net::connect(w.address()));
+    peers.push_back(net::connect(w.address(), hearth::testing::keyed()));
     peers.back()->send(net::Ping{static_cast<uint64_t>(i), 0});
     ASSERT_TRUE(
         std::holds_alternative<net::Pong>(peers.back()->recv(net::Millis{5000}, "Pong").body));
@@ -160,7 +165,7 @@ TEST_F(HostilePeer, PingsFromPeersThatLeaveDoNotEndTheWorker) {
 }
 
 TEST_F(HostilePeer, HelloWithAnotherModelLearnsNothing) {
-  auto c = net::connect(w.address());
+  auto c = net::connect(w.address(), hearth::testing::keyed());
   net::Hello h;
   h.model = net::ModelIdentity{123, 456};
   h.data_endpoint = "tcp://127.0.0.1:9";
@@ -177,7 +182,7 @@ TEST_F(HostilePeer, StrangersDuringASessionAreRefusedAndTheSessionGoesOn) {
   for (int i = 0; i < 5; ++i) {
     net::TransportOptions quick;
     quick.linger_ms = 0;
-    auto stranger = net::connect(w.address(), quick);
+    auto stranger = net::connect(w.address(), hearth::testing::keyed(quick));
     net::Hello h;
     h.model = identity();
     h.data_endpoint = "tcp://127.0.0.1:9";
@@ -185,7 +190,7 @@ TEST_F(HostilePeer, StrangersDuringASessionAreRefusedAndTheSessionGoesOn) {
     stranger->send(net::Stop{"not yours"});
   }
   {
-    auto stranger = net::connect(w.address());
+    auto stranger = net::connect(w.address(), hearth::testing::keyed());
     net::Hello h;
     h.model = identity();
     h.data_endpoint = "tcp://127.0.0.1:9";
@@ -238,7 +243,7 @@ TEST_F(HostilePeer, AssignsBeyondTheDeviceAreRefused) {
 TEST_F(HostilePeer, SequencesBeyondTheSessionAreDropped) {
   Owner o(w.address());
   ASSERT_EQ(o.send_assign(o.assign(2)), "Ready") << w.log();
-  auto data = net::connect(o.ack.data_endpoint);
+  auto data = net::connect(o.ack.data_endpoint, hearth::testing::keyed());
   const uint64_t rss0 = rss_bytes(w.pid());
   for (uint32_t i = 0; i < 3; ++i) data->send(batch(100 + i * 2000, 2000), 1000 + i);
   // Two sequences fit: that batch is computed and comes back; the floods never do.
@@ -261,13 +266,13 @@ TEST_F(HostilePeer, SequencesBeyondTheSessionAreDropped) {
 
 TEST_F(HostilePeer, OversizedFramesCloseOnlyTheirLink) {
   {
-    auto c = net::connect(w.address());
+    auto c = net::connect(w.address(), hearth::testing::keyed());
     std::vector<uint8_t> big(4u << 20, 0x41);
     c->send_raw(big);
   }
   Owner o(w.address());
   {
-    auto data = net::connect(o.ack.data_endpoint);
+    auto data = net::connect(o.ack.data_endpoint, hearth::testing::keyed());
     std::vector<uint8_t> big(64u << 20, 0x42);  // more than any batch of this model
     data->send_raw(big);
   }
@@ -286,8 +291,8 @@ TEST_F(HostilePeer, RandomSessionsFromManyPeers) {
   std::vector<std::unique_ptr<net::Connection>> peers;
   std::vector<std::unique_ptr<net::Listener>> inboxes;
   for (int i = 0; i < 4; ++i) {
-    peers.push_back(net::connect(w.address()));
-    inboxes.push_back(net::listen("tcp://127.0.0.1:0"));
+    peers.push_back(net::connect(w.address(), hearth::testing::keyed()));
+    inboxes.push_back(net::listen("tcp://127.0.0.1:0", hearth::testing::keyed()));
   }
   std::unique_ptr<net::Connection> data;
   const auto pick = [&](uint64_t n) { return static_cast<uint32_t>(rng() % n); };
@@ -365,7 +370,7 @@ TEST_F(HostilePeer, RandomSessionsFromManyPeers) {
     }
     while (auto env = peers[p]->recv_for(net::Millis{0})) {
       if (const auto* ack = std::get_if<net::HelloAck>(&env->body); ack && !data) {
-        data = net::connect(ack->data_endpoint);
+        data = net::connect(ack->data_endpoint, hearth::testing::keyed());
       }
     }
   }

@@ -22,6 +22,8 @@
 
 #include "hearth/model/synth.h"
 #include "hearth/net/transport.h"
+#include "support/cluster_key.h"
+#include "support/subprocess.h"
 #include "support/worker_process.h"
 
 extern char** environ;
@@ -215,7 +217,7 @@ TEST_F(Ring, DeadWorkerAddressIsNamed) {
 TEST_F(Ring, GarbageFromAPeerDoesNotKillTheWorker) {
   WorkerProc w(*model_);
   {
-    auto c = net::connect(w.address());
+    auto c = net::connect(w.address(), hearth::testing::keyed());
     std::mt19937 rng(3);
     for (int i = 0; i < 20; ++i) {
       std::vector<uint8_t> junk(1 + rng() % 200);
@@ -304,13 +306,52 @@ TEST_F(Ring, KeyFileEncryptsTheRingAndShutsOutOtherKeys) {
   const auto wrong = run_head(*model_, "--workers " + w.address() + " --key-file " + b, 4);
   EXPECT_NE(wrong.status, 0);
   EXPECT_NE(wrong.err.find("cluster key"), std::string::npos) << wrong.err;
-  const auto plain = run_head(*model_, "--workers " + w.address(), 4);
+  const auto plain = run_head(*model_, "--workers " + w.address() + " --insecure", 4);
   EXPECT_NE(plain.status, 0);
   EXPECT_NE(plain.err.find("--key-file"), std::string::npos) << plain.err;
+  const auto default_key = run_head(*model_, "--workers " + w.address(), 4);  // HEARTH_KEY_FILE
+  EXPECT_NE(default_key.status, 0);
   EXPECT_TRUE(w.alive());
   const auto r = run_head(*model_, "--workers " + w.address() + " --key-file " + a);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), *baseline_);
+}
+
+// Links are private by default: a device that must open links and finds no key at the default
+// path refuses to start and says how to get one; a head alone needs none; --insecure runs
+// plain TCP with a warning, and a plain device and an encrypted one cannot talk.
+TEST_F(Ring, NoKeyRefusesToStartUnlessInsecure) {
+  const std::string bin = HEARTH_BIN_PATH;
+  const std::string missing = (test_dir() / "no-such.key").string();
+  const std::string no_key = "HEARTH_KEY_FILE=" + missing + " " + bin;
+  const auto npos = std::string::npos;
+  auto r =
+      hearth::testing::run_command(no_key + " worker --listen tcp://127.0.0.1:0 -m " + *model_);
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.err.find("no cluster key at " + missing), npos) << r.err;
+  EXPECT_NE(r.err.find("hearth keygen"), npos) << r.err;
+  EXPECT_NE(r.err.find("--insecure"), npos) << r.err;
+  const std::string gen = " -m " + *model_ + " -p hi -n 2 -t 1 --temp 0";
+  r = hearth::testing::run_command(no_key + " run" + gen + " --workers tcp://127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.err.find("no cluster key"), npos) << r.err;
+  r = hearth::testing::run_command(no_key + " run" + gen);
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  r = hearth::testing::run_command(bin + " worker --listen tcp://127.0.0.1:0 -m " + *model_ +
+                                   " --insecure --key-file " + missing);
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.err.find("contradict"), npos) << r.err;
+
+  hearth::testing::WorkerProcess w({"-m", *model_, "--repack", "off", "--insecure"});
+  ASSERT_FALSE(w.address().empty()) << w.log();
+  EXPECT_NE(w.log().find("plain TCP"), npos) << w.log();
+  const auto encrypted = run_head(*model_, "--workers " + w.address(), 4);
+  EXPECT_NE(encrypted.status, 0);
+  EXPECT_TRUE(w.alive());
+  const auto plain = run_head(*model_, "--workers " + w.address() + " --insecure");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.summary["ids"].get<std::vector<int>>(), *baseline_);
+  EXPECT_NE(plain.err.find("plain TCP"), npos) << plain.err;
 }
 
 // Frozen peers are caught by the 5 s heartbeat timeout of the transport.

@@ -365,12 +365,12 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
         !wrap_ && back.round == static_cast<uint32_t>(r + 1) && r + 1 < rounds_ &&
         back.next_layer == static_cast<uint32_t>(devices_[0].windows[r + 1].begin);
     if (back.dim != dim || back.segments != wire_segments || !(done || next_round)) {
-      throw NetError(fmt::format(
-          "ring: hidden state came back for round {} layer {} ({} tokens in {} "
-          "sequences), expected {} with {} tokens in {} sequences",
-          back.round, back.next_layer, back.n_tokens(), back.segments.size(),
-          wrap_ ? std::string("the final layer") : fmt::format("round {}", r + 1), n,
-          wire_segments.size()));
+      throw NetError(
+          fmt::format("ring: hidden state came back for round {} layer {} ({} tokens in {} "
+                      "sequences), expected {} with {} tokens in {} sequences",
+                      back.round, back.next_layer, back.n_tokens(), back.segments.size(),
+                      wrap_ ? std::string("the final layer") : fmt::format("round {}", r + 1), n,
+                      wire_segments.size()));
     }
     hidden_ = std::move(back.hidden);
     if (done) break;

@@ -453,7 +453,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       continue;
     }
     // A relay forwards the hidden state once per round; a lone device talks to nobody.
-    const double hops = members <= 1               ? 0.0
+    const double hops = members <= 1             ? 0.0
                         : (m == 0 && head_wraps) ? 1.0
                         : w[m] == 0              ? static_cast<double>(out.k)
                                                  : dc.windows;
