@@ -27,6 +27,7 @@
 #include "bench_registry.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
@@ -240,8 +241,9 @@ int run_bench_serve(const Args& args) {
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ro.n_seq_max = *std::max_element(levels.begin(), levels.end());
-    cluster::RingSource source(file, ro);
-    serve::RingBackend backend(source);
+    cluster::RecoveringRing recovering(file, ro, cluster::options_without);
+    const cluster::RingSource& source = recovering.ring();
+    serve::RingBackend backend(recovering);
     std::string plan;
     for (const auto& d : source.devices()) plan += (plan.empty() ? "" : ",") + std::to_string(d.w);
     fmt::print(

@@ -12,6 +12,7 @@
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/auto_plan.h"
+#include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
@@ -115,12 +116,14 @@ int run_run(const Args& args) {
   add_residency_options(app, rf);
   LinkFlags lf;
   add_link_options(app, lf);
+  add_recover_option(app, lf);
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  std::unique_ptr<cluster::RingSource> ring;
+  // The ring survives lost workers: it re-forms without them and continues the generation.
+  std::unique_ptr<cluster::RecoveringRing> recovering;
   std::optional<cluster::AutoPlan> auto_plan;
   // One device is a ring of one: the same stage, so a model larger than this device's memory
   // streams what does not fit (docs/residency.md).
@@ -149,14 +152,17 @@ int run_run(const Args& args) {
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";
     ro.n_ctx = mo.ctx;
-    ring = std::make_unique<cluster::RingSource>(file, ro);
+    recovering =
+        std::make_unique<cluster::RecoveringRing>(file, ro, cluster::options_without, lf.recover);
   }
+  // The ring in use (another one after a recovery: fetch it again after generating).
+  const auto ring = [&]() -> cluster::RingSource& { return recovering->ring(); };
   if (!local) {
-    fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", ring->devices().size(),
-               ring->rounds(), ring->rounds() == 1 ? "" : "s");
+    fmt::print(stderr, "hearth run: ring of {} devices, k = {} round{}\n", ring().devices().size(),
+               ring().rounds(), ring().rounds() == 1 ? "" : "s");
     fmt::print(stderr, "  {:<3} {:<28} {:>4}   layers per round\n", "dev", "name", "w");
-    for (size_t m = 0; m < ring->devices().size(); ++m) {
-      const auto& d = ring->devices()[m];
+    for (size_t m = 0; m < ring().devices().size(); ++m) {
+      const auto& d = ring().devices()[m];
       std::string ranges;
       for (const auto& win : d.windows) {
         if (!ranges.empty()) ranges += "  ";
@@ -165,7 +171,6 @@ int run_run(const Args& args) {
       fmt::print(stderr, "  {:<3} {:<28} {:>4}   {}\n", m, d.name, d.w, ranges);
     }
   }
-  model::Engine& engine = ring->engine();
   const double load_ms = now_ms() - t_load;
 
   std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
@@ -174,14 +179,14 @@ int run_run(const Args& args) {
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.stop_at_eog = !ignore_eos;
-  model::LogitsSource& source = *ring;
+  model::LogitsSource& source = *recovering;
   const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
-  const std::vector<residency::DeviceTotals> dev_stats = ring->device_stats();
-  if (!local) print_device_stats(ring->devices(), dev_stats);
+  const std::vector<residency::DeviceTotals> dev_stats = ring().device_stats();
+  if (!local) print_device_stats(ring().devices(), dev_stats);
   fmt::print(stderr,
              "hearth run: {} prompt tokens at {:.1f} tok/s, {} generated, TTFT {:.1f} ms, TPOT "
              "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
@@ -211,13 +216,14 @@ int run_run(const Args& args) {
     j["load_ms"] = load_ms;
     j["stop_reason"] = r.stop_reason;
     j["seed"] = gp.sampling.seed;
+    model::Engine& engine = ring().engine();
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();
     if (!local) {
       nlohmann::json devs = nlohmann::json::array();
-      for (const auto& d : ring->devices())
+      for (const auto& d : ring().devices())
         devs.push_back({{"name", d.name}, {"w", d.w}, {"n", 0}});
-      j["plan"] = {{"devices", devs}, {"k", ring->rounds()}};
+      j["plan"] = {{"devices", devs}, {"k", ring().rounds()}};
       if (auto_plan) {
         j["plan"]["scheduler"] = "halda";
         j["plan"]["predicted_tpot_ms"] = auto_plan->plan.predicted_tpot_ms;
@@ -228,13 +234,24 @@ int run_run(const Args& args) {
         j["predicted_tpot_ms"] = auto_plan->plan.predicted_tpot_ms;
         j["predicted_tpot_run_ctx_ms"] = predicted_run_ms;
       }
-      j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring->prefetched_bytes()}};
-      j["devices"] = device_stats_json(ring->devices(), dev_stats);
-      j["head_release"] = ring->head_releases();
+      j["prefetch"] = {{"on", prefetch == "on"}, {"head_bytes", ring().prefetched_bytes()}};
+      j["devices"] = device_stats_json(ring().devices(), dev_stats);
+      j["head_release"] = ring().head_releases();
+      nlohmann::json recs = nlohmann::json::array();
+      for (const auto& rec : recovering->recoveries()) {
+        recs.push_back({{"lost", rec.lost},
+                        {"devices_left", rec.devices_left},
+                        {"detect_ms", rec.detect_ms},
+                        {"rebuild_ms", rec.rebuild_ms},
+                        {"replay_ms", rec.replay_ms},
+                        {"replayed_tokens", rec.replayed_tokens},
+                        {"stall_ms", rec.stall_ms()}});
+      }
+      j["recoveries"] = recs;
     } else {
       j["plan"] = {{"devices", {{{"name", "local"}, {"w", engine.hparams().n_layers}, {"n", 0}}}},
                    {"k", 1}};
-      j["devices"] = device_stats_json(ring->devices(), dev_stats);
+      j["devices"] = device_stats_json(ring().devices(), dev_stats);
       j["devices"][0]["name"] = "local";
     }
     // Invalid UTF-8 can only come from a model emitting partial characters at the very end;

@@ -13,6 +13,7 @@
 #include "auto_plan_flags.h"
 #include "commands.h"
 #include "hearth/base/error.h"
+#include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
@@ -68,6 +69,7 @@ int run_serve(const Args& args) {
   add_residency_options(app, rf);
   LinkFlags lf;
   add_link_options(app, lf);
+  add_recover_option(app, lf);
   if (auto code = parse(app, args)) return *code;
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";
@@ -83,7 +85,7 @@ int run_serve(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
   std::unique_ptr<model::Engine> engine;
-  std::unique_ptr<cluster::RingSource> ring;
+  std::unique_ptr<cluster::RecoveringRing> ring;  // re-forms without lost workers
   std::unique_ptr<serve::Backend> backend;
   if (workers.empty()) {
     engine = std::make_unique<model::Engine>(file, engine_options(mo));
@@ -109,7 +111,8 @@ int run_serve(const Args& args) {
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ro.n_seq_max = so.scheduler.parallel;
-    ring = std::make_unique<cluster::RingSource>(file, ro);
+    ring =
+        std::make_unique<cluster::RecoveringRing>(file, ro, cluster::options_without, lf.recover);
     backend = std::make_unique<serve::RingBackend>(*ring);
   }
   so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;

@@ -21,6 +21,7 @@ namespace hearth::cli {
 struct LinkFlags {
   std::string key_file;   // empty: the default key path (net::default_key_path)
   bool insecure = false;  // plain TCP: no encryption, no authentication
+  int recover = 4;        // head: lost-device recoveries before giving up (0: fail at once)
 };
 
 inline void add_link_options(CLI::App& app, LinkFlags& f) {
@@ -31,6 +32,15 @@ inline void add_link_options(CLI::App& app, LinkFlags& f) {
   app.add_flag("--insecure", f.insecure,
                "plain TCP ring links, neither encrypted nor authenticated: anyone who can reach "
                "the ports can use this device (warns)");
+}
+
+// Head only (run and serve with --workers).
+inline void add_recover_option(CLI::App& app, LinkFlags& f) {
+  app.add_option("--recover", f.recover,
+                 "with --workers: times the ring may re-form without lost workers (their layers "
+                 "go to the others, KV caches are rebuilt) before the head gives up; 0: stop at "
+                 "the first lost worker, naming it")
+      ->check(CLI::Range(0, 64));
 }
 
 // The CURVE configuration of the ring links of `who` (the command, for warnings), read from

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "serve/serve_process.h"
+#include "support/synth_model.h"
 #include "support/worker_process.h"
 
 namespace hearth::serve::testing {
@@ -80,6 +81,83 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
               std::string::npos)
         << d << ": " << m->body;
   }
+}
+
+// A worker killed while four streams are being decoded: the head re-forms the ring without it
+// and every stream finishes with the text it has alone on one device; /health then says
+// "degraded" and names the lost worker, and later requests are served by the smaller ring.
+TEST(ServeRing, StreamsSurviveALostWorker) {
+  const std::string model = hearth::testing::write_model(
+      (std::filesystem::temp_directory_path() /
+       ("hearth_serve_recovery_" + std::to_string(::getpid()) + ".gguf"))
+          .string(),
+      {8, 512, 8, 4, 1536, 2048, "q8_0", 11});
+  constexpr int kClients = 4;
+  auto request = [](int i) {
+    json b = chat(i);
+    b["max_tokens"] = 120;
+    return b;
+  };
+  std::vector<std::string> alone;
+  {
+    ServeProc single({"-c", "512", "--repack", "off"}, model);
+    auto c = single.client();
+    for (int i = 0; i < kClients; ++i) {
+      auto r = c.Post("/v1/chat/completions", request(i).dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      alone.push_back(json::parse(r->body)["choices"][0]["message"]["content"]);
+    }
+  }
+  hearth::testing::WorkerProcess w1({"-m", model, "--repack", "off"});
+  hearth::testing::WorkerProcess w2({"-m", model, "--repack", "off"});
+  ASSERT_FALSE(w1.address().empty()) << w1.log();
+  ASSERT_FALSE(w2.address().empty()) << w2.log();
+  ServeProc head({"-c", "512", "--parallel", "4", "--repack", "off", "--workers",
+                  w1.address() + "," + w2.address(), "--plan", "2,3,3"},
+                 model);
+  std::vector<SseStream> got(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      json b = request(i);
+      b["stream"] = true;
+      auto c = head.client();
+      auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
+      if (r && r->status == 200) got[i] = parse_sse(r->body);
+    });
+  }
+  // Once the ring has made some decode steps for the four streams, the second worker dies.
+  auto c = head.client();
+  auto passes = [&] {
+    auto m = c.Get("/metrics");
+    const std::string name = "\nhearth_forward_passes_total ";
+    const size_t at = m ? m->body.find(name) : std::string::npos;
+    return at == std::string::npos ? 0.0 : std::stod(m->body.substr(at + name.size()));
+  };
+  for (int i = 0; i < 2000 && passes() < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  w2.kill_with(SIGKILL);
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_TRUE(got[i].done) << i << " (head log " << head.log() << ")";
+    EXPECT_EQ(got[i].text, alone[i]) << i;
+  }
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  const json health = json::parse(h->body);
+  EXPECT_EQ(health["status"], "degraded") << h->body;
+  EXPECT_EQ(health["ring"]["devices"], 2) << h->body;
+  EXPECT_EQ(health["ring"]["devices_at_start"], 3) << h->body;
+  EXPECT_EQ(health["ring"]["lost"], json::array({w2.address()})) << h->body;
+  // The smaller ring serves the next request as the single device does.
+  auto r = c.Post("/v1/chat/completions", request(1).dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], alone[1]);
+  EXPECT_TRUE(w1.alive());
 }
 
 }  // namespace

@@ -186,7 +186,8 @@ RingSource::~RingSource() {
 
 void RingSource::stop_all(const std::string& reason) noexcept {
   for (auto& p : peers_) {
-    if (!p.control || !p.greeted) continue;  // never reached: a send would only time out
+    // Never reached, or gone: a send would only wait for its timeout.
+    if (!p.control || !p.greeted || p.control->peer_lost()) continue;
     try {
       p.control->send(net::Stop{reason});
     } catch (const std::exception&) {
@@ -196,6 +197,12 @@ void RingSource::stop_all(const std::string& reason) noexcept {
 }
 
 void RingSource::fail_peer(size_t i, const std::string& what) {
+  // Which links are gone, whoever reported the failure (a worker whose successor died reports
+  // its own failed send): what a recovery must leave out.
+  lost_.clear();
+  for (size_t j = 0; j < peers_.size(); ++j) {
+    if (peers_[j].control && peers_[j].control->peer_lost()) lost_.push_back(j);
+  }
   throw NetError(fmt::format("worker {} (device {}): {}", peers_[i].address, i + 1, what));
 }
 

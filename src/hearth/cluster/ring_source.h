@@ -74,6 +74,9 @@ class RingSource : public model::LogitsSource {
   // its control link up to the Pong, so every Stats sent before is in).
   std::vector<residency::DeviceTotals> device_stats();
   bool head_releases() const { return stage_->releases(); }
+  // After a NetError: the workers (indices into RingOptions::workers) whose links were lost at
+  // that moment; empty when the failure was not a lost device (a timeout, a worker's error).
+  const std::vector<size_t>& lost_workers() const { return lost_; }
 
  private:
   struct Peer {
@@ -106,6 +109,7 @@ class RingSource : public model::LogitsSource {
   std::vector<Peer> peers_;                     // devices 1..N-1
   std::unique_ptr<net::Connection> successor_;  // device 1's inbox
   uint64_t step_ = 0;
+  std::vector<size_t> lost_;   // see lost_workers()
   std::vector<float> hidden_;  // (n_tokens, dim) f32 scratch
 };
 

@@ -11,9 +11,62 @@ std::vector<DevicePressure> LocalBackend::device_pressure() {
   return {DevicePressure{"local", p, pressure_max_, samples_}};
 }
 
+RingBackend::RingBackend(cluster::RecoveringRing& ring) : ring_(ring) {
+  state_.ring = true;
+  state_.devices = state_.devices_at_start = static_cast<int>(ring_.ring().devices().size());
+}
+
+void RingBackend::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
+  try {
+    ring_.eval(seq, tokens, logits);
+  } catch (...) {
+    note_recoveries();
+    throw;
+  }
+  note_recoveries();
+}
+
+void RingBackend::eval_batch(std::span<const model::EvalItem> items) {
+  try {
+    ring_.eval_batch(items);
+  } catch (...) {
+    note_recoveries();
+    throw;
+  }
+  note_recoveries();
+}
+
+void RingBackend::drop(int64_t seq) {
+  try {
+    ring_.drop(seq);
+  } catch (...) {
+    note_recoveries();
+    throw;
+  }
+  note_recoveries();
+}
+
+void RingBackend::note_recoveries() {
+  const auto& recs = ring_.recoveries();
+  if (recs.size() == seen_recoveries_) return;
+  seen_recoveries_ = recs.size();
+  last_.clear();  // another ring: its devices count their steps from zero
+  recent_.clear();
+  std::lock_guard lock(state_mu_);
+  state_.devices = static_cast<int>(ring_.ring().devices().size());
+  state_.recoveries = static_cast<int>(recs.size());
+  state_.lost.clear();
+  for (const auto& r : recs) state_.lost.insert(state_.lost.end(), r.lost.begin(), r.lost.end());
+}
+
+RingState RingBackend::ring_state() const {
+  std::lock_guard lock(state_mu_);
+  return state_;
+}
+
 std::vector<DevicePressure> RingBackend::device_pressure() {
-  const auto totals = ring_.device_stats();
-  const auto& devices = ring_.devices();
+  const auto totals = ring_.ring().device_stats();
+  const auto& devices = ring_.ring().devices();
   last_.resize(totals.size());
   recent_.resize(totals.size(), 0.0);
   std::vector<DevicePressure> out;

@@ -1,17 +1,31 @@
 // Where the server's tokens are computed: one local engine or the head of a ring. The
-// scheduler thread is the only caller, so implementations need no locking.
+// scheduler thread is the only caller, so implementations need no locking, except for
+// ring_state(), which any thread may call.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/model/engine.h"
 #include "hearth/residency/memory_status.h"
 #include "hearth/serve/metrics.h"
 
 namespace hearth::serve {
+
+// The ring behind the server, for /health and /metrics: devices now and at start, and the
+// recoveries from lost workers so far.
+struct RingState {
+  bool ring = false;  // false: a single device
+  int devices = 1;
+  int devices_at_start = 1;
+  int recoveries = 0;
+  std::vector<std::string> lost;  // control addresses of the workers left out
+};
 
 class Backend {
  public:
@@ -29,6 +43,7 @@ class Backend {
   // Memory pressure per device (ring order; one entry for a single device). May talk to
   // the workers, so only the scheduler thread calls it, between steps.
   virtual std::vector<DevicePressure> device_pressure() = 0;
+  virtual RingState ring_state() const { return {}; }  // any thread
 };
 
 class LocalBackend : public Backend {
@@ -53,23 +68,29 @@ class LocalBackend : public Backend {
   uint64_t samples_ = 0;
 };
 
+// The head of a ring that re-forms without lost workers (cluster::RecoveringRing): a step
+// during which a worker is lost takes longer, and the server goes on with fewer devices.
 class RingBackend : public Backend {
  public:
-  explicit RingBackend(cluster::RingSource& ring) : ring_(ring) {}
-  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override {
-    ring_.eval(seq, tokens, logits);
-  }
-  void eval_batch(std::span<const model::EvalItem> items) override { ring_.eval_batch(items); }
-  void drop(int64_t seq) override { ring_.drop(seq); }
+  explicit RingBackend(cluster::RecoveringRing& ring);
+  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
+  void eval_batch(std::span<const model::EvalItem> items) override;
+  void drop(int64_t seq) override;
   int64_t vocab() const override { return ring_.vocab(); }
   int64_t n_ctx() const override { return ring_.n_ctx(); }
   int64_t seq_length(int64_t seq) const override { return ring_.seq_length(seq); }
   std::vector<DevicePressure> device_pressure() override;
+  RingState ring_state() const override;
 
  private:
-  cluster::RingSource& ring_;
+  void note_recoveries();  // after each call that may have recovered
+
+  cluster::RecoveringRing& ring_;
+  size_t seen_recoveries_ = 0;
   std::vector<residency::DeviceTotals> last_;  // (n_devices) totals at the previous sample
   std::vector<double> recent_;                 // (n_devices) last reported recent pressure
+  mutable std::mutex state_mu_;
+  RingState state_;  // guarded by state_mu_
 };
 
 }  // namespace hearth::serve

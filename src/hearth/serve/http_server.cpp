@@ -301,8 +301,17 @@ struct Server::Impl {
                       {"meta", {{"n_ctx", scheduler.n_ctx()}, {"n_vocab", tokenizer.n_vocab()}}}};
                send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
              }));
-    http.Get("/health", guarded([](const auto&, auto& res) {
-               send_json(res, 200, {{"status", "ok"}});
+    // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
+    http.Get("/health", guarded([this](const auto&, auto& res) {
+               const RingState st = backend.ring_state();
+               json j{{"status", st.recoveries > 0 ? "degraded" : "ok"}};
+               if (st.ring) {
+                 j["ring"] = {{"devices", st.devices},
+                              {"devices_at_start", st.devices_at_start},
+                              {"recoveries", st.recoveries},
+                              {"lost", st.lost}};
+               }
+               send_json(res, 200, j);
              }));
     http.Get("/metrics", guarded([this](const auto&, auto& res) {
                res.set_content(metrics.render(), "text/plain; version=0.0.4");

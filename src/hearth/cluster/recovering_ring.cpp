@@ -1,0 +1,177 @@
+#include "hearth/cluster/recovering_ring.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <numeric>
+#include <thread>
+
+#include "hearth/base/clock.h"
+#include "hearth/base/error.h"
+#include "hearth/base/log.h"
+
+namespace hearth::cluster {
+namespace {
+
+// How long a new ring may take to form: the workers left may still be in the old session
+// (a send to the lost device blocks up to the transport's send timeout before it ends), and
+// they refuse a new head until then.
+constexpr double kRebuildDeadlineMs = 30000;
+constexpr int kRebuildRetryMs = 500;
+
+}  // namespace
+
+std::vector<int> plan_without(const std::vector<int>& plan, const std::vector<size_t>& lost) {
+  if (plan.empty()) return {};
+  std::vector<bool> gone(plan.size(), false);
+  for (size_t i : lost) {
+    if (i + 1 >= plan.size()) throw UsageError(fmt::format("plan_without: no worker {}", i));
+    gone[i + 1] = true;  // plan[0] is the head
+  }
+  int freed = 0, kept = 0;
+  std::vector<int> out;
+  for (size_t m = 0; m < plan.size(); ++m) {
+    if (gone[m]) {
+      freed += plan[m];
+    } else {
+      out.push_back(plan[m]);
+      kept += plan[m];
+    }
+  }
+  if (kept == 0) {  // nothing left holds layers: the head takes them all
+    out[0] = freed;
+    return out;
+  }
+  // Shares of `freed` in proportion to each device's window, floors first, then the largest
+  // remainders (earlier device on ties).
+  std::vector<int64_t> rem(out.size());
+  int given = 0;
+  for (size_t m = 0; m < out.size(); ++m) {
+    const int64_t num = static_cast<int64_t>(freed) * out[m];
+    rem[m] = num % kept;
+    const int share = static_cast<int>(num / kept);
+    out[m] += share;
+    given += share;
+  }
+  std::vector<size_t> order(out.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rem[a] > rem[b]; });
+  for (size_t j = 0; given < freed; ++j, ++given) ++out[order[j % order.size()]];
+  return out;
+}
+
+RecoveringRing::RecoveringRing(const gguf::GgufFile& file, RingOptions options, Replan replan,
+                               int max_recoveries)
+    : file_(file),
+      options_(std::move(options)),
+      replan_(std::move(replan)),
+      max_recoveries_(max_recoveries),
+      ring_(std::make_unique<RingSource>(file_, options_)) {}
+
+RecoveringRing::~RecoveringRing() = default;
+
+RingOptions options_without(const RingOptions& old, const std::vector<size_t>& lost) {
+  RingOptions next = old;
+  next.plan = plan_without(old.plan, lost);
+  next.workers.clear();
+  for (size_t i = 0; i < old.workers.size(); ++i) {
+    if (std::find(lost.begin(), lost.end(), i) == lost.end())
+      next.workers.push_back(old.workers[i]);
+  }
+  return next;
+}
+
+void RecoveringRing::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
+  with_recovery([&] { ring_->eval(seq, tokens, logits); });
+  auto& h = history_[seq];
+  h.insert(h.end(), tokens.begin(), tokens.end());
+}
+
+void RecoveringRing::eval_batch(std::span<const model::EvalItem> items) {
+  with_recovery([&] { ring_->eval_batch(items); });
+  for (const model::EvalItem& it : items) {
+    auto& h = history_[it.seq];
+    h.insert(h.end(), it.tokens.begin(), it.tokens.end());
+  }
+}
+
+void RecoveringRing::truncate(int64_t seq, int64_t n_pos) {
+  if (auto it = history_.find(seq);
+      it != history_.end() && n_pos >= 0 && static_cast<size_t>(n_pos) < it->second.size()) {
+    it->second.resize(static_cast<size_t>(n_pos));
+  }
+  with_recovery([&] { ring_->truncate(seq, n_pos); });
+}
+
+void RecoveringRing::drop(int64_t seq) {
+  history_.erase(seq);
+  with_recovery([&] { ring_->drop(seq); });
+}
+
+template <typename Step>
+void RecoveringRing::with_recovery(Step step) {
+  for (;;) {
+    const double t0 = now_ms();
+    try {
+      if (replay_pending_) replay();
+      step();
+      return;
+    } catch (const NetError& e) {
+      const std::vector<size_t> lost = ring_->lost_workers();
+      if (lost.empty() || static_cast<int>(recoveries_.size()) >= max_recoveries_) throw;
+      log::warn("ring head: {}; recovering without {} device(s)", e.what(), lost.size());
+      recover(lost, now_ms() - t0);
+    }
+  }
+}
+
+void RecoveringRing::recover(const std::vector<size_t>& lost, double detect_ms) {
+  Recovery rec;
+  rec.detect_ms = detect_ms;
+  for (size_t i : lost) rec.lost.push_back(options_.workers.at(i));
+  const double t_rebuild = now_ms();
+  options_ = replan_(options_, lost);
+  ring_.reset();  // Stop to the workers left, so they can take the new head's Hello
+  const double deadline = now_ms() + kRebuildDeadlineMs;
+  for (;;) {
+    try {
+      ring_ = std::make_unique<RingSource>(file_, options_);
+      break;
+    } catch (const NetError& e) {
+      if (now_ms() >= deadline) {
+        std::string names;
+        for (const auto& a : rec.lost) names += (names.empty() ? "" : ", ") + a;
+        throw NetError(fmt::format("ring: could not re-form without {}: {}", names, e.what()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(kRebuildRetryMs));
+    }
+  }
+  rec.rebuild_ms = now_ms() - t_rebuild;
+  rec.devices_left = static_cast<int>(ring_->devices().size());
+  recoveries_.push_back(std::move(rec));
+  replay_pending_ = true;
+}
+
+// The new devices hold no KV cache: evaluate each sequence's tokens again (their logits are
+// not needed; the failed step then runs as it would have). A loss during the replay is
+// recovered from like any other, and the replay starts over.
+void RecoveringRing::replay() {
+  Recovery& rec = recoveries_.back();
+  const double t0 = now_ms();
+  std::vector<float> scratch(static_cast<size_t>(ring_->vocab()));
+  int64_t n = 0;
+  for (const auto& [seq, tokens] : history_) {
+    if (tokens.empty()) continue;
+    ring_->eval(seq, tokens, scratch.data());
+    n += static_cast<int64_t>(tokens.size());
+  }
+  replay_pending_ = false;
+  rec.replayed_tokens = n;
+  rec.replay_ms = now_ms() - t0;
+  log::warn(
+      "ring head: recovered on {} devices: detection {:.0f} ms, new ring {:.0f} ms, {} tokens "
+      "re-evaluated in {:.0f} ms",
+      rec.devices_left, rec.detect_ms, rec.rebuild_ms, rec.replayed_tokens, rec.replay_ms);
+}
+
+}  // namespace hearth::cluster

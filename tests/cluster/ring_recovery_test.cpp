@@ -1,0 +1,145 @@
+// A ring that loses a worker mid-generation (issue 17): `hearth run` at the head of a
+// 3-process ring on loopback, one worker killed (SIGKILL) or frozen (SIGSTOP) while tokens
+// stream; the head re-forms the ring without it, rebuilds the KV caches by evaluating the
+// tokens so far again, and finishes with the greedy ids of an undisturbed run (every device
+// on the GGUF layout, --repack off, so any plan gives the same logits bitwise).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hearth/base/error.h"
+#include "hearth/cluster/recovering_ring.h"
+#include "support/subprocess.h"
+#include "support/synth_model.h"
+#include "support/worker_process.h"
+
+namespace hearth::cluster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Big enough that 160 tokens take a good fraction of a second on one thread, so the loss
+// lands mid-generation: it is injected when the first generated text reaches stdout.
+const std::string& model_path() {
+  static const std::string path = [] {
+    const auto p = fs::temp_directory_path() / ("hearth_recovery_" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    return hearth::testing::write_model((p / "m.gguf").string(),
+                                        {8, 512, 8, 4, 1536, 2048, "q8_0", 11});
+  }();
+  return path;
+}
+
+const std::string kGen =
+    " -p 'the fire in the hearth' -n 160 -t 1 -c 512 --temp 0 --ignore-eos --json --repack off";
+
+std::vector<int> baseline_ids() {
+  const auto r = hearth::testing::run_hearth("run -m " + model_path() + kGen);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return hearth::testing::last_json_line(r.out)["ids"].get<std::vector<int>>();
+}
+
+struct Disturbed {
+  int status = -1;
+  nlohmann::json summary;
+  std::string err;
+};
+
+// Runs the head over `workers` with `plan`, and calls `disturb` once the first generated
+// bytes arrive on its stdout.
+template <typename F>
+Disturbed run_disturbed(const std::string& workers, const std::string& plan, F disturb) {
+  const std::string err =
+      (fs::temp_directory_path() / ("hearth_recovery_head_" + std::to_string(::getpid()) + ".err"))
+          .string();
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model_path() + kGen +
+                          " --workers " + workers + " --plan " + plan + " 2>" + err;
+  Disturbed d;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return d;
+  std::string out;
+  char buf[256];
+  bool disturbed = false;
+  size_t n;
+  while ((n = fread(buf, 1, disturbed ? sizeof buf : 1, p)) > 0) {
+    out.append(buf, n);
+    if (!disturbed && out.size() >= 4) {
+      disturb();
+      disturbed = true;
+    }
+  }
+  d.status = pclose(p);
+  d.err = hearth::testing::run_command("cat " + err).out;
+  fs::remove(err);
+  if (d.status == 0) d.summary = hearth::testing::last_json_line(out);
+  return d;
+}
+
+void expect_recovered(const Disturbed& d, const std::vector<int>& ids, const std::string& lost,
+                      int devices_left) {
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_EQ(d.summary["ids"].get<std::vector<int>>(), ids);
+  const auto& recs = d.summary["recoveries"];
+  ASSERT_EQ(recs.size(), 1u) << d.summary.dump() << d.err;
+  EXPECT_EQ(recs[0]["lost"], nlohmann::json::array({lost}));
+  EXPECT_EQ(recs[0]["devices_left"].get<int>(), devices_left);
+  EXPECT_GT(recs[0]["replayed_tokens"].get<int>(), 0);
+  EXPECT_EQ(d.summary["devices"].size(), static_cast<size_t>(devices_left));
+  EXPECT_NE(d.err.find("recovered on"), std::string::npos) << d.err;
+}
+
+TEST(RingRecovery, KilledWorkerIsLeftOutAndTheIdsStayTheSame) {
+  const auto ids = baseline_ids();
+  ASSERT_EQ(ids.size(), 160u);
+  // k = 1 (W = 8) and k = 2 (W = 4); the second worker is lost each time.
+  for (const std::string plan : {"2,3,3", "1,2,1"}) {
+    SCOPED_TRACE(plan);
+    hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
+    hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
+    ASSERT_FALSE(w1.address().empty()) << w1.log();
+    ASSERT_FALSE(w2.address().empty()) << w2.log();
+    const auto d =
+        run_disturbed(w1.address() + "," + w2.address(), plan, [&] { w2.kill_with(SIGKILL); });
+    expect_recovered(d, ids, w2.address(), 2);
+    EXPECT_TRUE(w1.alive());
+  }
+}
+
+TEST(RingRecovery, FrozenWorkerIsLeftOutAfterTheHeartbeatTimeout) {
+  const auto ids = baseline_ids();
+  hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
+  hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
+  ASSERT_FALSE(w1.address().empty()) << w1.log();
+  ASSERT_FALSE(w2.address().empty()) << w2.log();
+  const auto d =
+      run_disturbed(w1.address() + "," + w2.address(), "2,3,3", [&] { w1.signal(SIGSTOP); });
+  w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
+  expect_recovered(d, ids, w1.address(), 2);
+}
+
+TEST(RingRecovery, PlanWithoutGivesTheLostLayersToTheOthersInProportion) {
+  EXPECT_EQ(plan_without({10, 11, 11}, {1}), (std::vector<int>{15, 17}));
+  EXPECT_EQ(plan_without({0, 2, 2}, {0}), (std::vector<int>{0, 4}));
+  EXPECT_EQ(plan_without({1, 2, 1}, {1}), (std::vector<int>{1, 3}));
+  EXPECT_EQ(plan_without({4, 2, 2}, {0, 1}), (std::vector<int>{8}));
+  EXPECT_EQ(plan_without({0, 4}, {0}), (std::vector<int>{4}));  // the head alone takes all
+  EXPECT_TRUE(plan_without({}, {0}).empty());                   // even split stays even
+  for (const auto& [plan, lost] : std::vector<std::pair<std::vector<int>, std::vector<size_t>>>{
+           {{3, 5, 7, 2}, {0}}, {{1, 1, 1, 1, 1}, {1, 3}}, {{6, 0, 9}, {1}}}) {
+    const auto out = plan_without(plan, lost);
+    int before = 0, after = 0;
+    for (int w : plan) before += w;
+    for (int w : out) after += w;
+    EXPECT_EQ(after, before);  // W, hence the rounds, stays
+    EXPECT_EQ(out.size(), plan.size() - lost.size());
+  }
+  EXPECT_THROW(plan_without({1, 1}, {1}), UsageError);
+}
+
+}  // namespace
+}  // namespace hearth::cluster
