@@ -356,7 +356,7 @@ TEST_F(Ring, NoKeyRefusesToStartUnlessInsecure) {
   EXPECT_NE(plain.err.find("plain TCP"), npos) << plain.err;
 }
 
-// Frozen peers are caught by the 5 s heartbeat timeout of the transport.
+// Frozen peers are caught by the 2.5 s heartbeat timeout of the transport.
 TEST_F(Ring, FrozenWorkerStopsTheHeadWithItsName) {
   expect_head_stops_naming(*model_, SIGSTOP, 9.0);
 }

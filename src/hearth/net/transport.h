@@ -41,9 +41,11 @@ struct TransportOptions {
   int send_timeout_ms = 5000;
   // How long unsent messages may delay closing (so a final Stop still goes out).
   int linger_ms = 500;
-  // ZMTP heartbeats: a silent TCP peer is declared dead after heartbeat_timeout_ms.
+  // ZMTP heartbeats: a silent TCP peer is declared dead after heartbeat_timeout_ms. libzmq's
+  // I/O thread answers them, so a device busy computing or reading for seconds stays alive;
+  // a frozen or unplugged one is caught within about 2.5 s.
   int heartbeat_ms = 1000;
-  int heartbeat_timeout_ms = 5000;
+  int heartbeat_timeout_ms = 2500;
   // Optional CURVE encryption and authentication (tcp only); see curve.h.
   CurveConfig curve;
 };
