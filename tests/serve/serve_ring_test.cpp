@@ -86,7 +86,8 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
 // A worker killed while four streams are being decoded: the head re-forms the ring without it
 // and every stream finishes with the text it has alone on one device; /health then says
 // "degraded" and names the lost worker, and later requests are served by the smaller ring.
-TEST(ServeRing, StreamsSurviveALostWorker) {
+// A worker started again at the lost address rejoins at the next idle moment.
+TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
   const std::string model = hearth::testing::write_model(
       (std::filesystem::temp_directory_path() /
        ("hearth_serve_recovery_" + std::to_string(::getpid()) + ".gguf"))
@@ -158,6 +159,26 @@ TEST(ServeRing, StreamsSurviveALostWorker) {
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], alone[1]);
   EXPECT_TRUE(w1.alive());
+
+  hearth::testing::WorkerProcess back({"-m", model, "--repack", "off"}, w2.address());
+  ASSERT_EQ(back.address(), w2.address()) << back.log();
+  json now;
+  for (int i = 0; i < 150; ++i) {  // the scheduler probes every 2 s when idle
+    auto hh = c.Get("/health");
+    if (hh) now = json::parse(hh->body);
+    if (now["status"] == "ok") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(now["status"], "ok") << now.dump() << head.log();
+  EXPECT_EQ(now["ring"]["devices"], 3) << now.dump();
+  EXPECT_EQ(now["ring"]["rejoins"], 1) << now.dump();
+  EXPECT_EQ(now["ring"]["lost"], json::array()) << now.dump();
+  r = c.Post("/v1/chat/completions", request(2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], alone[2]);
+  // The rejoined worker computed: its process received the ring's work.
+  EXPECT_NE(back.log().find("layers in"), std::string::npos) << back.log();
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ namespace hearth::testing {
 
 class WorkerProcess {
  public:
-  // `args` follow `hearth worker --listen tcp://127.0.0.1:0 -t 1` (e.g. {"-m", path}).
-  explicit WorkerProcess(const std::vector<std::string>& args) {
+  // `args` follow `hearth worker --listen LISTEN -t 1` (e.g. {"-m", path}); port 0: any free.
+  explicit WorkerProcess(const std::vector<std::string>& args,
+                         const std::string& listen = "tcp://127.0.0.1:0") {
     static int counter = 0;
     log_ = (std::filesystem::temp_directory_path() / ("hearth_worker_" + std::to_string(getpid()) +
                                                       "_" + std::to_string(counter++) + ".log"))
@@ -36,8 +37,7 @@ class WorkerProcess {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addclose(&fa, out[0]);
     posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s = {HEARTH_BIN_PATH,     "worker", "--listen",
-                                       "tcp://127.0.0.1:0", "-t",     "1"};
+    std::vector<std::string> argv_s = {HEARTH_BIN_PATH, "worker", "--listen", listen, "-t", "1"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());

@@ -63,10 +63,13 @@ std::vector<int> plan_without(const std::vector<int>& plan, const std::vector<si
 RecoveringRing::RecoveringRing(const gguf::GgufFile& file, RingOptions options, Replan replan,
                                int max_recoveries)
     : file_(file),
+      original_(options),
       options_(std::move(options)),
       replan_(std::move(replan)),
       max_recoveries_(max_recoveries),
-      ring_(std::make_unique<RingSource>(file_, options_)) {}
+      ring_(std::make_unique<RingSource>(file_, options_)),
+      vocab_(ring_->vocab()),
+      n_ctx_(ring_->n_ctx()) {}
 
 RecoveringRing::~RecoveringRing() = default;
 
@@ -95,6 +98,11 @@ void RecoveringRing::eval_batch(std::span<const model::EvalItem> items) {
   }
 }
 
+int64_t RecoveringRing::seq_length(int64_t seq) const {
+  const auto it = history_.find(seq);
+  return it == history_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
 void RecoveringRing::truncate(int64_t seq, int64_t n_pos) {
   if (auto it = history_.find(seq);
       it != history_.end() && n_pos >= 0 && static_cast<size_t>(n_pos) < it->second.size()) {
@@ -113,6 +121,7 @@ void RecoveringRing::with_recovery(Step step) {
   for (;;) {
     const double t0 = now_ms();
     try {
+      if (!ring_) throw NetError("ring: no ring to run on (it could not be re-formed)");
       if (replay_pending_) replay();
       step();
       return;
@@ -131,32 +140,91 @@ void RecoveringRing::recover(const std::vector<size_t>& lost, double detect_ms) 
   for (size_t i : lost) rec.lost.push_back(options_.workers.at(i));
   const double t_rebuild = now_ms();
   options_ = replan_(options_, lost);
+  std::string names;
+  for (const auto& a : rec.lost) names += (names.empty() ? "" : ", ") + a;
+  form_ring("without " + names);
+  rec.rebuild_ms = now_ms() - t_rebuild;
+  rec.devices_left = static_cast<int>(ring_->devices().size());
+  recoveries_.push_back(std::move(rec));
+  replay_pending_ = true;
+  replay_record_ = recoveries_.size() - 1;
+}
+
+void RecoveringRing::form_ring(const std::string& why) {
   ring_.reset();  // Stop to the workers left, so they can take the new head's Hello
   const double deadline = now_ms() + kRebuildDeadlineMs;
   for (;;) {
     try {
       ring_ = std::make_unique<RingSource>(file_, options_);
-      break;
+      return;
     } catch (const NetError& e) {
       if (now_ms() >= deadline) {
-        std::string names;
-        for (const auto& a : rec.lost) names += (names.empty() ? "" : ", ") + a;
-        throw NetError(fmt::format("ring: could not re-form without {}: {}", names, e.what()));
+        throw NetError(fmt::format("ring: could not re-form {}: {}", why, e.what()));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(kRebuildRetryMs));
     }
   }
-  rec.rebuild_ms = now_ms() - t_rebuild;
-  rec.devices_left = static_cast<int>(ring_->devices().size());
-  recoveries_.push_back(std::move(rec));
+}
+
+bool RecoveringRing::try_rejoin() {
+  if (options_.workers.size() == original_.workers.size()) return false;
+  std::vector<size_t> still_lost;
+  std::vector<std::string> back;
+  for (size_t i = 0; i < original_.workers.size(); ++i) {
+    const std::string& addr = original_.workers[i];
+    if (std::find(options_.workers.begin(), options_.workers.end(), addr) !=
+        options_.workers.end()) {
+      continue;
+    }
+    // A short probe: a worker back and idle answers Ping at once; one still gone must not
+    // hold the server for a send timeout.
+    bool answered = false;
+    try {
+      net::TransportOptions t = options_.transport;
+      t.send_timeout_ms = 300;
+      auto c = net::connect(addr, t);
+      const uint64_t nonce = 0x4a4f494eull + i;  // "JOIN"
+      c->send(net::Ping{nonce, 0});
+      const double until = now_ms() + 500;
+      while (!answered && now_ms() < until) {
+        auto env = c->recv_for(net::Millis{50});
+        const auto* pong = env ? std::get_if<net::Pong>(&env->body) : nullptr;
+        answered = pong != nullptr && pong->nonce == nonce;
+      }
+    } catch (const Error&) {
+      answered = false;
+    }
+    if (answered) {
+      back.push_back(addr);
+    } else {
+      still_lost.push_back(i);
+    }
+  }
+  if (back.empty()) return false;
+  std::string names;
+  for (const auto& a : back) names += (names.empty() ? "" : ", ") + a;
+  const RingOptions before = options_;
+  options_ = replan_(original_, still_lost);
+  try {
+    form_ring("with " + names + " back");
+  } catch (const NetError& e) {
+    log::warn("ring head: {} answered but could not rejoin ({}); going on without", names,
+              e.what());
+    options_ = before;
+    form_ring("as it was before " + names + " answered");
+  }
   replay_pending_ = true;
+  replay_record_.reset();
+  ++rejoins_;
+  log::info("ring head: {} rejoined; ring of {} devices", names, ring_->devices().size());
+  return true;
 }
 
 // The new devices hold no KV cache: evaluate each sequence's tokens again (their logits are
 // not needed; the failed step then runs as it would have). A loss during the replay is
 // recovered from like any other, and the replay starts over.
 void RecoveringRing::replay() {
-  Recovery& rec = recoveries_.back();
+  if (!ring_) throw NetError("ring: no ring to run on (it could not be re-formed)");
   const double t0 = now_ms();
   std::vector<float> scratch(static_cast<size_t>(ring_->vocab()));
   int64_t n = 0;
@@ -166,6 +234,9 @@ void RecoveringRing::replay() {
     n += static_cast<int64_t>(tokens.size());
   }
   replay_pending_ = false;
+  if (!replay_record_) return;  // a rejoin, not a recovery
+  Recovery& rec = recoveries_[*replay_record_];
+  replay_record_.reset();
   rec.replayed_tokens = n;
   rec.replay_ms = now_ms() - t0;
   log::warn(

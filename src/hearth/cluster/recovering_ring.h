@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,9 +55,16 @@ class RecoveringRing : public model::LogitsSource {
   void eval_batch(std::span<const model::EvalItem> items);  // RingSource::eval_batch, recovering
   void truncate(int64_t seq, int64_t n_pos);
   void drop(int64_t seq);
-  int64_t vocab() const override { return ring_->vocab(); }
-  int64_t n_ctx() const override { return ring_->n_ctx(); }
-  int64_t seq_length(int64_t seq) const override { return ring_->seq_length(seq); }
+  int64_t vocab() const override { return vocab_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  // Positions held: the tokens evaluated so far (the same on every ring it re-forms).
+  int64_t seq_length(int64_t seq) const override;
+
+  // At an idle moment (no step in flight): workers lost earlier that answer a Ping again
+  // rejoin. The ring re-forms with them (the plan as at start, less those still lost) and
+  // the sequences held are replayed before the next step. Returns true when the ring changed.
+  bool try_rejoin();
+  int rejoins() const { return rejoins_; }
 
   RingSource& ring() { return *ring_; }  // the ring in use now
   const std::vector<Recovery>& recoveries() const { return recoveries_; }
@@ -66,16 +74,21 @@ class RecoveringRing : public model::LogitsSource {
   template <typename Step>
   void with_recovery(Step step);
   void recover(const std::vector<size_t>& lost, double detect_ms);
+  void form_ring(const std::string& why);  // ring_ from options_, retrying while workers settle
   void replay();
 
   const gguf::GgufFile& file_;
+  const RingOptions original_;  // as at start: rejoins go back towards it
   RingOptions options_;
   Replan replan_;
   int max_recoveries_;
   std::unique_ptr<RingSource> ring_;
   std::unordered_map<int64_t, std::vector<int32_t>> history_;  // tokens per sequence
   std::vector<Recovery> recoveries_;
-  bool replay_pending_ = false;  // a new ring holds no KV cache yet
+  int64_t vocab_ = 0, n_ctx_ = 0;        // the same on every ring
+  bool replay_pending_ = false;          // a new ring holds no KV cache yet
+  std::optional<size_t> replay_record_;  // the recovery whose figures the replay completes
+  int rejoins_ = 0;
 };
 
 }  // namespace hearth::cluster

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "hearth/base/log.h"
+
 namespace hearth::serve {
 
 std::vector<DevicePressure> LocalBackend::device_pressure() {
@@ -46,17 +48,38 @@ void RingBackend::drop(int64_t seq) {
   note_recoveries();
 }
 
+void RingBackend::idle() {
+  try {
+    ring_.try_rejoin();
+  } catch (const std::exception& e) {
+    log::warn("serve: rejoining lost workers: {}", e.what());
+  }
+  note_recoveries();
+}
+
 void RingBackend::note_recoveries() {
   const auto& recs = ring_.recoveries();
-  if (recs.size() == seen_recoveries_) return;
+  if (recs.size() == seen_recoveries_ && ring_.rejoins() == seen_rejoins_) return;
   seen_recoveries_ = recs.size();
+  seen_rejoins_ = ring_.rejoins();
   last_.clear();  // another ring: its devices count their steps from zero
   recent_.clear();
   std::lock_guard lock(state_mu_);
   state_.devices = static_cast<int>(ring_.ring().devices().size());
   state_.recoveries = static_cast<int>(recs.size());
+  state_.rejoins = ring_.rejoins();
+  // Lost: the workers of the first ring that are not in the ring now.
   state_.lost.clear();
-  for (const auto& r : recs) state_.lost.insert(state_.lost.end(), r.lost.begin(), r.lost.end());
+  for (const auto& r : recs) {
+    for (const auto& a : r.lost) {
+      const auto& devs = ring_.ring().devices();
+      const bool in_ring = std::any_of(
+          devs.begin(), devs.end(), [&](const cluster::RingDevice& d) { return d.address == a; });
+      if (!in_ring && std::find(state_.lost.begin(), state_.lost.end(), a) == state_.lost.end()) {
+        state_.lost.push_back(a);
+      }
+    }
+  }
 }
 
 RingState RingBackend::ring_state() const {

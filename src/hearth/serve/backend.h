@@ -24,7 +24,8 @@ struct RingState {
   int devices = 1;
   int devices_at_start = 1;
   int recoveries = 0;
-  std::vector<std::string> lost;  // control addresses of the workers left out
+  int rejoins = 0;
+  std::vector<std::string> lost;  // control addresses of the workers out of the ring now
 };
 
 class Backend {
@@ -44,6 +45,9 @@ class Backend {
   // the workers, so only the scheduler thread calls it, between steps.
   virtual std::vector<DevicePressure> device_pressure() = 0;
   virtual RingState ring_state() const { return {}; }  // any thread
+  // Called by the scheduler when no sequence is active, every few seconds: a ring lets lost
+  // workers that are back rejoin.
+  virtual void idle() {}
 };
 
 class LocalBackend : public Backend {
@@ -81,12 +85,14 @@ class RingBackend : public Backend {
   int64_t seq_length(int64_t seq) const override { return ring_.seq_length(seq); }
   std::vector<DevicePressure> device_pressure() override;
   RingState ring_state() const override;
+  void idle() override;
 
  private:
   void note_recoveries();  // after each call that may have recovered
 
   cluster::RecoveringRing& ring_;
   size_t seen_recoveries_ = 0;
+  int seen_rejoins_ = 0;
   std::vector<residency::DeviceTotals> last_;  // (n_devices) totals at the previous sample
   std::vector<double> recent_;                 // (n_devices) last reported recent pressure
   mutable std::mutex state_mu_;

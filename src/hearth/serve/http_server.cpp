@@ -304,11 +304,12 @@ struct Server::Impl {
     // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
     http.Get("/health", guarded([this](const auto&, auto& res) {
                const RingState st = backend.ring_state();
-               json j{{"status", st.recoveries > 0 ? "degraded" : "ok"}};
+               json j{{"status", st.devices < st.devices_at_start ? "degraded" : "ok"}};
                if (st.ring) {
                  j["ring"] = {{"devices", st.devices},
                               {"devices_at_start", st.devices_at_start},
                               {"recoveries", st.recoveries},
+                              {"rejoins", st.rejoins},
                               {"lost", st.lost}};
                }
                send_json(res, 200, j);

@@ -244,6 +244,7 @@ void Scheduler::loop() {
                          static_cast<int64_t>(active_.size()));
     }
     if (now_ms() - last_poll_ms >= kDevicePoll.count()) {
+      if (active_.empty()) backend_.idle();
       poll_devices();
       last_poll_ms = now_ms();
     }
