@@ -10,8 +10,8 @@
 // transport with a logged reason; well-formed but wrong ones (bad window, wrong dim, more
 // sequences than Assign.n_seq_max) are refused or dropped and the worker keeps serving. What a
 // peer may ask is bounded (cluster/peer_limits.h), and a reply that cannot be delivered (the
-// peer left) is logged, never fatal. Until links are authenticated, whoever says Hello first
-// owns the session.
+// peer left) is logged, never fatal. Among the peers that can complete a handshake (holders of
+// the cluster key, or anyone with --insecure), whoever says Hello first owns the session.
 #pragma once
 
 #include <atomic>

@@ -43,6 +43,7 @@
 #include <string>
 #include <string_view>
 
+#include "hearth/base/cpu_features.h"
 #include "hearth/base/error.h"
 
 namespace hearth::compute {
@@ -72,7 +73,7 @@ inline bool isa_supported(Isa isa) {
 #if defined(__x86_64__)
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+             cpu_has_f16c();
     case Isa::kAvx512:
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "hearth/base/cpu_features.h"
 #include "hearth/base/error.h"
 #include "hearth/quant/type_traits.h"
 
@@ -19,8 +20,8 @@ bool isa_supported(Isa isa) {
 #if defined(__x86_64__)
     // libgcc's cpu model also checks XCR0, so the OS saves the wide registers.
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c() &&
+             __builtin_cpu_supports("bmi2");
     case Isa::kAvx512:
       return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
