@@ -112,14 +112,17 @@ TEST(RingRecovery, KilledWorkerIsLeftOutAndTheIdsStayTheSame) {
 
 TEST(RingRecovery, FrozenWorkerIsLeftOutAfterTheHeartbeatTimeout) {
   const auto ids = baseline_ids();
-  hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
-  hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
-  ASSERT_FALSE(w1.address().empty()) << w1.log();
-  ASSERT_FALSE(w2.address().empty()) << w2.log();
-  const auto d =
-      run_disturbed(w1.address() + "," + w2.address(), "2,3,3", [&] { w1.signal(SIGSTOP); });
-  w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
-  expect_recovered(d, ids, w1.address(), 2);
+  for (const std::string plan : {"2,3,3", "1,2,1"}) {  // k = 1 and k = 2; the first worker
+    SCOPED_TRACE(plan);
+    hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
+    hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
+    ASSERT_FALSE(w1.address().empty()) << w1.log();
+    ASSERT_FALSE(w2.address().empty()) << w2.log();
+    const auto d =
+        run_disturbed(w1.address() + "," + w2.address(), plan, [&] { w1.signal(SIGSTOP); });
+    w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
+    expect_recovered(d, ids, w1.address(), 2);
+  }
 }
 
 TEST(RingRecovery, PlanWithoutGivesTheLostLayersToTheOthersInProportion) {
