@@ -78,12 +78,9 @@ MODEL=$(readlink -f "$MODEL")
 COPIES=${COPIES:-$(dirname "$MODEL")}
 if [[ -z "$HC_WORK" ]]; then HC_WORK=$(mktemp -d "${TMPDIR:-/tmp}/hearth-cluster.XXXXXX"); fi
 mkdir -p "$HC_WORK"
-# Ring links are encrypted as on a real LAN: the caller's key (HEARTH_KEY_FILE), else one made
-# for this run.
-if [[ -z "${HEARTH_KEY_FILE:-}" ]]; then
-  export HEARTH_KEY_FILE="$HC_WORK/cluster.key"
-  [[ -f "$HEARTH_KEY_FILE" ]] || "$HC_BIN" keygen "$HEARTH_KEY_FILE" > /dev/null
-fi
+# shellcheck source=../lib/cluster_key.sh
+source "$HERE/../lib/cluster_key.sh"
+use_cluster_key "$HC_BIN" "$HC_WORK"
 HC_BLOCKDEV=$(hc_block_device "$COPIES")
 
 on_exit() {

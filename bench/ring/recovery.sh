@@ -30,10 +30,9 @@ while [[ $# -gt 0 ]]; do
 done
 BIN=$(readlink -f "$BIN")
 mkdir -p "$DIR"
-if [[ -z "${HEARTH_KEY_FILE:-}" ]]; then
-  export HEARTH_KEY_FILE="$DIR/cluster.key"
-  [[ -f "$HEARTH_KEY_FILE" ]] || "$BIN" keygen "$HEARTH_KEY_FILE" > /dev/null
-fi
+# shellcheck source=../lib/cluster_key.sh
+source "$(dirname "$0")/../lib/cluster_key.sh"
+use_cluster_key "$BIN" "$DIR"
 MODEL="$DIR/llama3-8b-x0.25.gguf"
 [[ -f "$MODEL" ]] || "$BIN" synth --preset llama3-8b --scale 0.25 --type q4_k_m -o "$MODEL" >&2
 GEN=(-m "$MODEL" -p "the fire in the hearth" -n "$TOKENS" -t 1 --temp 0 --ignore-eos --json --repack off)

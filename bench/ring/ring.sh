@@ -26,12 +26,9 @@ while [[ $# -gt 0 ]]; do
 done
 BIN=$(readlink -f "$BIN")
 mkdir -p "$DIR"
-# Ring links are encrypted as on a real LAN: the caller's key (HEARTH_KEY_FILE), else one made
-# for these runs.
-if [[ -z "${HEARTH_KEY_FILE:-}" ]]; then
-  export HEARTH_KEY_FILE="$DIR/cluster.key"
-  [[ -f "$HEARTH_KEY_FILE" ]] || "$BIN" keygen "$HEARTH_KEY_FILE" > /dev/null
-fi
+# shellcheck source=../lib/cluster_key.sh
+source "$(dirname "$0")/../lib/cluster_key.sh"
+use_cluster_key "$BIN" "$DIR"
 CGROOT=/sys/fs/cgroup/memory
 PIDS=()
 CGS=()

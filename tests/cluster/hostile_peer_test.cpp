@@ -223,6 +223,12 @@ TEST_F(HostilePeer, AssignsBeyondTheDeviceAreRefused) {
        }},
       {"successor_endpoint", [](net::Assign& a) { a.successor_endpoint = "ipc:///tmp/x"; }},
       {"successor_endpoint", [](net::Assign& a) { a.successor_endpoint = "tcp://127.0.0.1:0"; }},
+      {"wrap_endpoint", [](net::Assign& a) { a.wrap_endpoint = "ipc:///tmp/x"; }},
+      {"wrap_endpoint",  // only the last device hands rounds on to the first
+       [](net::Assign& a) {
+         a.n_devices = 3;
+         a.wrap_endpoint = a.successor_endpoint;
+       }},
       {"rounds",
        [](net::Assign& a) {
          a.windows.assign(100, net::LayerRange{0, 0});

@@ -80,6 +80,14 @@ Disturbed run_disturbed(const std::string& workers, const std::string& plan, F d
   return d;
 }
 
+// Two workers on the test model, every device on the GGUF layout.
+struct TwoWorkers {
+  hearth::testing::WorkerProcess w1{{"-m", model_path(), "--repack", "off"}};
+  hearth::testing::WorkerProcess w2{{"-m", model_path(), "--repack", "off"}};
+  bool started() const { return !w1.address().empty() && !w2.address().empty(); }
+  std::string addresses() const { return w1.address() + "," + w2.address(); }
+};
+
 void expect_recovered(const Disturbed& d, const std::vector<int>& ids, const std::string& lost,
                       int devices_left) {
   ASSERT_EQ(d.status, 0) << d.err;
@@ -99,14 +107,11 @@ TEST(RingRecovery, KilledWorkerIsLeftOutAndTheIdsStayTheSame) {
   // k = 1 (W = 8) and k = 2 (W = 4); the second worker is lost each time.
   for (const std::string plan : {"2,3,3", "1,2,1"}) {
     SCOPED_TRACE(plan);
-    hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
-    hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
-    ASSERT_FALSE(w1.address().empty()) << w1.log();
-    ASSERT_FALSE(w2.address().empty()) << w2.log();
-    const auto d =
-        run_disturbed(w1.address() + "," + w2.address(), plan, [&] { w2.kill_with(SIGKILL); });
-    expect_recovered(d, ids, w2.address(), 2);
-    EXPECT_TRUE(w1.alive());
+    TwoWorkers w;
+    ASSERT_TRUE(w.started()) << w.w1.log() << w.w2.log();
+    const auto d = run_disturbed(w.addresses(), plan, [&] { w.w2.kill_with(SIGKILL); });
+    expect_recovered(d, ids, w.w2.address(), 2);
+    EXPECT_TRUE(w.w1.alive());
   }
 }
 
@@ -114,14 +119,11 @@ TEST(RingRecovery, FrozenWorkerIsLeftOutAfterTheHeartbeatTimeout) {
   const auto ids = baseline_ids();
   for (const std::string plan : {"2,3,3", "1,2,1"}) {  // k = 1 and k = 2; the first worker
     SCOPED_TRACE(plan);
-    hearth::testing::WorkerProcess w1({"-m", model_path(), "--repack", "off"});
-    hearth::testing::WorkerProcess w2({"-m", model_path(), "--repack", "off"});
-    ASSERT_FALSE(w1.address().empty()) << w1.log();
-    ASSERT_FALSE(w2.address().empty()) << w2.log();
-    const auto d =
-        run_disturbed(w1.address() + "," + w2.address(), plan, [&] { w1.signal(SIGSTOP); });
-    w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
-    expect_recovered(d, ids, w1.address(), 2);
+    TwoWorkers w;
+    ASSERT_TRUE(w.started()) << w.w1.log() << w.w2.log();
+    const auto d = run_disturbed(w.addresses(), plan, [&] { w.w1.signal(SIGSTOP); });
+    w.w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
+    expect_recovered(d, ids, w.w1.address(), 2);
   }
 }
 

@@ -69,7 +69,8 @@ TEST(RingStream, BadResidencyFlagsAreUsageErrors) {
        {"run -m x.gguf -p hi --residency lru", "run -m x.gguf -p hi --weight-memory -5",
         "run -m x.gguf -p hi --stream-buffer lots", "run -m x.gguf -p hi --stream-io mmap",
         "run -m x.gguf -p hi --plan auto --rounds 0", "serve -m x.gguf --rounds -2",
-        "serve -m x.gguf --stream-io fast",
+        "serve -m x.gguf --stream-io fast", "run -m x.gguf -p hi --recover -1",
+        "serve -m x.gguf --recover 100",
         "worker --listen tcp://127.0.0.1:0 -m x.gguf "
         "--residency sometimes"}) {
     SCOPED_TRACE(args);

@@ -27,8 +27,8 @@
 #include "hearth/cluster/model_identity.h"
 #include "hearth/cluster/worker.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/synth.h"
 #include "hearth/net/transport.h"
+#include "support/synth_model.h"
 
 namespace {
 
@@ -65,21 +65,7 @@ std::string start_worker() {
   ::setenv("HEARTH_LOG", "error", 1);  // every dropped message would be a warning
   const auto path = std::filesystem::temp_directory_path() /
                     ("hearth-session-fuzz-" + std::to_string(::getpid()) + ".gguf");
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = kLayers;
-  opt.hp.dim = kDim;
-  opt.hp.n_heads = 4;
-  opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = kDim / 4;
-  opt.hp.ffn = 128;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q8_0");
-  opt.seed = 5;
-  opt.name = "session-fuzz";
-  opt.threads = 1;
-  model::write_synthetic_model(opt, path.string());
+  hearth::testing::write_model(path.string(), {int{kLayers}, int{kDim}, 4, 2, 128, 512, "q8_0", 5});
   g_identity = cluster::model_identity(gguf::GgufFile::open(path.string()));
   cluster::WorkerOptions wo;
   wo.listen = kWorker;

@@ -18,34 +18,27 @@ RingBackend::RingBackend(cluster::RecoveringRing& ring) : ring_(ring) {
   state_.devices = state_.devices_at_start = static_cast<int>(ring_.ring().devices().size());
 }
 
-void RingBackend::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
+template <typename Step>
+void RingBackend::tracked(Step step) {
   try {
-    ring_.eval(seq, tokens, logits);
+    step();
   } catch (...) {
     note_recoveries();
     throw;
   }
   note_recoveries();
+}
+
+void RingBackend::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
+  tracked([&] { ring_.eval(seq, tokens, logits); });
 }
 
 void RingBackend::eval_batch(std::span<const model::EvalItem> items) {
-  try {
-    ring_.eval_batch(items);
-  } catch (...) {
-    note_recoveries();
-    throw;
-  }
-  note_recoveries();
+  tracked([&] { ring_.eval_batch(items); });
 }
 
 void RingBackend::drop(int64_t seq) {
-  try {
-    ring_.drop(seq);
-  } catch (...) {
-    note_recoveries();
-    throw;
-  }
-  note_recoveries();
+  tracked([&] { ring_.drop(seq); });
 }
 
 void RingBackend::idle() {

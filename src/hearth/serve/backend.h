@@ -88,7 +88,10 @@ class RingBackend : public Backend {
   void idle() override;
 
  private:
-  void note_recoveries();  // after each call that may have recovered
+  // Runs a ring call, then records any recovery it made, whether it returned or threw.
+  template <typename Step>
+  void tracked(Step step);
+  void note_recoveries();
 
   cluster::RecoveringRing& ring_;
   size_t seen_recoveries_ = 0;
