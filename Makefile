@@ -69,12 +69,14 @@ bench-cluster: build
 FUZZ_SECONDS ?= 120
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz session_fuzz
-	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire $(BUILD_FUZZ)/corpus-session
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz discovery_fuzz session_fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire $(BUILD_FUZZ)/corpus-session $(BUILD_FUZZ)/corpus-discovery
 	$(BUILD_FUZZ)/bin/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  $(BUILD_FUZZ)/corpus tests/fixtures/gguf_seeds
 	$(BUILD_FUZZ)/bin/wire_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  $(BUILD_FUZZ)/corpus-wire tests/fixtures/wire
+	$(BUILD_FUZZ)/bin/discovery_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=600 \
+	  $(BUILD_FUZZ)/corpus-discovery
 	$(BUILD_FUZZ)/bin/session_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 \
 	  $(BUILD_FUZZ)/corpus-session
 

@@ -25,6 +25,21 @@ void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f) {
       ->check(CLI::Range(1u, 1u << 20));
 }
 
+cluster::AutoPlanOptions auto_plan_options(const gguf::GgufFile& file, const ModelOptions& mo,
+                                           const std::vector<std::string>& workers,
+                                           const AutoPlanFlags& flags,
+                                           const net::CurveConfig& curve) {
+  cluster::AutoPlanOptions ao;
+  ao.workers = workers;
+  ao.transport.curve = curve;
+  ao.select_devices = !flags.no_select;
+  ao.cost_model = plan::parse_cost_model(flags.cost_model);
+  ao.rounds = flags.rounds;
+  const auto hp = model::load_hparams(file);
+  ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
+  return ao;
+}
+
 // --plan auto: profile this device (cached), gather the workers' profiles and links, run
 // Halda, print the plan; docs/ring.md.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
@@ -47,14 +62,7 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
   fmt::print(stderr, "{}: --plan auto: head profile {} ({})\n", who,
              head.from_cache ? "from cache" : fmt::format("measured in {:.0f} ms", head.measure_ms),
              head.cache_path);
-  cluster::AutoPlanOptions ao;
-  ao.workers = workers;
-  ao.transport.curve = curve;
-  ao.select_devices = !flags.no_select;
-  ao.cost_model = plan::parse_cost_model(flags.cost_model);
-  ao.rounds = flags.rounds;
-  const auto hp = model::load_hparams(file);
-  ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
+  const auto ao = auto_plan_options(file, mo, workers, flags, curve);
   auto a = cluster::plan_ring(file, head.profile, ao);
   const auto& p = a.plan;
   fmt::print(stderr, "{}: Halda plan (k = {}, W = {}, ctx {}), solved in {:.1f} ms\n", who, p.k,

@@ -27,6 +27,13 @@ struct AutoPlanFlags {
 
 void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f);
 
+// What Halda is asked for: the flags, the context (-c, else the model's, at most 4096) and
+// the links' keys.
+cluster::AutoPlanOptions auto_plan_options(const gguf::GgufFile& file, const ModelOptions& mo,
+                                           const std::vector<std::string>& workers,
+                                           const AutoPlanFlags& flags,
+                                           const net::CurveConfig& curve);
+
 // Throws UsageError when Halda finds no feasible plan. `who` prefixes the lines printed.
 cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions& mo,
                                  const std::vector<std::string>& workers,

@@ -241,7 +241,7 @@ int run_bench_serve(const Args& args) {
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ro.n_seq_max = *std::max_element(levels.begin(), levels.end());
-    cluster::RecoveringRing recovering(file, ro, cluster::options_without);
+    cluster::RecoveringRing recovering(file, ro, cluster::proportional_replan(ro));
     const cluster::RingSource& source = recovering.ring();
     serve::RingBackend backend(recovering);
     std::string plan;

@@ -23,9 +23,9 @@
 #include "hearth/residency/device_meter.h"
 #include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"
-#include "link_options.h"
 #include "model_options.h"
 #include "residency_options.h"
+#include "ring_setup.h"
 
 namespace hearth::cli {
 namespace {
@@ -99,62 +99,40 @@ int run_run(const Args& args) {
   add_sampling_options(app, so);
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--json", json, "print a JSON summary as the last line of stdout");
-  std::string workers, plan = "even";
-  app.add_option("--workers", workers,
-                 "run as the head of a ring: worker control addresses in ring order, "
-                 "tcp://H:P,tcp://H:P (see hearth worker)");
-  app.add_option("--plan", plan,
-                 "with --workers: layer window per device incl. this one (w0,w1,...), "
-                 "'even' or 'auto'");
-  AutoPlanFlags apf;
-  add_auto_plan_options(app, apf);
+  RingFlags rg;
+  add_ring_options(app, rg);
   std::string prefetch = "on";
   app.add_option("--prefetch", prefetch,
                  "with --workers and k > 1: prefetch each device's next window (on|off)")
       ->check(CLI::IsMember({"on", "off"}));
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
-  LinkFlags lf;
-  add_link_options(app, lf);
-  add_recover_option(app, lf);
   if (auto code = parse(app, args)) return *code;
 
   const double t_load = now_ms();
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   // The ring survives lost workers: it re-forms without them and continues the generation.
-  std::unique_ptr<cluster::RecoveringRing> recovering;
-  std::optional<cluster::AutoPlan> auto_plan;
   // One device is a ring of one: the same stage, so a model larger than this device's memory
   // streams what does not fit (docs/residency.md).
-  const bool local = workers.empty();
+  const bool local = !rg.ring();
+  HeadRing head;
   {
     cluster::RingOptions ro;
-    for (size_t pos = 0; pos <= workers.size();) {
-      const size_t comma = std::min(workers.find(',', pos), workers.size());
-      if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    const int n_devices = static_cast<int>(ro.workers.size()) + 1;
-    const net::CurveConfig curve = local ? net::CurveConfig{} : link_curve(lf, "hearth run");
-    if (local) {
-      // --plan only means something with workers.
-    } else if (plan == "auto") {
-      auto_plan = make_auto_plan(file, mo, ro.workers, apf, "hearth run", curve);
-      ro.workers = auto_plan->workers;
-      ro.plan = auto_plan->w;
-    } else if (plan != "even") {
-      ro.plan = cluster::parse_plan(plan, n_devices);
-    }
     ro.threads = mo.threads;
-    ro.transport.curve = curve;
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";
     ro.n_ctx = mo.ctx;
-    recovering =
-        std::make_unique<cluster::RecoveringRing>(file, ro, cluster::options_without, lf.recover);
+    if (local) {
+      head.ring = std::make_unique<cluster::RecoveringRing>(
+          file, ro, cluster::proportional_replan(ro), /*max_recoveries=*/0);
+    } else {
+      head = start_head_ring(file, mo, rg, ro, "hearth run");
+    }
   }
+  cluster::RecoveringRing* const recovering = head.ring.get();
+  const std::optional<cluster::AutoPlan>& auto_plan = head.auto_plan;
   // The ring in use (another one after a recovery: fetch it again after generating).
   const auto ring = [&]() -> cluster::RingSource& { return recovering->ring(); };
   if (!local) {
@@ -241,7 +219,9 @@ int run_run(const Args& args) {
       for (const auto& rec : recovering->recoveries()) {
         recs.push_back({{"lost", rec.lost},
                         {"devices_left", rec.devices_left},
+                        {"plan", rec.plan},
                         {"detect_ms", rec.detect_ms},
+                        {"replan_ms", rec.replan_ms},
                         {"rebuild_ms", rec.rebuild_ms},
                         {"replay_ms", rec.replay_ms},
                         {"replayed_tokens", rec.replayed_tokens},

@@ -10,21 +10,19 @@
 #include <memory>
 #include <thread>
 
-#include "auto_plan_flags.h"
 #include "commands.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
-#include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/serve/backend.h"
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
-#include "link_options.h"
 #include "model_options.h"
 #include "residency_options.h"
+#include "ring_setup.h"
 
 namespace hearth::cli {
 namespace {
@@ -35,7 +33,7 @@ int run_serve(const Args& args) {
   add_model_options(app, mo);
   serve::ServerOptions so;
   bool host_given = false;
-  std::string workers, plan = "even", template_name, alias;
+  std::string template_name, alias;
   auto* host_opt = app.add_option("--host", so.host,
                                   "address to listen on (default 127.0.0.1; 0.0.0.0 for the LAN)");
   app.add_option("--port", so.port, "TCP port (0: any free port, printed)")
@@ -57,19 +55,10 @@ int run_serve(const Args& args) {
   app.add_option("--read-timeout", so.read_timeout_s,
                  "seconds a client may stay silent mid-request")
       ->check(CLI::Range(1, 3600));
-  app.add_option("--workers", workers,
-                 "serve as the head of a ring: worker control addresses in ring order, "
-                 "tcp://H:P,tcp://H:P (see hearth worker)");
-  app.add_option("--plan", plan,
-                 "with --workers: layer window per device incl. this one (w0,w1,...), 'even' "
-                 "or 'auto' (Halda on measured profiles)");
-  AutoPlanFlags apf;
-  add_auto_plan_options(app, apf);
+  RingFlags rg;
+  add_ring_options(app, rg);
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
-  LinkFlags lf;
-  add_link_options(app, lf);
-  add_recover_option(app, lf);
   if (auto code = parse(app, args)) return *code;
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";
@@ -85,35 +74,20 @@ int run_serve(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
   std::unique_ptr<model::Engine> engine;
-  std::unique_ptr<cluster::RecoveringRing> ring;  // re-forms without lost workers
+  HeadRing head;  // re-forms without lost workers, and with workers back or new
   std::unique_ptr<serve::Backend> backend;
-  if (workers.empty()) {
+  if (!rg.ring()) {
     engine = std::make_unique<model::Engine>(file, engine_options(mo));
     backend = std::make_unique<serve::LocalBackend>(*engine);
   } else {
     cluster::RingOptions ro;
-    for (size_t pos = 0; pos <= workers.size();) {
-      const size_t comma = std::min(workers.find(',', pos), workers.size());
-      if (comma > pos) ro.workers.push_back(workers.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    const net::CurveConfig curve = link_curve(lf, "hearth serve");
-    if (plan == "auto") {
-      const auto ap = make_auto_plan(file, mo, ro.workers, apf, "hearth serve", curve);
-      ro.workers = ap.workers;
-      ro.plan = ap.w;
-    } else if (plan != "even") {
-      ro.plan = cluster::parse_plan(plan, static_cast<int>(ro.workers.size()) + 1);
-    }
     ro.threads = mo.threads;
-    ro.transport.curve = curve;
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
     ro.n_seq_max = so.scheduler.parallel;
-    ring =
-        std::make_unique<cluster::RecoveringRing>(file, ro, cluster::options_without, lf.recover);
-    backend = std::make_unique<serve::RingBackend>(*ring);
+    head = start_head_ring(file, mo, rg, ro, "hearth serve");
+    backend = std::make_unique<serve::RingBackend>(*head.ring);
   }
   so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;
 

@@ -3,11 +3,13 @@
 #include <csignal>
 
 #include <atomic>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/worker.h"
+#include "hearth/net/discovery.h"
 #include "hearth/profile/device_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
@@ -46,6 +48,12 @@ int run_worker(const Args& args) {
                  "object as `hearth profile --json` prints)");
   LinkFlags lf;
   add_link_options(app, lf);
+  bool announce = false;
+  std::string discovery;
+  app.add_flag("--announce", announce,
+               "announce this worker on the LAN every second (UDP multicast), so a head started "
+               "with --workers auto finds it");
+  add_discovery_option(app, discovery);
   if (auto code = parse(app, args)) return *code;
   apply_residency_options(rf, o.residency);
   o.transport.curve = link_curve(lf, "hearth worker");
@@ -66,6 +74,22 @@ int run_worker(const Args& args) {
     };
   }
   cluster::Worker worker(o);
+  std::unique_ptr<net::Announcer> announcer;
+  if (announce) {
+    const auto where = net::parse_discovery_address(discovery);
+    announcer = std::make_unique<net::Announcer>(
+        where,
+        [&worker] {
+          net::Announcement a;
+          a.model = worker.identity();
+          a.endpoint = worker.endpoint();
+          a.name = worker.name();
+          a.busy = worker.busy();
+          return a;
+        },
+        net::discovery_key(o.transport.curve));
+    log::info("worker {}: announcing on {}:{}", worker.endpoint(), where.group, where.port);
+  }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   // The resolved address on stdout, so scripts that asked for port 0 can find it.

@@ -43,6 +43,13 @@ inline void add_recover_option(CLI::App& app, LinkFlags& f) {
       ->check(CLI::Range(0, 64));
 }
 
+// LAN discovery (worker --announce, head --workers auto): where announcements go.
+inline void add_discovery_option(CLI::App& app, std::string& where) {
+  app.add_option("--discovery", where,
+                 "multicast group and UDP port of LAN announcements, GROUP[:PORT] (default "
+                 "239.255.72.72:47219; every device of a ring must use the same)");
+}
+
 // The CURVE configuration of the ring links of `who` (the command, for warnings), read from
 // --key-file or the default path. --insecure: plain TCP, with a warning. Throws UsageError
 // when no key exists at the default path (saying how to make one), IoError or FormatError

@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <variant>
 
@@ -58,68 +60,73 @@ LinkMeasure probe_link(net::Connection& c, uint32_t dim, const AutoPlanOptions& 
 
 }  // namespace
 
-AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
-                   const AutoPlanOptions& o) {
-  if (o.workers.empty()) throw UsageError("--plan auto needs --workers");
-  const auto identity = model_identity(file);
-  const uint32_t dim = model::load_hparams(file).dim;
-  AutoPlan out;
-  head.name = "head";
-  head.head = true;
-  out.devices.push_back(head);
-  for (size_t i = 0; i < o.workers.size(); ++i) {
-    const std::string& addr = o.workers[i];
-    const auto where = fmt::format("worker {} (device {})", addr, i + 1);
-    try {
-      auto c = net::connect(addr, o.transport);
-      net::Hello hello;
-      hello.model = identity;
-      hello.device_name = "head";
-      hello.data_endpoint = "planning";  // no data is sent in this session
-      c->send(hello);
-      auto env = c->recv(net::Millis{o.handshake_timeout_ms}, "HelloAck");
-      if (const auto* r = std::get_if<net::Refuse>(&env.body))
-        throw NetError(fmt::format("refused: {}", r->reason));
-      const auto* ack = std::get_if<net::HelloAck>(&env.body);
-      if (!ack)
-        throw NetError(fmt::format("answered Hello with {}", net::msg_type_name(env.header.type)));
-      if (ack->model != identity) {
-        throw UsageError(fmt::format("{} runs a different model ({}) than the head ({}: {})", where,
-                                     describe(ack->model), file.path(), describe(identity)));
-      }
-      const std::string name = ack->device_name.empty() ? addr : ack->device_name;
-      c->send(net::Profile{}, 1);
-      std::string text;
-      for (;;) {
-        env = c->recv(net::Millis{o.profile_timeout_ms}, "Profile");
-        if (const auto* e = std::get_if<net::ErrorMsg>(&env.body)) throw NetError(e->text);
-        if (const auto* p = std::get_if<net::Profile>(&env.body)) {
-          text = p->json;
-          break;
-        }
-      }
-      if (text.empty())
-        throw UsageError(fmt::format("{} sent no profile (it was started without one)", where));
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {
-        throw FormatError(fmt::format("{}: profile is not JSON: {}", where, e.what()));
-      }
-      auto d = profile::device_from_json(j, where + " profile");
-      d.name = name;
-      d.head = false;
-      out.links.push_back(probe_link(*c, dim, o));
-      c->send(net::Stop{"planning done"});
-      out.devices.push_back(std::move(d));
-    } catch (const UsageError&) {
-      throw;
-    } catch (const FormatError& e) {
-      throw UsageError(e.what());
-    } catch (const Error& e) {
-      throw NetError(fmt::format("{}: {}", where, e.what()));
+namespace {
+
+struct ProbedWorker {
+  profile::DeviceProfile device;
+  LinkMeasure link;
+};
+
+// Greets the worker at `addr`, checks it runs this model, asks for its profile, times the
+// link to it and says Stop.
+ProbedWorker probe_worker(const std::string& addr, const std::string& where,
+                          const net::ModelIdentity& identity, uint32_t dim,
+                          const gguf::GgufFile& file, const AutoPlanOptions& o) {
+  try {
+    auto c = net::connect(addr, o.transport);
+    net::Hello hello;
+    hello.model = identity;
+    hello.device_name = "head";
+    hello.data_endpoint = "planning";  // no data is sent in this session
+    c->send(hello);
+    auto env = c->recv(net::Millis{o.handshake_timeout_ms}, "HelloAck");
+    if (const auto* r = std::get_if<net::Refuse>(&env.body))
+      throw NetError(fmt::format("refused: {}", r->reason));
+    const auto* ack = std::get_if<net::HelloAck>(&env.body);
+    if (!ack)
+      throw NetError(fmt::format("answered Hello with {}", net::msg_type_name(env.header.type)));
+    if (ack->model != identity) {
+      throw UsageError(fmt::format("{} runs a different model ({}) than the head ({}: {})", where,
+                                   describe(ack->model), file.path(), describe(identity)));
     }
+    const std::string name = ack->device_name.empty() ? addr : ack->device_name;
+    c->send(net::Profile{}, 1);
+    std::string text;
+    for (;;) {
+      env = c->recv(net::Millis{o.profile_timeout_ms}, "Profile");
+      if (const auto* e = std::get_if<net::ErrorMsg>(&env.body)) throw NetError(e->text);
+      if (const auto* p = std::get_if<net::Profile>(&env.body)) {
+        text = p->json;
+        break;
+      }
+    }
+    if (text.empty())
+      throw UsageError(fmt::format("{} sent no profile (it was started without one)", where));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw FormatError(fmt::format("{}: profile is not JSON: {}", where, e.what()));
+    }
+    ProbedWorker out;
+    out.device = profile::device_from_json(j, where + " profile");
+    out.device.name = name;
+    out.device.head = false;
+    out.link = probe_link(*c, dim, o);
+    c->send(net::Stop{"planning done"});
+    return out;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const FormatError& e) {
+    throw UsageError(e.what());
+  } catch (const Error& e) {
+    throw NetError(fmt::format("{}: {}", where, e.what()));
   }
+}
+
+// Runs Halda over out.devices (head first) with out.links and out.addresses filled in, and
+// derives the windows and the workers kept.
+void solve(AutoPlan& out, const profile::ModelProfile& model, const AutoPlanOptions& o) {
   // Device m's link is the measured head -> device m+1 link; the last device's (back to the
   // head) is the head's link to it.
   for (size_t m = 0; m < out.devices.size(); ++m) {
@@ -127,10 +134,9 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
     out.devices[m].link.rtt_s = l.rtt_s;
     out.devices[m].link.bandwidth_bps = l.bandwidth_bps;
   }
-
   plan::Problem& p = out.problem;
   p.devices = out.devices;
-  p.model = profile::profile_model_file(file.path());
+  p.model = model;
   p.options.ctx = o.ctx;
   p.options.model = o.cost_model;
   plan::HaldaOptions ho;
@@ -139,6 +145,10 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
   out.plan = plan::halda(p, ho);
   if (!out.plan.feasible || out.plan.W == 0)
     throw UsageError(fmt::format("--plan auto: Halda found no feasible plan: {}", out.plan.reason));
+  out.w.clear();
+  out.workers.clear();
+  out.dropped.clear();
+  out.clamped = false;
   for (size_t m = 0; m < out.plan.devices.size(); ++m) {
     const auto& pd = out.plan.devices[m];
     int w = static_cast<int>(pd.w);
@@ -150,12 +160,77 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
       out.w.push_back(w);  // the head may hold no layers (embedding and output only)
     } else if (w > 0) {
       out.w.push_back(w);
-      out.workers.push_back(o.workers[m - 1]);
+      out.workers.push_back(out.addresses[m - 1]);
     } else {
-      out.dropped.push_back(o.workers[m - 1]);
+      out.dropped.push_back(out.addresses[m - 1]);
     }
   }
+}
+
+}  // namespace
+
+AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
+                   const AutoPlanOptions& o) {
+  if (o.workers.empty()) throw UsageError("--plan auto needs --workers");
+  const auto identity = model_identity(file);
+  const uint32_t dim = model::load_hparams(file).dim;
+  AutoPlan out;
+  head.name = "head";
+  head.head = true;
+  out.devices.push_back(head);
+  for (size_t i = 0; i < o.workers.size(); ++i) {
+    const auto where = fmt::format("worker {} (device {})", o.workers[i], i + 1);
+    auto probed = probe_worker(o.workers[i], where, identity, dim, file, o);
+    out.devices.push_back(std::move(probed.device));
+    out.links.push_back(probed.link);
+    out.addresses.push_back(o.workers[i]);
+  }
+  solve(out, profile::profile_model_file(file.path()), o);
   return out;
+}
+
+Replan halda_replan(const gguf::GgufFile& file, const AutoPlan& first, AutoPlanOptions o,
+                    RingOptions base) {
+  struct Known {
+    std::map<std::string, ProbedWorker> workers;  // by control address
+  };
+  auto known = std::make_shared<Known>();
+  for (size_t i = 0; i < first.addresses.size(); ++i) {
+    known->workers[first.addresses[i]] = ProbedWorker{first.devices[i + 1], first.links[i]};
+  }
+  const profile::DeviceProfile head = first.devices.at(0);
+  const profile::ModelProfile model = first.problem.model;
+  const net::ModelIdentity identity = model_identity(file);
+  const uint32_t dim = model::load_hparams(file).dim;
+  return [&file, known, head, model, identity, dim, o = std::move(o),
+          base = std::move(base)](const std::vector<std::string>& workers) {
+    RingOptions next = base;
+    next.workers.clear();
+    next.plan.clear();
+    if (workers.empty()) return next;  // the head alone holds every layer
+    AutoPlan ap;
+    ap.devices.push_back(head);
+    for (const auto& addr : workers) {
+      auto it = known->workers.find(addr);
+      if (it == known->workers.end()) {  // a device new to this head: gather its profile
+        auto probed = probe_worker(addr, fmt::format("worker {}", addr), identity, dim, file, o);
+        it = known->workers.emplace(addr, std::move(probed)).first;
+      }
+      ap.devices.push_back(it->second.device);
+      ap.links.push_back(it->second.link);
+      ap.addresses.push_back(addr);
+    }
+    solve(ap, model, o);
+    next.workers = ap.workers;
+    next.plan = ap.w;
+    std::string windows;
+    for (int w : ap.w) windows += (windows.empty() ? "" : ",") + std::to_string(w);
+    log::info(
+        "ring head: Halda re-plan over {} devices: windows {} (k = {}), predicted TPOT "
+        "{:.2f} ms, solved in {:.1f} ms",
+        ap.devices.size(), windows, ap.plan.k, ap.plan.predicted_tpot_ms, ap.plan.solve_ms);
+    return next;
+  };
 }
 
 double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "hearth/cluster/recovering_ring.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
 #include "hearth/plan/plan.h"
@@ -46,6 +47,7 @@ struct AutoPlan {
   plan::Problem problem;                        // what Halda solved (devices, model, ctx)
   std::vector<profile::DeviceProfile> devices;  // (1 + workers) head first, as planned
   std::vector<LinkMeasure> links;               // (workers) head -> worker i
+  std::vector<std::string> addresses;           // (workers) control address of device i + 1
   std::vector<std::string> workers;             // the workers kept, ring order
   std::vector<int> w;                           // (1 + kept workers) windows for RingSource
   std::vector<std::string> dropped;             // addresses told to idle
@@ -57,6 +59,12 @@ struct AutoPlan {
 // profile, or Halda finds no feasible plan (the message carries Halda's reason).
 AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
                    const AutoPlanOptions& options);
+
+// The Replan of --plan auto: Halda again over the workers given, on the profiles and links
+// `first` gathered (a worker new to this head is greeted and measured once). `base` gives
+// every other ring option. A ring of the head alone takes every layer. `file` must outlive it.
+Replan halda_replan(const gguf::GgufFile& file, const AutoPlan& first, AutoPlanOptions o,
+                    RingOptions base);
 
 nlohmann::json auto_plan_to_json(const AutoPlan& a);
 

@@ -61,27 +61,39 @@ std::vector<int> plan_without(const std::vector<int>& plan, const std::vector<si
 }
 
 RecoveringRing::RecoveringRing(const gguf::GgufFile& file, RingOptions options, Replan replan,
-                               int max_recoveries)
+                               int max_recoveries, std::vector<std::string> planned_over)
     : file_(file),
-      original_(options),
       options_(std::move(options)),
       replan_(std::move(replan)),
       max_recoveries_(max_recoveries),
+      known_(planned_over.empty() ? options_.workers : std::move(planned_over)),
+      planned_over_(known_),
       ring_(std::make_unique<RingSource>(file_, options_)),
       vocab_(ring_->vocab()),
       n_ctx_(ring_->n_ctx()) {}
 
 RecoveringRing::~RecoveringRing() = default;
 
-RingOptions options_without(const RingOptions& old, const std::vector<size_t>& lost) {
-  RingOptions next = old;
-  next.plan = plan_without(old.plan, lost);
-  next.workers.clear();
-  for (size_t i = 0; i < old.workers.size(); ++i) {
-    if (std::find(lost.begin(), lost.end(), i) == lost.end())
-      next.workers.push_back(old.workers[i]);
-  }
-  return next;
+Replan proportional_replan(RingOptions original) {
+  return [original = std::move(original)](const std::vector<std::string>& workers) {
+    RingOptions next = original;
+    next.workers = workers;
+    if (original.plan.empty()) return next;  // an even split over whoever is there
+    for (const auto& w : workers) {
+      if (std::find(original.workers.begin(), original.workers.end(), w) ==
+          original.workers.end()) {
+        throw UsageError(fmt::format(
+            "ring: {} cannot join a ring with a manual --plan (use --plan even or auto)", w));
+      }
+    }
+    std::vector<size_t> lost;
+    for (size_t i = 0; i < original.workers.size(); ++i) {
+      if (std::find(workers.begin(), workers.end(), original.workers[i]) == workers.end())
+        lost.push_back(i);
+    }
+    next.plan = plan_without(original.plan, lost);
+    return next;
+  };
 }
 
 void RecoveringRing::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
@@ -138,13 +150,21 @@ void RecoveringRing::recover(const std::vector<size_t>& lost, double detect_ms) 
   Recovery rec;
   rec.detect_ms = detect_ms;
   for (size_t i : lost) rec.lost.push_back(options_.workers.at(i));
-  const double t_rebuild = now_ms();
-  options_ = replan_(options_, lost);
+  std::vector<std::string> planned;
+  for (const auto& a : planned_over_) {
+    if (std::find(rec.lost.begin(), rec.lost.end(), a) == rec.lost.end()) planned.push_back(a);
+  }
+  const double t_replan = now_ms();
+  options_ = replan_(planned);
+  planned_over_ = std::move(planned);
+  rec.replan_ms = now_ms() - t_replan;
   std::string names;
   for (const auto& a : rec.lost) names += (names.empty() ? "" : ", ") + a;
+  const double t_rebuild = now_ms();
   form_ring("without " + names);
   rec.rebuild_ms = now_ms() - t_rebuild;
   rec.devices_left = static_cast<int>(ring_->devices().size());
+  for (const auto& d : ring_->devices()) rec.plan.push_back(d.w);
   recoveries_.push_back(std::move(rec));
   replay_pending_ = true;
   replay_record_ = recoveries_.size() - 1;
@@ -166,57 +186,71 @@ void RecoveringRing::form_ring(const std::string& why) {
   }
 }
 
+namespace {
+
+// A short probe: a worker back and idle answers Ping at once; one still gone must not hold
+// the server for a send timeout.
+bool answers_ping(const std::string& addr, net::TransportOptions t, uint64_t nonce) {
+  try {
+    t.send_timeout_ms = 300;
+    auto c = net::connect(addr, t);
+    c->send(net::Ping{nonce, 0});
+    const double until = now_ms() + 500;
+    while (now_ms() < until) {
+      auto env = c->recv_for(net::Millis{50});
+      const auto* pong = env ? std::get_if<net::Pong>(&env->body) : nullptr;
+      if (pong != nullptr && pong->nonce == nonce) return true;
+    }
+  } catch (const Error&) {
+  }
+  return false;
+}
+
+}  // namespace
+
 bool RecoveringRing::try_rejoin() {
-  if (options_.workers.size() == original_.workers.size()) return false;
-  std::vector<size_t> still_lost;
+  if (candidates_) {
+    for (auto& a : candidates_()) {
+      if (std::find(known_.begin(), known_.end(), a) == known_.end()) known_.push_back(a);
+    }
+  }
   std::vector<std::string> back;
-  for (size_t i = 0; i < original_.workers.size(); ++i) {
-    const std::string& addr = original_.workers[i];
-    if (std::find(options_.workers.begin(), options_.workers.end(), addr) !=
-        options_.workers.end()) {
+  uint64_t nonce = 0x4a4f494e00ull;  // "JOIN"
+  for (const auto& addr : known_) {
+    if (std::find(planned_over_.begin(), planned_over_.end(), addr) != planned_over_.end())
       continue;
-    }
-    // A short probe: a worker back and idle answers Ping at once; one still gone must not
-    // hold the server for a send timeout.
-    bool answered = false;
-    try {
-      net::TransportOptions t = options_.transport;
-      t.send_timeout_ms = 300;
-      auto c = net::connect(addr, t);
-      const uint64_t nonce = 0x4a4f494eull + i;  // "JOIN"
-      c->send(net::Ping{nonce, 0});
-      const double until = now_ms() + 500;
-      while (!answered && now_ms() < until) {
-        auto env = c->recv_for(net::Millis{50});
-        const auto* pong = env ? std::get_if<net::Pong>(&env->body) : nullptr;
-        answered = pong != nullptr && pong->nonce == nonce;
-      }
-    } catch (const Error&) {
-      answered = false;
-    }
-    if (answered) {
-      back.push_back(addr);
-    } else {
-      still_lost.push_back(i);
-    }
+    if (answers_ping(addr, options_.transport, ++nonce)) back.push_back(addr);
   }
   if (back.empty()) return false;
   std::string names;
   for (const auto& a : back) names += (names.empty() ? "" : ", ") + a;
+  std::vector<std::string> planned;  // ring order: the order the devices became known
+  for (const auto& a : known_) {
+    if (std::find(planned_over_.begin(), planned_over_.end(), a) != planned_over_.end() ||
+        std::find(back.begin(), back.end(), a) != back.end()) {
+      planned.push_back(a);
+    }
+  }
   const RingOptions before = options_;
-  options_ = replan_(original_, still_lost);
   try {
-    form_ring("with " + names + " back");
-  } catch (const NetError& e) {
-    log::warn("ring head: {} answered but could not rejoin ({}); going on without", names,
-              e.what());
+    options_ = replan_(planned);
+    planned_over_ = std::move(planned);
+    form_ring("with " + names);
+  } catch (const Error& e) {
+    // A device that answers but cannot be planned for or set up stays out until it is lost
+    // and found again; the ring goes on as it was.
+    log::warn("ring head: {} answered but could not join ({}); going on without", names, e.what());
     options_ = before;
+    for (const auto& a : back) planned_over_.push_back(a);  // not probed again
     form_ring("as it was before " + names + " answered");
+    replay_pending_ = true;
+    replay_record_.reset();
+    return true;
   }
   replay_pending_ = true;
   replay_record_.reset();
   ++rejoins_;
-  log::info("ring head: {} rejoined; ring of {} devices", names, ring_->devices().size());
+  log::info("ring head: {} joined; ring of {} devices", names, ring_->devices().size());
   return true;
 }
 

@@ -184,12 +184,14 @@ void Worker::serve(const std::atomic<bool>& stop) {
     }
     if (!in) continue;
     if (std::holds_alternative<net::Hello>(in->msg.body)) {
+      busy_ = true;
       try {
         run_session(*in);
       } catch (const Error& e) {
         log::warn("worker {}: session with {} ended: {}", control_->endpoint(), in->peer, e.what());
         reply(in->from, net::ErrorMsg{fmt::format("worker {}: {}", opt_.name, e.what())});
       }
+      busy_ = false;
       log::info("worker {}: waiting for a head", control_->endpoint());
     } else if (const auto* ping = std::get_if<net::Ping>(&in->msg.body)) {
       reply(in->from, net::Pong{ping->nonce, ping->send_ns}, in->msg.header.request_id);

@@ -46,6 +46,9 @@ class Worker {
   ~Worker();
 
   const std::string& endpoint() const;  // control address with the port resolved
+  const std::string& name() const { return opt_.name; }
+  const net::ModelIdentity& identity() const { return identity_; }
+  bool busy() const { return busy_.load(); }  // in a session with a head (LAN announcements)
 
   // Serves heads one after another until `stop` becomes true (checked twice a second).
   void serve(const std::atomic<bool>& stop);
@@ -65,6 +68,7 @@ class Worker {
   std::unique_ptr<net::Listener> inbox_;
   std::optional<std::string> profile_json_;  // computed once, on the first request
   const std::atomic<bool>* stop_ = nullptr;  // set by serve(); sessions end when it turns true
+  std::atomic<bool> busy_{false};
 };
 
 }  // namespace hearth::cluster
