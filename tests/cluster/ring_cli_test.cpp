@@ -317,6 +317,23 @@ TEST_F(Ring, KeyFileEncryptsTheRingAndShutsOutOtherKeys) {
   const auto r = run_head(*model_, "--workers " + w.address() + " --key-file " + a);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), *baseline_);
+
+  // The same key typed from a pairing code on a device the file was not copied to.
+  const auto code = hearth::testing::run_hearth("keygen --show-code " + a);
+  ASSERT_EQ(code.exit_code, 0) << code.err;
+  EXPECT_EQ(slurp(a), before);  // showing the code does not touch the file
+  const std::string c = (test_dir() / "c.key").string();
+  std::string typed = code.out.substr(0, code.out.find('\n'));
+  const auto made = hearth::testing::run_hearth("keygen --from-code " + typed + " " + c);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const auto coded = run_head(*model_, "--workers " + w.address() + " --key-file " + c);
+  ASSERT_EQ(coded.status, 0) << coded.err;
+  EXPECT_EQ(coded.summary["ids"].get<std::vector<int>>(), *baseline_);
+  typed[3] = typed[3] == 'A' ? 'B' : 'A';
+  const auto typo = hearth::testing::run_hearth("keygen --from-code " + typed + " " + c + "2");
+  EXPECT_EQ(typo.exit_code, 2) << typo.err;
+  EXPECT_NE(typo.err.find("mistyped"), std::string::npos) << typo.err;
+  EXPECT_FALSE(fs::exists(c + "2"));
 }
 
 // Links are private by default: a device that must open links and finds no key at the default

@@ -14,6 +14,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/cluster/recovering_ring.h"
+#include "support/profile_file.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
@@ -125,6 +126,34 @@ TEST(RingRecovery, FrozenWorkerIsLeftOutAfterTheHeartbeatTimeout) {
     w.w1.kill_with(SIGKILL);  // a stopped process would never act on SIGTERM
     expect_recovered(d, ids, w.w1.address(), 2);
   }
+}
+
+// Under --plan auto the head runs Halda again over the devices left, on the profiles it
+// gathered at start (no worker is asked again).
+TEST(RingRecovery, HaldaPlansAgainOverTheDevicesLeft) {
+  const auto ids = baseline_ids();
+  const auto dir = fs::path(model_path()).parent_path();
+  // Memory small enough (12 MiB each for a 14 MiB model) that Halda uses every device.
+  auto profile = [&](const std::string& name) {
+    return hearth::testing::write_profile_file((dir / (name + ".json")).string(), name, 0.012);
+  };
+  hearth::testing::WorkerProcess w1(
+      {"-m", model_path(), "--repack", "off", "--name", "w1", "--profile", profile("w1")});
+  hearth::testing::WorkerProcess w2(
+      {"-m", model_path(), "--repack", "off", "--name", "w2", "--profile", profile("w2")});
+  ASSERT_FALSE(w1.address().empty()) << w1.log();
+  ASSERT_FALSE(w2.address().empty()) << w2.log();
+  const auto d = run_disturbed(w1.address() + "," + w2.address(),
+                               "auto --profile " + profile("head"), [&] { w2.kill_with(SIGKILL); });
+  EXPECT_NE(d.err.find("ring of 3 devices"), std::string::npos) << d.err;
+  expect_recovered(d, ids, w2.address(), 2);
+  EXPECT_NE(d.err.find("Halda re-plan over 2 devices"), std::string::npos) << d.err;
+  const auto& rec = d.summary["recoveries"][0];
+  const auto plan = rec["plan"].get<std::vector<int>>();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_GE(rec["replan_ms"].get<double>(), 0);
+  EXPECT_GE(plan[0], 0);
+  EXPECT_GE(plan[1], 1);  // the worker left holds layers: memory is too small for the head alone
 }
 
 TEST(RingRecovery, PlanWithoutGivesTheLostLayersToTheOthersInProportion) {

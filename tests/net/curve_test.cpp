@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +53,45 @@ TransportOptions with_key(const CurveKeypair& k) {
   o.send_timeout_ms = 500;
   o.linger_ms = 0;
   return o;
+}
+
+TEST(Curve, PairingCodeRoundTripsAndCatchesTypos) {
+  for (int round = 0; round < 20; ++round) {
+    const auto keys = generate_curve_keypair();
+    const std::string code = pairing_code(keys);
+    ASSERT_EQ(code.size(), 54u + 13u) << code;  // 54 characters in groups of 4
+    auto back = keypair_from_pairing_code(code);
+    EXPECT_EQ(back.secret_key, keys.secret_key);
+    EXPECT_EQ(back.public_key, keys.public_key);  // derived from the secret
+    // Case, separators and look-alikes do not matter.
+    std::string loose;
+    for (char c : code) {
+      if (c == '-') continue;
+      loose += c == '0' ? 'o' : c == '1' ? 'L' : static_cast<char>(std::tolower(c));
+    }
+    EXPECT_EQ(keypair_from_pairing_code(loose).secret_key, keys.secret_key);
+    // Every mistyped character and every swap of two different neighbours is caught.
+    const std::string alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    std::string bare;
+    for (char c : code)
+      if (c != '-') bare += c;
+    for (size_t i = 0; i < bare.size(); ++i) {
+      for (char c : alphabet) {
+        if (c == bare[i]) continue;
+        std::string typo = bare;
+        typo[i] = c;
+        EXPECT_THROW(keypair_from_pairing_code(typo), FormatError) << typo;
+      }
+      if (i + 1 < bare.size() && bare[i] != bare[i + 1]) {
+        std::string swapped = bare;
+        std::swap(swapped[i], swapped[i + 1]);
+        EXPECT_THROW(keypair_from_pairing_code(swapped), FormatError) << swapped;
+      }
+    }
+  }
+  EXPECT_THROW(keypair_from_pairing_code(""), FormatError);
+  EXPECT_THROW(keypair_from_pairing_code("UUUU"), FormatError);  // U is not a code character
+  EXPECT_THROW(keypair_from_pairing_code(std::string(55, '0')), FormatError);
 }
 
 TEST(Curve, SharedClusterKeyConnectsAndAForeignKeyDoesNot) {

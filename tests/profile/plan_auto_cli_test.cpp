@@ -19,6 +19,7 @@
 
 #include "hearth/model/synth.h"
 #include "hearth/profile/device_profile.h"
+#include "support/profile_file.h"
 #include "support/worker_process.h"
 
 extern char** environ;
@@ -58,29 +59,8 @@ std::string make_model() {
 // A device profile with `ram_gib` of memory and a 0.2 GB/s disk: small enough that the
 // model (5 MiB) does not fit one device, so Halda spreads it over the ring.
 std::string write_profile(const std::string& name, double ram_gib) {
-  const nlohmann::json j = {{"name", name},
-                            {"os", "linux"},
-                            {"cores", 1},
-                            {"ram_total_gib", ram_gib},
-                            {"ram_available_gib", ram_gib},
-                            {"disk_seq_read_gbps", 0.2},
-                            {"disk_random_read_gbps", 0.2},
-                            {"cpu",
-                             {{"gflops",
-                               {{"f32", 8},
-                                {"f16", 12},
-                                {"bf16", 12},
-                                {"q8_0", 20},
-                                {"q4_0", 20},
-                                {"q4_k", 30},
-                                {"q5_k", 22},
-                                {"q6_k", 22}}},
-                              {"mem_read_gbps", 10},
-                              {"kv_copy_ms", 0.00001}}},
-                            {"link", {{"rtt_ms", 0}, {"bandwidth_mbps", 10000}}}};
-  const std::string path = (test_dir() / (name + ".json")).string();
-  std::ofstream(path) << j.dump();
-  return path;
+  return hearth::testing::write_profile_file((test_dir() / (name + ".json")).string(), name,
+                                             ram_gib);
 }
 
 // Every device and the single-device baseline run --repack off: plans with k > 1 never

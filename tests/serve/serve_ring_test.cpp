@@ -181,5 +181,62 @@ TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
   EXPECT_NE(back.log().find("layers in"), std::string::npos) << back.log();
 }
 
+// --workers auto: the server starts with the one worker announcing, and a worker that starts
+// announcing later joins at an idle moment (a re-plan, the ring grows); answers stay those of
+// one device.
+TEST(ServeRing, AWorkerAnnouncedLaterJoinsTheRing) {
+  const std::string model = write_tiny_model(4);
+  const std::string group = "239.255.72.72:" + std::to_string(40000 + ::getpid() % 20000);
+  auto request = [](int i) {
+    json b = chat(i);
+    b["max_tokens"] = 12;
+    return b;
+  };
+  std::vector<std::string> alone;
+  {
+    ServeProc single({"-c", "512", "--repack", "off"}, model);
+    auto c = single.client();
+    for (int i = 0; i < 2; ++i) {
+      auto r = c.Post("/v1/chat/completions", request(i).dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      alone.push_back(json::parse(r->body)["choices"][0]["message"]["content"]);
+    }
+  }
+  const std::vector<std::string> announce = {"-m",         model,         "--repack", "off",
+                                             "--announce", "--discovery", group};
+  hearth::testing::WorkerProcess first(announce);
+  ASSERT_FALSE(first.address().empty()) << first.log();
+  ServeProc head({"-c", "512", "--repack", "off", "--workers", "auto", "--discovery", group,
+                  "--discover-time", "2"},
+                 model);
+  auto c = head.client();
+  auto health = [&] {
+    auto h = c.Get("/health");
+    return h ? json::parse(h->body) : json{};
+  };
+  EXPECT_EQ(health()["ring"]["devices"], 2) << head.log();
+  auto r = c.Post("/v1/chat/completions", request(0).dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], alone[0]);
+
+  hearth::testing::WorkerProcess later(announce);
+  ASSERT_FALSE(later.address().empty()) << later.log();
+  json now;
+  for (int i = 0; i < 150; ++i) {  // announced every second, probed every 2 s when idle
+    now = health();
+    if (now["ring"]["devices"] == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(now["ring"]["devices"], 3) << now.dump() << head.log();
+  EXPECT_EQ(now["status"], "ok") << now.dump();
+  r = c.Post("/v1/chat/completions", request(1).dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], alone[1]);
+  EXPECT_NE(later.log().find("layers in"), std::string::npos) << later.log();
+}
+
 }  // namespace
 }  // namespace hearth::serve::testing

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -97,6 +98,113 @@ std::string default_key_path() {
   if (auto p = env("XDG_CONFIG_HOME"); !p.empty()) return p + "/hearth/cluster.key";
   if (auto p = env("HOME"); !p.empty()) return p + "/.config/hearth/cluster.key";
   return "hearth-cluster.key";
+}
+
+namespace {
+
+// Crockford's base32: no I, L, O or U, so nothing reads as another character; decoding takes
+// either case and the look-alikes O -> 0, I and L -> 1.
+constexpr char kCode32[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+constexpr size_t kSecretBytes = 32;
+constexpr size_t kCodeDataChars = 52;  // 256 bits in 5-bit characters (4 zero bits of padding)
+constexpr size_t kCodeCheckChars = 2;  // 10 bits: a weighted sum of the data characters
+
+int code32_value(char c) {
+  if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  if (c == 'O') c = '0';
+  if (c == 'I' || c == 'L') c = '1';
+  for (int v = 0; v < 32; ++v) {
+    if (kCode32[v] == c) return v;
+  }
+  return -1;
+}
+
+// Sum of (position + 1) * value modulo the prime 1021 (fits 10 bits): weights and value
+// changes are nonzero and below the prime, so every mistyped character and every swap of two
+// different neighbours changes it.
+unsigned code_check(const std::vector<int>& data) {
+  unsigned sum = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    sum = (sum + static_cast<unsigned>(i + 1) * static_cast<unsigned>(data[i])) % 1021;
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::string pairing_code(const CurveKeypair& keys) {
+  std::array<uint8_t, kSecretBytes> raw{};
+  if (keys.secret_key.size() != kZ85KeyChars ||
+      zmq_z85_decode(raw.data(), keys.secret_key.c_str()) == nullptr) {
+    throw FormatError("pairing code: the secret key is not 40 Z85 characters");
+  }
+  std::vector<int> data;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (uint8_t b : raw) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      data.push_back(static_cast<int>((acc >> (bits - 5)) & 31));
+      bits -= 5;
+    }
+  }
+  data.push_back(static_cast<int>((acc << (5 - bits)) & 31));  // the last bit and 4 zero bits
+  const unsigned check = code_check(data);
+  data.push_back(static_cast<int>(check >> 5));
+  data.push_back(static_cast<int>(check & 31));
+  std::string chars;
+  for (int x : data) chars += kCode32[x];
+  std::string out;
+  for (size_t i = 0; i < chars.size(); ++i) {
+    if (i > 0 && i % 4 == 0) out += '-';
+    out += chars[i];
+  }
+  return out;
+}
+
+CurveKeypair keypair_from_pairing_code(std::string_view code) {
+  std::vector<int> v;
+  for (size_t i = 0; i < code.size(); ++i) {
+    const char c = code[i];
+    if (c == '-' || c == ' ') continue;
+    const int x = code32_value(c);
+    if (x < 0) {
+      throw FormatError(
+          fmt::format("pairing code: '{}' at position {} is not a code character", c, i + 1));
+    }
+    v.push_back(x);
+  }
+  if (v.size() != kCodeDataChars + kCodeCheckChars) {
+    throw FormatError(fmt::format("pairing code: {} characters, a code has {} (groups of 4)",
+                                  v.size(), kCodeDataChars + kCodeCheckChars));
+  }
+  std::array<uint8_t, kSecretBytes> raw{};
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < kCodeDataChars; ++i) {
+    acc = (acc << 5) | static_cast<uint32_t>(v[i]);
+    bits += 5;
+    if (bits >= 8) {
+      if (n < kSecretBytes) raw[n++] = static_cast<uint8_t>(acc >> (bits - 8));
+      bits -= 8;
+    }
+  }
+  const unsigned check = (static_cast<unsigned>(v[kCodeDataChars]) << 5) |
+                         static_cast<unsigned>(v[kCodeDataChars + 1]);
+  v.resize(kCodeDataChars);
+  if ((acc & ((1u << bits) - 1)) != 0 || check != code_check(v)) {
+    throw FormatError("pairing code: the check does not match (a character mistyped?)");
+  }
+  std::array<char, kZ85KeyChars + 1> sec{};
+  std::array<char, kZ85KeyChars + 1> pub{};
+  if (zmq_z85_encode(sec.data(), raw.data(), raw.size()) == nullptr ||
+      zmq_curve_public(pub.data(), sec.data()) != 0) {
+    throw IoError(
+        fmt::format("pairing code: cannot derive the public key: {}", zmq_strerror(zmq_errno())));
+  }
+  return CurveKeypair{std::string(pub.data()), std::string(sec.data())};
 }
 
 CurveConfig cluster_curve_config(const CurveKeypair& keys) {

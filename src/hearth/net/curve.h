@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace hearth::net {
 
@@ -42,6 +43,15 @@ CurveKeypair read_key_file(const std::string& path);
 // $HOME/.config/hearth/cluster.key (%APPDATA%\hearth\cluster.key on Windows), else
 // ./hearth-cluster.key.
 std::string default_key_path();
+
+// The cluster key as a code a person can read out and type on another device (`hearth keygen
+// --show-code`, `--from-code`): the 32-byte secret in Crockford base32 plus a 10-bit check,
+// 54 characters in groups of 4 joined by '-'. The public key follows from the secret. Whoever
+// holds the code holds the key.
+std::string pairing_code(const CurveKeypair& keys);
+// Case, '-' and spaces do not matter; O reads as 0, I and L as 1. Throws FormatError naming
+// a character outside the code, a wrong length or a check that fails.
+CurveKeypair keypair_from_pairing_code(std::string_view code);
 
 // The cluster shape described above: both roles use `keys`.
 CurveConfig cluster_curve_config(const CurveKeypair& keys);
