@@ -64,13 +64,15 @@ bench-cluster: build
 	@HEARTH_BENCH_DEPS=1 scripts/install-deps
 	bench/cluster/bench.sh --profile $(PROFILE) --bin $(BUILD)/bin/hearth
 
-# Bounded libFuzzer runs: the GGUF reader and the wire decoder from their committed seeds, and
-# the worker's session logic (a worker in-process over loop://, hostile peers).
+# Bounded libFuzzer runs: the GGUF reader and the wire decoder from their committed seeds, LAN
+# announcements, the worker's session logic (a worker in-process over loop://, hostile peers)
+# and the head's (a head in-process against a hostile worker), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 120
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz discovery_fuzz session_fuzz
-	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire $(BUILD_FUZZ)/corpus-session $(BUILD_FUZZ)/corpus-discovery
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz discovery_fuzz session_fuzz head_fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire $(BUILD_FUZZ)/corpus-session $(BUILD_FUZZ)/corpus-discovery \
+	  $(BUILD_FUZZ)/corpus-head
 	$(BUILD_FUZZ)/bin/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  $(BUILD_FUZZ)/corpus tests/fixtures/gguf_seeds
 	$(BUILD_FUZZ)/bin/wire_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -79,6 +81,8 @@ fuzz: deps
 	  $(BUILD_FUZZ)/corpus-discovery
 	$(BUILD_FUZZ)/bin/session_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 \
 	  $(BUILD_FUZZ)/corpus-session
+	$(BUILD_FUZZ)/bin/head_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -len_control=0 \
+	  $(BUILD_FUZZ)/corpus-head
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
