@@ -153,6 +153,11 @@ TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
   EXPECT_EQ(health["ring"]["devices"], 2) << h->body;
   EXPECT_EQ(health["ring"]["devices_at_start"], 3) << h->body;
   EXPECT_EQ(health["ring"]["lost"], json::array({w2.address()})) << h->body;
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nhearth_ring_devices 2\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("\nhearth_ring_degraded 1\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("\nhearth_ring_recoveries_total 1\n"), std::string::npos);
   // The smaller ring serves the next request as the single device does.
   auto r = c.Post("/v1/chat/completions", request(1).dump(), "application/json");
   ASSERT_TRUE(r);
@@ -173,6 +178,10 @@ TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
   EXPECT_EQ(now["ring"]["devices"], 3) << now.dump();
   EXPECT_EQ(now["ring"]["rejoins"], 1) << now.dump();
   EXPECT_EQ(now["ring"]["lost"], json::array()) << now.dump();
+  metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("\nhearth_ring_degraded 0\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("\nhearth_ring_joins_total 1\n"), std::string::npos);
   r = c.Post("/v1/chat/completions", request(2).dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;

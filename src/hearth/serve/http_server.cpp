@@ -24,6 +24,24 @@ using nlohmann::json;
 
 namespace {
 
+// The ring's state for /metrics (the same facts as /health's "ring"); nothing without a ring.
+std::string ring_metrics(const RingState& st) {
+  if (!st.ring) return {};
+  std::string out;
+  auto one = [&](const char* name, const char* type, const char* help, int v) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
+  };
+  one("hearth_ring_devices", "gauge", "Devices in the ring now, head included.", st.devices);
+  one("hearth_ring_devices_at_start", "gauge", "Devices in the first ring.", st.devices_at_start);
+  one("hearth_ring_degraded", "gauge", "1 while the ring has fewer devices than at start.",
+      st.devices < st.devices_at_start ? 1 : 0);
+  one("hearth_ring_recoveries_total", "counter",
+      "Re-plans after lost devices (the ring re-formed without them).", st.recoveries);
+  one("hearth_ring_joins_total", "counter",
+      "Re-plans after devices lost earlier or newly announced joined.", st.rejoins);
+  return out;
+}
+
 // Generated text may end in a partial UTF-8 character; never fail a response for it.
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -315,7 +333,8 @@ struct Server::Impl {
                send_json(res, 200, j);
              }));
     http.Get("/metrics", guarded([this](const auto&, auto& res) {
-               res.set_content(metrics.render(), "text/plain; version=0.0.4");
+               res.set_content(metrics.render() + ring_metrics(backend.ring_state()),
+                               "text/plain; version=0.0.4");
              }));
     http.Post("/tokenize", guarded([this](const auto& req, auto& res) {
                 const json j = parse_body(req.body);
