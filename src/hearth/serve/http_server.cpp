@@ -1,9 +1,6 @@
 #include "hearth/serve/http_server.h"
 
 #include <fmt/core.h>
-#include "hearth/serve/http_lib.h"
-
-#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,9 +10,10 @@
 
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
+#include "hearth/base/sha256.h"
+#include "hearth/serve/http_listener.h"
 #include "hearth/serve/metrics.h"
 #include "hearth/serve/openai_api.h"
-#include "hearth/serve/peer_socket.h"
 #include "hearth/text/chat.h"
 
 namespace hearth::serve {
@@ -47,13 +45,45 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void send_json(httplib::Response& res, int status, const json& j) {
-  res.status = status;
-  res.set_content(dump(j), "application/json");
+void send_json(HttpExchange& ex, int status, const json& j) {
+  ex.respond(status, "application/json", dump(j));
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  send_json(res, e.status, error_json(e));
+void send_error(HttpExchange& ex, const ApiError& e) {
+  send_json(ex, e.status, error_json(e));
+}
+
+// The error code of the answers the listener gives itself.
+std::string listener_error_code(int status) {
+  switch (status) {
+    case 408: return "request_timeout";
+    case 413: return "payload_too_large";
+    case 414: return "uri_too_long";
+    case 415: return "unsupported_encoding";
+    case 431: return "headers_too_large";
+    case 503: return "server_busy";
+    default: return "bad_request";
+  }
+}
+
+// 128 random bits: a request's id is what lets a client cancel it, so it must not be guessable.
+std::string random_hex128() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
+}
+
+// Compares the Authorization header with the expected one in time that does not depend on
+// where they differ (both are hashed first, so neither does their length).
+bool same_secret(std::string_view given, std::string_view expected) {
+  const auto a = sha256(as_bytes(given));
+  const auto b = sha256(as_bytes(expected));
+  unsigned diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 int64_t unix_now() {
@@ -82,7 +112,7 @@ struct Server::Impl {
         chat_template(std::move(tmpl)),
         opt(std::move(o)),
         scheduler(b, t, metrics, opt.scheduler),
-        id_salt(std::random_device{}()) {}
+        listener(listener_options(opt), [this](HttpExchange& ex) { handle(ex); }) {}
 
   Backend& backend;
   const text::Tokenizer& tokenizer;
@@ -90,16 +120,29 @@ struct Server::Impl {
   const ServerOptions opt;
   Metrics metrics;
   Scheduler scheduler;
-  httplib::Server http;
+  HttpListener listener;
   int bound_port = -1;
-  int listen_fd = -1;  // the listening socket, captured as httplib creates it
-  std::atomic<uint64_t> next_id{1};
-  const uint64_t id_salt;
   const int64_t created = unix_now();
 
-  std::string new_id(const char* prefix) {
-    return fmt::format("{}-{:x}{:06x}", prefix, id_salt & 0xffffffu, next_id.fetch_add(1));
+  static ListenerOptions listener_options(const ServerOptions& o) {
+    ListenerOptions lo;
+    lo.host = o.host;
+    lo.port = o.port;
+    lo.limits.max_body = o.max_body_bytes;
+    lo.request_timeout_s = o.read_timeout_s;
+    lo.keep_alive_timeout_s = o.read_timeout_s;
+    lo.write_timeout_s = o.write_timeout_s;
+    lo.max_connections = o.max_connections;
+    // Every streaming client holds a handler thread for its whole generation, and waiting
+    // clients need a thread to be told 429: size the pool for active + waiting + spare.
+    lo.threads = static_cast<size_t>(o.scheduler.parallel + o.scheduler.max_queue + 8);
+    lo.error_body = [](int status, const std::string& message) {
+      return dump(error_json(message, "invalid_request_error", {}, listener_error_code(status)));
+    };
+    return lo;
   }
+
+  static std::string new_id(const char* prefix) { return fmt::format("{}-{}", prefix, random_hex128()); }
 
   std::vector<int32_t> chat_prompt(const GenerationRequest& r) const {
     const std::string bos = tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : "";
@@ -202,29 +245,26 @@ struct Server::Impl {
             {"model", opt.model_id}};
   }
 
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  // Runs a completion for the client; cancels it as soon as the client is gone.
+  void generate(HttpExchange& ex, bool chat) {
+    const HttpRequest& req = ex.request();
     const GenerationRequest r =
         chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
     std::vector<int32_t> prompt = chat ? chat_prompt(r) : completion_prompt(r);
     std::shared_ptr<Job> job = make_job(r, std::move(prompt), chat ? "chatcmpl" : "cmpl");
-    const std::string peer_ip = req.remote_addr;
-    const int peer_port = req.remote_port;
-    const int local_port = bound_port;
+    auto gone = [&] {
+      job->cancel();
+      log::info("serve: client of {} went away; cancelled", job->id());
+    };
 
     if (!r.stream) {
-      const int fd = find_connection_fd(peer_ip, peer_port, local_port);
       std::string text;
       JobOutput o;
       while (true) {
         o = job->take(kPoll);
         text += o.text;
         if (o.finished) break;
-        if (peer_closed(fd)) {
-          job->cancel();
-          log::info("serve: client of {} went away; cancelled", job->id());
-          res.status = 499;
-          return;
-        }
+        if (ex.client_gone()) return gone();
       }
       if (o.finish_reason == "error") {
         throw ApiError(500, fmt::format("generation failed: {}", o.error), "server_error", {},
@@ -233,205 +273,186 @@ struct Server::Impl {
       json j = envelope(chat, false, job->id());
       j["choices"] = json::array({choice(chat, false, text, o.finish_reason, false)});
       j["usage"] = usage_json(o);
-      send_json(res, 200, j);
+      send_json(ex, 200, j);
       return;
     }
 
-    const bool include_usage = r.include_usage;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, job, chat, include_usage, peer_ip, peer_port, local_port](
-                                 size_t, httplib::DataSink& sink) {
-          auto send = [&](const json& j) {
-            const std::string s = "data: " + dump(j) + "\n\n";
-            return sink.write(s.data(), s.size());
-          };
-          auto gone = [&] {
-            job->cancel();
-            log::info("serve: client of {} went away; cancelled", job->id());
-            return false;
-          };
-          const int fd = find_connection_fd(peer_ip, peer_port, local_port);
-          bool first = chat;
-          if (chat) {
-            json j = envelope(true, true, job->id());
-            j["choices"] = json::array({choice(true, true, "", "", true)});
-            if (!send(j)) return gone();
-            first = false;
+    auto send = [&](const json& j) { return ex.write("data: " + dump(j) + "\n\n"); };
+    // An SSE comment: clients ignore it; it tells a half-closed client from a closed one.
+    if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, ":\n\n")) {
+      return gone();
+    }
+    bool first = chat;
+    if (chat) {
+      json j = envelope(true, true, job->id());
+      j["choices"] = json::array({choice(true, true, "", "", true)});
+      if (!send(j)) return gone();
+      first = false;
+    }
+    while (true) {
+      const JobOutput o = job->take(kPoll);
+      if (!o.text.empty()) {
+        json j = envelope(chat, true, job->id());
+        j["choices"] = json::array({choice(chat, true, o.text, "", first)});
+        if (!send(j)) return gone();
+      }
+      if (o.finished) {
+        if (o.finish_reason == "error") {
+          const json e = error_json(fmt::format("generation failed: {}", o.error),
+                                    "server_error", {}, "generation_failed");
+          if (!send(e)) return gone();
+        } else {
+          json j = envelope(chat, true, job->id());
+          j["choices"] = json::array({choice(chat, true, "", o.finish_reason, false)});
+          if (!send(j)) return gone();
+          if (r.include_usage) {
+            json u = envelope(chat, true, job->id());
+            u["choices"] = json::array();
+            u["usage"] = usage_json(o);
+            if (!send(u)) return gone();
           }
-          while (true) {
-            const JobOutput o = job->take(kPoll);
-            if (!o.text.empty()) {
-              json j = envelope(chat, true, job->id());
-              j["choices"] = json::array({choice(chat, true, o.text, "", first)});
-              if (!send(j)) return gone();
-            }
-            if (o.finished) {
-              if (o.finish_reason == "error") {
-                const json e = error_json(fmt::format("generation failed: {}", o.error),
-                                          "server_error", {}, "generation_failed");
-                if (!send(e)) return gone();
-              } else {
-                json j = envelope(chat, true, job->id());
-                j["choices"] = json::array({choice(chat, true, "", o.finish_reason, false)});
-                if (!send(j)) return gone();
-                if (include_usage) {
-                  json u = envelope(chat, true, job->id());
-                  u["choices"] = json::array();
-                  u["usage"] = usage_json(o);
-                  if (!send(u)) return gone();
-                }
-              }
-              const std::string done = "data: [DONE]\n\n";
-              if (!sink.write(done.data(), done.size())) return gone();
-              sink.done();
-              return true;
-            }
-            if (o.text.empty() && peer_closed(fd)) return gone();
-          }
-        });
+        }
+        if (!ex.write("data: [DONE]\n\n")) return gone();
+        ex.end_stream();
+        return;
+      }
+      if (o.text.empty() && ex.client_gone()) return gone();
+    }
   }
 
-  void routes() {
-    auto guarded = [this](auto fn) {
-      return [this, fn](const httplib::Request& req, httplib::Response& res) {
-        try {
-          fn(req, res);
-        } catch (const ApiError& e) {
-          send_error(res, e);
-        } catch (const UsageError& e) {
-          send_error(res, ApiError(400, e.what()));
-        } catch (const std::exception& e) {
-          log::warn("serve: {} {}: {}", req.method, req.path, e.what());
-          send_error(res, ApiError(500, e.what(), "server_error"));
-        }
-      };
-    };
-    http.Post("/v1/chat/completions",
-              guarded([this](const auto& req, auto& res) { generate(req, res, true); }));
-    http.Post("/v1/completions",
-              guarded([this](const auto& req, auto& res) { generate(req, res, false); }));
-    http.Get("/v1/models", guarded([this](const auto&, auto& res) {
-               json m{{"id", opt.model_id},
-                      {"object", "model"},
-                      {"created", created},
-                      {"owned_by", "hearth"},
-                      {"meta", {{"n_ctx", scheduler.n_ctx()}, {"n_vocab", tokenizer.n_vocab()}}}};
-               send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
-             }));
-    // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
-    http.Get("/health", guarded([this](const auto&, auto& res) {
-               const RingState st = backend.ring_state();
-               json j{{"status", st.devices < st.devices_at_start ? "degraded" : "ok"}};
-               if (st.ring) {
-                 j["ring"] = {{"devices", st.devices},
-                              {"devices_at_start", st.devices_at_start},
-                              {"recoveries", st.recoveries},
-                              {"rejoins", st.rejoins},
-                              {"lost", st.lost}};
-               }
-               send_json(res, 200, j);
-             }));
-    http.Get("/metrics", guarded([this](const auto&, auto& res) {
-               res.set_content(metrics.render() + ring_metrics(backend.ring_state()),
-                               "text/plain; version=0.0.4");
-             }));
-    http.Post("/tokenize", guarded([this](const auto& req, auto& res) {
-                const json j = parse_body(req.body);
-                if (!j.contains("content") || !j["content"].is_string()) {
-                  throw ApiError(400, "'content' must be a string", "invalid_request_error",
-                                 "content", "invalid_value");
-                }
-                bool add_special = false;
-                if (j.contains("add_special")) {
-                  if (!j["add_special"].is_boolean()) {
-                    throw ApiError(400, "'add_special' must be a boolean", "invalid_request_error",
-                                   "add_special", "invalid_value");
-                  }
-                  add_special = j["add_special"].get<bool>();
-                }
-                send_json(
-                    res, 200,
-                    {{"tokens", tokenizer.encode(j["content"].get<std::string>(), add_special)}});
-              }));
-    http.Post("/detokenize", guarded([this](const auto& req, auto& res) {
-                const json j = parse_body(req.body);
-                if (!j.contains("tokens") || !j["tokens"].is_array()) {
-                  throw ApiError(400, "'tokens' must be a list of token ids",
-                                 "invalid_request_error", "tokens", "invalid_value");
-                }
-                std::vector<int32_t> ids;
-                for (const auto& t : j["tokens"]) {
-                  if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-                      t.get<int64_t>() >= static_cast<int64_t>(tokenizer.n_vocab())) {
-                    throw ApiError(
-                        400, fmt::format("'tokens' must hold ids in [0, {})", tokenizer.n_vocab()),
-                        "invalid_request_error", "tokens", "invalid_value");
-                  }
-                  ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-                }
-                send_json(res, 200, {{"content", tokenizer.decode(ids)}});
-              }));
-    http.Post("/v1/cancel", guarded([this](const auto& req, auto& res) {
-                const json j = parse_body(req.body);
-                if (!j.contains("id") || !j["id"].is_string()) {
-                  throw ApiError(400, "'id' must be a string", "invalid_request_error", "id",
-                                 "invalid_value");
-                }
-                const std::string id = j["id"].get<std::string>();
-                if (!scheduler.cancel(id)) {
-                  throw ApiError(404, fmt::format("no running request has id '{}'", id),
-                                 "invalid_request_error", "id", "not_found");
-                }
-                send_json(res, 200, {{"id", id}, {"cancelled", true}});
-              }));
+  void models(HttpExchange& ex) {
+    json m{{"id", opt.model_id},
+           {"object", "model"},
+           {"created", created},
+           {"owned_by", "hearth"},
+           {"meta", {{"n_ctx", scheduler.n_ctx()}, {"n_vocab", tokenizer.n_vocab()}}}};
+    send_json(ex, 200, {{"object", "list"}, {"data", json::array({m})}});
+  }
 
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (opt.api_key.empty() || req.path == "/health")
-        return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + opt.api_key) {
-        return httplib::Server::HandlerResponse::Unhandled;
+  // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
+  void health(HttpExchange& ex) {
+    const RingState st = backend.ring_state();
+    json j{{"status", st.devices < st.devices_at_start ? "degraded" : "ok"}};
+    if (st.ring) {
+      j["ring"] = {{"devices", st.devices},
+                   {"devices_at_start", st.devices_at_start},
+                   {"recoveries", st.recoveries},
+                   {"rejoins", st.rejoins},
+                   {"lost", st.lost}};
+    }
+    send_json(ex, 200, j);
+  }
+
+  void tokenize(HttpExchange& ex) {
+    const json j = parse_body(ex.request().body);
+    if (!j.contains("content") || !j["content"].is_string()) {
+      throw ApiError(400, "'content' must be a string", "invalid_request_error", "content",
+                     "invalid_value");
+    }
+    bool add_special = false;
+    if (j.contains("add_special")) {
+      if (!j["add_special"].is_boolean()) {
+        throw ApiError(400, "'add_special' must be a boolean", "invalid_request_error",
+                       "add_special", "invalid_value");
       }
-      send_error(res, ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
-                               "invalid_request_error", {}, "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    // Errors httplib produces itself (unknown route, body too large, bad request line)
-    // get an error object too.
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      std::string msg = fmt::format("HTTP {}", res.status);
-      std::string code;
-      if (res.status == 404) {
-        msg = fmt::format("no route {} {}", req.method, req.path);
-        code = "not_found";
-      } else if (res.status == 413) {
-        msg = "the request body is too large";
-        code = "payload_too_large";
+      add_special = j["add_special"].get<bool>();
+    }
+    send_json(ex, 200,
+              {{"tokens", tokenizer.encode(j["content"].get<std::string>(), add_special)}});
+  }
+
+  void detokenize(HttpExchange& ex) {
+    const json j = parse_body(ex.request().body);
+    if (!j.contains("tokens") || !j["tokens"].is_array()) {
+      throw ApiError(400, "'tokens' must be a list of token ids", "invalid_request_error",
+                     "tokens", "invalid_value");
+    }
+    std::vector<int32_t> ids;
+    for (const auto& t : j["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() >= static_cast<int64_t>(tokenizer.n_vocab())) {
+        throw ApiError(400, fmt::format("'tokens' must hold ids in [0, {})", tokenizer.n_vocab()),
+                       "invalid_request_error", "tokens", "invalid_value");
       }
-      res.set_content(dump(error_json(msg, "invalid_request_error", {}, code)), "application/json");
-    });
-    http.set_socket_options([this](socket_t sock) {
-      httplib::default_socket_options(sock);
-      listen_fd = sock;
-    });
-    http.set_payload_max_length(opt.max_body_bytes);
-    http.set_read_timeout(opt.read_timeout_s, 0);
-    http.set_write_timeout(opt.write_timeout_s, 0);
-    // Every streaming client holds an HTTP thread for its whole generation, and waiting
-    // clients need a thread to be told 429: size the pool for active + waiting + spare.
-    const size_t threads =
-        static_cast<size_t>(opt.scheduler.parallel + opt.scheduler.max_queue + 8);
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    send_json(ex, 200, {{"content", tokenizer.decode(ids)}});
+  }
+
+  // Only the full id cancels: ids carry 128 random bits, so only the client that was given
+  // one (its stream's or response's "id") can name it.
+  void cancel(HttpExchange& ex) {
+    const json j = parse_body(ex.request().body);
+    if (!j.contains("id") || !j["id"].is_string()) {
+      throw ApiError(400, "'id' must be a string", "invalid_request_error", "id",
+                     "invalid_value");
+    }
+    const std::string id = j["id"].get<std::string>();
+    if (!scheduler.cancel(id)) {
+      throw ApiError(404, "no running request has that id", "invalid_request_error", "id",
+                     "not_found");
+    }
+    send_json(ex, 200, {{"id", id}, {"cancelled", true}});
+  }
+
+  void handle(HttpExchange& ex) {
+    const HttpRequest& req = ex.request();
+    try {
+      if (!opt.api_key.empty() && req.path != "/health") {
+        const std::string* auth = req.header("authorization");
+        if (!auth || !same_secret(*auth, "Bearer " + opt.api_key)) {
+          throw ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
+                         "invalid_request_error", {}, "invalid_api_key");
+        }
+      }
+      route(ex);
+    } catch (const ApiError& e) {
+      send_error(ex, e);
+    } catch (const UsageError& e) {
+      send_error(ex, ApiError(400, e.what()));
+    } catch (const std::exception& e) {
+      log::warn("serve: {} {}: {}", req.method, req.path, e.what());
+      send_error(ex, ApiError(500, e.what(), "server_error"));
+    }
+  }
+
+  void route(HttpExchange& ex) {
+    const HttpRequest& req = ex.request();
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    const bool post = req.method == "POST";
+    auto wrong_method = [&](const char* allowed) {
+      json e = error_json(fmt::format("{} takes {} requests, not {}", req.path, allowed,
+                                      req.method.substr(0, 16)),
+                          "invalid_request_error", {}, "method_not_allowed");
+      ex.respond(405, "application/json", dump(e), {{"Allow", allowed}});
+    };
+    if (req.path == "/v1/chat/completions" || req.path == "/v1/completions") {
+      if (!post) return wrong_method("POST");
+      return generate(ex, req.path == "/v1/chat/completions");
+    }
+    if (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/v1/cancel") {
+      if (!post) return wrong_method("POST");
+      if (req.path == "/tokenize") return tokenize(ex);
+      if (req.path == "/detokenize") return detokenize(ex);
+      return cancel(ex);
+    }
+    if (req.path == "/v1/models" || req.path == "/health" || req.path == "/metrics") {
+      if (!get) return wrong_method("GET");
+      if (req.path == "/v1/models") return models(ex);
+      if (req.path == "/health") return health(ex);
+      return ex.respond(200, "text/plain; version=0.0.4",
+                        metrics.render() + ring_metrics(backend.ring_state()));
+    }
+    throw ApiError(404, fmt::format("no route {} {}", req.method.substr(0, 16),
+                                    req.path.substr(0, 256)),
+                   "invalid_request_error", {}, "not_found");
   }
 };
 
 Server::Server(Backend& backend, const text::Tokenizer& tokenizer, std::string chat_template,
                ServerOptions options)
     : impl_(std::make_unique<Impl>(backend, tokenizer, std::move(chat_template),
-                                   std::move(options))) {
-  impl_->routes();
-}
+                                   std::move(options))) {}
 
 Server::~Server() {
   stop();
@@ -439,18 +460,12 @@ Server::~Server() {
 
 int Server::bind() {
   auto& im = *impl_;
-  if (im.opt.port == 0) {
-    im.bound_port = im.http.bind_to_any_port(im.opt.host);
-  } else {
-    im.bound_port = im.http.bind_to_port(im.opt.host, im.opt.port) ? im.opt.port : -1;
+  im.bound_port = im.listener.bind();
+  if (im.opt.api_key.empty() && !is_loopback_host(im.opt.host)) {
+    log::warn("serve: listening on {} without --api-key: anyone who can reach this address can "
+              "use the model; set --api-key KEY",
+              im.opt.host);
   }
-  if (im.bound_port <= 0) {
-    throw UsageError(fmt::format("cannot listen on {}:{} (address in use or not local?)",
-                                 im.opt.host, im.opt.port));
-  }
-  // The library listens with a backlog of 5: a burst of clients connecting at once would see
-  // SYNs dropped and retried a second later. Listening again only raises the backlog.
-  if (im.listen_fd >= 0) ::listen(im.listen_fd, SOMAXCONN);
   return im.bound_port;
 }
 
@@ -459,12 +474,12 @@ int Server::port() const {
 }
 
 void Server::run() {
-  impl_->http.listen_after_bind();
+  impl_->listener.run();
 }
 
 void Server::stop() {
   impl_->scheduler.cancel_all();
-  impl_->http.stop();
+  impl_->listener.stop();
 }
 
 }  // namespace hearth::serve

@@ -1,5 +1,5 @@
-// The OpenAI-compatible HTTP front end (cpp-httplib): routes, authentication, limits, and
-// the bridge between HTTP threads and the scheduler thread.
+// The OpenAI-compatible HTTP front end: routes, authentication, and the bridge between
+// handler threads and the scheduler thread (connections and HTTP limits: http_listener.h).
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions (both with SSE streaming),
 // GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize, POST /detokenize,
@@ -21,9 +21,10 @@ struct ServerOptions {
   int port = 8080;                  // 0: any free port (see Server::port())
   std::string api_key;              // non-empty: every request but /health needs "Bearer KEY"
   std::string model_id;             // the one model name /v1/models lists and requests may name
-  size_t max_body_bytes = 1 << 22;  // larger bodies get 413
-  int read_timeout_s = 15;          // a client that sends nothing for this long is dropped
-  int write_timeout_s = 30;
+  size_t max_body_bytes = 1 << 22;  // larger bodies (also once decompressed) get 413
+  int read_timeout_s = 15;          // a request must arrive whole this long after its first byte
+  int write_timeout_s = 30;         // a client that reads nothing for this long is dropped
+  size_t max_connections = 512;     // open at once; past it the longest-waiting one is dropped
   SchedulerOptions scheduler;
 };
 
