@@ -302,30 +302,6 @@ TEST_F(ServeTest, BadInputsGetErrorObjects) {
   EXPECT_TRUE(json::parse(r->body).contains("error"));
 }
 
-// A raw TCP connection to the server.
-int connect_to(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-void send_all(int fd, const std::string& s) {
-  ASSERT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
-}
-
-std::string http_post(const std::string& path, const std::string& body) {
-  return "POST " + path +
-         " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 // Waits until `pred` holds, at most `seconds`.
 template <typename F>
 bool eventually(F pred, double seconds) {
@@ -346,7 +322,7 @@ TEST_F(ServeTest, ClientDisconnectCancelsGeneration) {
     // Far more tokens than the test waits for: only the disconnect can end it early.
     json body = chat("never ending", 4000);
     body["stream"] = streamed;
-    send_all(fd, http_post("/v1/chat/completions", body.dump()));
+    ASSERT_TRUE(send_all(fd, http_post("/v1/chat/completions", body.dump())));
     if (streamed) {
       char buf[256];
       ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // the stream started
@@ -437,9 +413,9 @@ TEST_F(GuardedServeTest, BodyTooLarge) {
 TEST_F(GuardedServeTest, SlowClientIsDropped) {
   const int fd = connect_to(server_->port());
   ASSERT_GE(fd, 0);
-  send_all(fd,
-           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
-           "Content-Length: 100\r\n\r\n{\"pro");
+  ASSERT_TRUE(send_all(fd,
+                       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                       "sesame\r\nContent-Length: 100\r\n\r\n{\"pro"));
   pollfd p{fd, POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 8000), 1) << "the server kept a silent client past its read timeout";
   char buf[512];

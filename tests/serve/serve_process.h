@@ -2,9 +2,13 @@
 // small HTTP helpers shared by the serve integration tests.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,6 +114,19 @@ class ServeProc {
   ServeProc& operator=(const ServeProc&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // Resident memory of the server process now, in bytes (VmRSS).
+  size_t rss_bytes() const {
+    FILE* f = std::fopen(fmt::format("/proc/{}/status", pid_).c_str(), "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "VmRSS: %zu kB", &kb) == 1) break;
+    }
+    std::fclose(f);
+    return kb * 1024;
+  }
   const std::string& first_line() const { return first_line_; }
   const std::string& log() const { return log_; }
   // Stops with SIGTERM; returns the exit status (for the clean-shutdown test).
@@ -148,6 +165,95 @@ int post_streaming(httplib::Client& c, const std::string& path, const httplib::H
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   return c.send(req, res, err) ? res.status : 0;
+}
+
+// A raw TCP connection to 127.0.0.1:port, -1 on failure.
+inline int connect_to(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends all of `s` (blocking); false when the connection refused it.
+inline bool send_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+inline std::string http_post(const std::string& path, const std::string& body) {
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Everything the server sends until it closes the connection or `timeout_ms` pass quietly.
+inline std::string read_until_close(int fd, int timeout_ms) {
+  std::string out;
+  char buf[4096];
+  while (true) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// One whole response (interim 1xx answers skipped): by Content-Length, by chunked framing, or
+// until the server closes. Empty when nothing complete came within `timeout_ms` of quiet.
+inline std::string read_response(int fd, int timeout_ms) {
+  std::string r;
+  char buf[16384];
+  auto more = [&] {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return false;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    r.append(buf, static_cast<size_t>(n));
+    return true;
+  };
+  size_t start = 0;
+  while (true) {
+    size_t he;
+    while ((he = r.find("\r\n\r\n", start)) == std::string::npos) {
+      if (!more()) return {};
+    }
+    if (r.compare(start, 10, "HTTP/1.1 1") == 0) {  // interim: the final answer follows
+      start = he + 4;
+      continue;
+    }
+    const std::string head = r.substr(start, he - start);
+    const size_t cl = head.find("Content-Length: ");
+    if (cl != std::string::npos) {
+      const size_t need = he + 4 + std::stoul(head.substr(cl + 16));
+      while (r.size() < need) {
+        if (!more()) return {};
+      }
+      return r.substr(start, need - start);
+    }
+    if (head.find("Transfer-Encoding: chunked") != std::string::npos) {
+      while (r.find("\r\n0\r\n\r\n", he) == std::string::npos) {
+        if (!more()) return r.substr(start);
+      }
+      return r.substr(start);
+    }
+    while (more()) {
+    }
+    return r.substr(start);
+  }
 }
 
 // One parsed SSE stream: the JSON payloads in order and whether it ended with [DONE].

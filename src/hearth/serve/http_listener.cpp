@@ -340,7 +340,12 @@ struct HttpListener::Impl {
       fds.clear();
       fds.push_back({listen_fd, POLLIN, 0});
       fds.push_back({wake_read, POLLIN, 0});
-      for (const auto& c : reading) fds.push_back({c->fd, POLLIN, 0});
+      size_t buffered = 0;
+      for (const auto& c : reading) buffered += c->parser.buffered_bytes();
+      const bool full = buffered >= opt.max_buffered_bytes;
+      for (const auto& c : reading) {
+        fds.push_back({c->fd, static_cast<short>(full && c->parser.in_body() ? 0 : POLLIN), 0});
+      }
       for (const auto& c : lingering) fds.push_back({c->fd, POLLIN, 0});
       auto next = Clock::now() + std::chrono::seconds(1);
       for (const auto& c : reading) next = std::min(next, c->deadline);

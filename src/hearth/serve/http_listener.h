@@ -28,6 +28,9 @@ struct ListenerOptions {
   int keep_alive_timeout_s = 15;  // an idle connection between requests is closed after
   int write_timeout_s = 30;       // a client that reads nothing for this long is dropped
   size_t max_connections = 512;   // open at once; past it the longest-reading one is dropped
+  // Request bytes held by all connections still reading theirs; past it, bodies wait (their
+  // request deadline still runs), so many large bodies at once cannot exhaust memory.
+  size_t max_buffered_bytes = 64 << 20;
   size_t threads = 16;            // handler threads (each answer, or stream, holds one)
   // The body of the errors the listener answers itself (malformed or slow requests), as
   // application/json; by default {"error": message}.

@@ -253,7 +253,7 @@ RequestParser::State RequestParser::headers_complete() {
     phase_ = Phase::kChunkSize;
   } else if (length > 0) {
     content_length_ = length;
-    req_.body.reserve(length);
+    // Not reserved up front: a Content-Length costs the sender nothing, the memory would.
     phase_ = Phase::kBody;
   } else {
     if (!encoding_.empty()) encoding_.clear();  // an empty body decodes to nothing

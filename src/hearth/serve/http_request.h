@@ -52,6 +52,10 @@ class RequestParser {
 
   State state() const { return state_; }
   bool started() const { return started_; }  // any byte of a request seen
+  // Bytes held for the request being read (the line being collected and the body so far).
+  size_t buffered_bytes() const { return line_.size() + req_.body.size(); }
+  // Reading the body (its bytes count against the listener's buffer budget).
+  bool in_body() const { return phase_ >= Phase::kBody && phase_ <= Phase::kChunkDataEnd; }
   // After kHeadersDone: the client waits for "100 Continue" before sending its body.
   bool expects_continue() const { return req_.expects_continue; }
 

@@ -7,6 +7,11 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <semaphore>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
@@ -103,6 +108,17 @@ json finish_json(const std::string& reason) {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
+// Bodies from this size on are parsed a few at a time (their DOM can take ~10x their size).
+constexpr size_t kLargeBody = 256 << 10;
+
+// Hands memory freed by a large request back to the system: glibc keeps it in the handler
+// thread's arena otherwise, and RSS would only ever grow with the largest bodies seen.
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -121,6 +137,7 @@ struct Server::Impl {
   Metrics metrics;
   Scheduler scheduler;
   HttpListener listener;
+  std::counting_semaphore<2> large_parses{2};
   int bound_port = -1;
   const int64_t created = unix_now();
 
@@ -129,6 +146,7 @@ struct Server::Impl {
     lo.host = o.host;
     lo.port = o.port;
     lo.limits.max_body = o.max_body_bytes;
+    lo.max_buffered_bytes = std::max<size_t>(64 << 20, 2 * o.max_body_bytes);
     lo.request_timeout_s = o.read_timeout_s;
     lo.keep_alive_timeout_s = o.read_timeout_s;
     lo.write_timeout_s = o.write_timeout_s;
@@ -245,11 +263,27 @@ struct Server::Impl {
             {"model", opt.model_id}};
   }
 
+  // parse(body) under the bound on large bodies parsed at once.
+  template <typename Parse>
+  auto parse_gated(const std::string& body, Parse parse) {
+    if (body.size() < kLargeBody) return parse(body);
+    large_parses.acquire();
+    struct Release {
+      Impl& im;
+      ~Release() {
+        im.large_parses.release();
+        trim_heap();
+      }
+    } release{*this};
+    return parse(body);
+  }
+
   // Runs a completion for the client; cancels it as soon as the client is gone.
   void generate(HttpExchange& ex, bool chat) {
     const HttpRequest& req = ex.request();
-    const GenerationRequest r =
-        chat ? parse_chat_request(req.body) : parse_completion_request(req.body);
+    const GenerationRequest r = parse_gated(req.body, [chat](const std::string& b) {
+      return chat ? parse_chat_request(b) : parse_completion_request(b);
+    });
     std::vector<int32_t> prompt = chat ? chat_prompt(r) : completion_prompt(r);
     std::shared_ptr<Job> job = make_job(r, std::move(prompt), chat ? "chatcmpl" : "cmpl");
     auto gone = [&] {
@@ -344,7 +378,7 @@ struct Server::Impl {
   }
 
   void tokenize(HttpExchange& ex) {
-    const json j = parse_body(ex.request().body);
+    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("content") || !j["content"].is_string()) {
       throw ApiError(400, "'content' must be a string", "invalid_request_error", "content",
                      "invalid_value");
@@ -362,7 +396,7 @@ struct Server::Impl {
   }
 
   void detokenize(HttpExchange& ex) {
-    const json j = parse_body(ex.request().body);
+    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("tokens") || !j["tokens"].is_array()) {
       throw ApiError(400, "'tokens' must be a list of token ids", "invalid_request_error",
                      "tokens", "invalid_value");
@@ -382,7 +416,7 @@ struct Server::Impl {
   // Only the full id cancels: ids carry 128 random bits, so only the client that was given
   // one (its stream's or response's "id") can name it.
   void cancel(HttpExchange& ex) {
-    const json j = parse_body(ex.request().body);
+    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("id") || !j["id"].is_string()) {
       throw ApiError(400, "'id' must be a string", "invalid_request_error", "id",
                      "invalid_value");

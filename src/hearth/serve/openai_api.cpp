@@ -147,7 +147,64 @@ json error_json(const ApiError& e) {
   return error_json(e.what(), e.type, e.param, e.code);
 }
 
+namespace {
+
+// A first pass over the body that only counts: values and nesting. (nlohmann's callback
+// parser cannot do it: it rescans the enclosing container at each object's end.)
+struct JsonBounds : nlohmann::json_sax<json> {
+  size_t values = 0;
+  int depth = 0;
+  bool too_deep = false, too_many = false;
+
+  bool value() {
+    too_many = ++values > kMaxJsonValues;
+    return !too_many;
+  }
+  bool open() {
+    too_deep = ++depth > kMaxJsonDepth;
+    return !too_deep && value();
+  }
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
+}  // namespace
+
 json parse_body(std::string_view body) {
+  // A DOM costs tens of bytes per value and recursion per level: bound both before one is
+  // built, so that a body of many tiny values or deep nesting is refused cheaply.
+  JsonBounds bounds;
+  json::sax_parse(body, &bounds, json::input_format_t::json, /*strict=*/true,
+                  /*ignore_comments=*/false);
+  if (bounds.too_deep) {
+    throw ApiError(400,
+                   fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth),
+                   "invalid_request_error", {}, "invalid_json");
+  }
+  if (bounds.too_many) {
+    throw ApiError(400,
+                   fmt::format("the request body holds more than {} JSON values", kMaxJsonValues),
+                   "invalid_request_error", {}, "invalid_json");
+  }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     throw ApiError(400, "the request body is not valid JSON", "invalid_request_error", {},

@@ -53,7 +53,12 @@ struct GenerationRequest {
 GenerationRequest parse_chat_request(std::string_view body);
 GenerationRequest parse_completion_request(std::string_view body);
 
-// Parses a JSON body that must be an object (ApiError 400 otherwise).
+// Bounds on a request body's JSON: nesting levels, and values (numbers, strings, objects...).
+// A prompt given as token ids is one value per token.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr size_t kMaxJsonValues = 1 << 18;
+
+// Parses a JSON body that must be an object (ApiError 400 otherwise, also past the bounds).
 nlohmann::json parse_body(std::string_view body);
 
 }  // namespace hearth::serve
