@@ -181,6 +181,42 @@ TEST(Jinja, ErrorsNameTheLine) {
 namespace hearth::text {
 namespace {
 
+// Arithmetic a template in a model file can use to crash or exhaust the server: every case is
+// an error naming the problem, within the budgets (16 MiB per value and output, 2 s).
+TEST(Jinja, ArithmeticAndSizeAttacksAreErrors) {
+  const std::string min = "(-9223372036854775807 - 1)";
+  const std::vector<std::string> overflows = {
+      min + " // -1", "-" + min,  min + " - 1", "9223372036854775807 + 1", "4611686018427387904 * 4",
+      "2 ** 64",      min + " | abs", "100000000000000000000.0 | int"};
+  for (const std::string& expr : overflows) {
+    try {
+      render("{{ " + expr + " }}");
+      ADD_FAILURE() << expr << " rendered";
+    } catch (const FormatError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("overflow") != std::string::npos ||
+                  what.find("range") != std::string::npos)
+          << expr << ": " << what;
+    }
+  }
+  EXPECT_EQ(render("{{ " + min + " % -1 }} {{ -7 // 2 }} {{ 7 % -3 }}"), "0 -4 -2");
+  // Size: repetition, replace, concatenation in a loop, indentation; all stopped early.
+  for (const std::string& src :
+       {std::string("{{ ('x' * 100000) * 20000 }}"),
+        std::string("{{ ('x' * 1000000).replace('x', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}"),
+        std::string("{% set ns = namespace(s='ab') %}{% for i in range(100) %}"
+                    "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}"),
+        std::string("{% for i in range(1000000) %}{{ 'x' * 100 }}{% endfor %}"),
+        std::string("{{ range(100000000) | length }}")}) {
+    EXPECT_THROW(render(src), FormatError) << src;
+  }
+  // Slices and ranges with steps that would overflow end instead.
+  EXPECT_EQ(render("{{ [1, 2, 3][::9223372036854775807] }}"), "[1]");
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 1000) | list }}"),
+            "[9223372036854775806]");
+  EXPECT_EQ(render("{{ {'a': [1]} | tojson(indent=-5) }}"), "{\"a\": [1]}");
+}
+
 TEST(Jinja, HostileTemplatesFailCleanly) {
   // Deep nesting, runaway loops and random mutations of real templates: errors, never
   // crashes or hangs.

@@ -2,7 +2,10 @@
 // (truthiness, integer vs float arithmetic, negative indices, slices).
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "hearth/base/error.h"
@@ -254,9 +257,11 @@ class Renderer {
         return;
       case NodeKind::kText:
         out += n.str;
+        check_output(n, out);
         return;
       case NodeKind::kOutput:
         out += to_str(eval(*n.children[0]));
+        check_output(n, out);
         return;
       case NodeKind::kIf: {
         const size_t pairs = (n.children.size() - (n.flag ? 1 : 0)) / 2;
@@ -347,7 +352,7 @@ class Renderer {
     for (int64_t i = 0; i < len; ++i) {
       // Budgets keep a hostile template from running or growing without end.
       if (++iterations_ > kMaxIterations) fail(n, "too many loop iterations");
-      if (out.size() > kMaxOutput) fail(n, "rendered text is too large");
+      check_output(n, out);
       scopes_.emplace_back();
       auto& s = scopes_.back();
       bind_loop_vars(n, items[i], s);
@@ -362,7 +367,30 @@ class Renderer {
     }
   }
 
+  // Every expression passes here: the time budget is checked now and then, and no value may
+  // grow past the size budget (whatever operator or filter made it).
   Value eval(const Node& n) {
+    if ((++steps_ & 1023) == 0 && std::chrono::steady_clock::now() > deadline_) {
+      fail(n, fmt::format("rendering took longer than {} ms", kMaxMillis));
+    }
+    Value v = eval_node(n);
+    if (!v.undefined && !v.ns) {
+      const json& j = v.as_json();
+      if (j.is_string() && j.get_ref<const std::string&>().size() > kMaxValue) {
+        fail(n, "a string value is too large");
+      }
+      if ((j.is_array() || j.is_object()) && j.size() > kMaxItems) {
+        fail(n, "a list or mapping is too large");
+      }
+    }
+    return v;
+  }
+
+  void check_output(const Node& n, const std::string& out) const {
+    if (out.size() > kMaxOutput) fail(n, "rendered text is too large");
+  }
+
+  Value eval_node(const Node& n) {
     switch (n.kind) {
       case NodeKind::kLiteral:
         return Value::of(n.value);
@@ -404,7 +432,10 @@ class Renderer {
         const json& j = v.as_json();
         if (!j.is_number()) fail(n, fmt::format("unary {} on a {}", n.str, type_name(v)));
         if (n.str == "+") return v;
-        return Value::of(j.is_number_float() ? json(-j.get<double>()) : json(-j.get<int64_t>()));
+        if (j.is_number_float()) return Value::of(-j.get<double>());
+        const int64_t x = j.get<int64_t>();
+        if (x == std::numeric_limits<int64_t>::min()) fail(n, "integer overflow in unary -");
+        return Value::of(-x);
       }
       case NodeKind::kBinary:
         return binary(n);
@@ -491,12 +522,13 @@ class Renderer {
       stop = has_stop ? clamp(stop, -1, size - 1) : -1;
     }
     json out = j.is_array() ? json::array() : json(std::string());
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (j.is_array()) {
         out.push_back(items[static_cast<size_t>(i)]);
       } else {
         out.get_ref<std::string&>() += items[static_cast<size_t>(i)].get<std::string>();
       }
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return Value::of(std::move(out));
   }
@@ -559,9 +591,10 @@ class Renderer {
         const int64_t step = r.size() > 2 ? r[2] : 1;
         if (step == 0) fail(n, "range() step cannot be zero");
         json out = json::array();
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
           out.push_back(i);
-          if (out.size() > 1000000) fail(n, "range() is too long");
+          if (out.size() > kMaxItems) fail(n, "range() is too long");
+          if (__builtin_add_overflow(i, step, &i)) break;
         }
         return Value::of(std::move(out));
       }
@@ -598,6 +631,7 @@ class Renderer {
           const size_t hit = s.find(from, pos);
           if (hit == std::string::npos) break;
           out.append(s, pos, hit - pos).append(to);
+          if (out.size() > kMaxValue) fail(n, "replace() result is too large");
           pos = hit + from.size();
           --left;
         }
@@ -694,8 +728,11 @@ class Renderer {
     if (f == "tojson") {
       const Value* indent = a.get(0, "indent");
       std::string out;
-      dump_py(j, indent && indent->as_json().is_number_integer() ? indent->as_json().get<int>() : 0,
-              0, out);
+      int width = 0;
+      if (indent && indent->as_json().is_number_integer()) {
+        width = static_cast<int>(std::clamp<int64_t>(indent->as_json().get<int64_t>(), 0, 16));
+      }
+      dump_py(j, width, 0, out);
       return Value::of(out);
     }
     if (in.undefined) fail(n, fmt::format("filter '{}' applied to an undefined value", f));
@@ -763,13 +800,19 @@ class Renderer {
         const size_t hit = s.find(from, pos);
         if (hit == std::string::npos) break;
         out.append(s, pos, hit - pos).append(to);
+        if (out.size() > kMaxValue) fail(n, "replace result is too large");
         pos = hit + from.size();
       }
       out.append(s, pos);
       return Value::of(out);
     }
     if (f == "int") {
-      if (j.is_number()) return Value::of(static_cast<int64_t>(j.get<double>()));
+      if (j.is_number_integer()) return in;
+      if (j.is_number()) {
+        const double d = j.get<double>();
+        if (!(d > -9.2e18 && d < 9.2e18)) fail(n, "int() of a number out of range");
+        return Value::of(static_cast<int64_t>(d));
+      }
       try {
         return Value::of(static_cast<int64_t>(std::stoll(to_str(in))));
       } catch (const std::exception&) {
@@ -777,7 +820,11 @@ class Renderer {
       }
     }
     if (f == "abs") {
-      if (j.is_number_integer()) return Value::of(std::llabs(j.get<int64_t>()));
+      if (j.is_number_integer()) {
+        const int64_t x = j.get<int64_t>();
+        if (x == std::numeric_limits<int64_t>::min()) fail(n, "integer overflow in abs");
+        return Value::of(x < 0 ? -x : x);
+      }
       if (j.is_number()) return Value::of(std::fabs(j.get<double>()));
     }
     if (f == "selectattr" || f == "rejectattr") {
@@ -911,7 +958,10 @@ class Renderer {
       const std::string& s =
           x.is_string() ? x.get_ref<const std::string&>() : y.get_ref<const std::string&>();
       const int64_t times = x.is_string() ? y.get<int64_t>() : x.get<int64_t>();
-      if (times > 100000) fail(n, "string repetition is too large");
+      if (times > 0 && (times > static_cast<int64_t>(kMaxValue) ||
+                        s.size() * static_cast<size_t>(times) > kMaxValue)) {
+        fail(n, "string repetition is too large");
+      }
       std::string out;
       for (int64_t i = 0; i < times; ++i) out += s;
       return Value::of(out);
@@ -938,11 +988,20 @@ class Renderer {
     if (ints && op != "/" && op != "**") {
       const int64_t a = x.get<int64_t>(), b = y.get<int64_t>();
       if ((op == "%" || op == "//") && b == 0) fail(n, "division by zero");
-      if (op == "+") return Value::of(a + b);
-      if (op == "-") return Value::of(a - b);
-      if (op == "*") return Value::of(a * b);
-      if (op == "%") return Value::of(py_mod(a, b));
-      if (op == "//") return Value::of(py_floordiv(a, b));
+      int64_t r = 0;
+      bool overflow = false;
+      if (op == "+") overflow = __builtin_add_overflow(a, b, &r);
+      if (op == "-") overflow = __builtin_sub_overflow(a, b, &r);
+      if (op == "*") overflow = __builtin_mul_overflow(a, b, &r);
+      // The one quotient that does not fit: the most negative number divided by -1.
+      const bool min_by_minus_one = a == std::numeric_limits<int64_t>::min() && b == -1;
+      if (op == "%") r = min_by_minus_one ? 0 : py_mod(a, b);
+      if (op == "//") {
+        overflow = min_by_minus_one;
+        if (!overflow) r = py_floordiv(a, b);
+      }
+      if (overflow) fail(n, fmt::format("integer overflow in '{}'", op));
+      if (op == "+" || op == "-" || op == "*" || op == "%" || op == "//") return Value::of(r);
     }
     const double a = x.get<double>(), b = y.get<double>();
     if (op == "+") return Value::of(a + b);
@@ -950,7 +1009,10 @@ class Renderer {
     if (op == "*") return Value::of(a * b);
     if (op == "**") {
       const double p = std::pow(a, b);
-      if (ints && b >= 0) return Value::of(static_cast<int64_t>(p));
+      if (ints && b >= 0) {
+        if (!(p > -9.2e18 && p < 9.2e18)) fail(n, "integer overflow in '**'");
+        return Value::of(static_cast<int64_t>(p));
+      }
       return Value::of(p);
     }
     if (b == 0) fail(n, "division by zero");
@@ -960,9 +1022,17 @@ class Renderer {
     fail(n, fmt::format("unknown operator '{}'", op));
   }
 
+  // Budgets: a chat prompt is at most a few MiB of text; nothing a real template does comes
+  // near these, and a hostile one is stopped by them in well under a second of work.
   static constexpr uint64_t kMaxIterations = 1'000'000;
-  static constexpr size_t kMaxOutput = 64u << 20;  // bytes
+  static constexpr size_t kMaxOutput = 16u << 20;  // bytes of rendered text
+  static constexpr size_t kMaxValue = 16u << 20;   // bytes of any one string value
+  static constexpr size_t kMaxItems = 1u << 20;    // elements of any one list or mapping
+  static constexpr int kMaxMillis = 2000;          // wall time of one render
   uint64_t iterations_ = 0;
+  uint64_t steps_ = 0;
+  const std::chrono::steady_clock::time_point deadline_ =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kMaxMillis);
   std::vector<std::unordered_map<std::string, Value>> scopes_;
 };
 
