@@ -8,7 +8,7 @@ CMAKE_GEN  := -G Ninja
 JOBS       ?= $(shell nproc)
 DEMO_DIR   ?= .cache/demo
 
-.PHONY: all deps configure build test test-unit test-asan test-arm demo bench bench-cluster fuzz format tidy clean
+.PHONY: all deps configure build test test-unit test-asan test-arm demo bench bench-cluster fuzz fuzz-build fuzz-counted format tidy clean
 
 all: build
 
@@ -64,15 +64,21 @@ bench-cluster: build
 	@HEARTH_BENCH_DEPS=1 scripts/install-deps
 	bench/cluster/bench.sh --profile $(PROFILE) --bin $(BUILD)/bin/hearth
 
-# Bounded libFuzzer runs: the GGUF reader and the wire decoder from their committed seeds, LAN
-# announcements, the worker's session logic (a worker in-process over loop://, hostile peers)
-# and the head's (a head in-process against a hostile worker), FUZZ_SECONDS each.
+# Bounded libFuzzer runs, FUZZ_SECONDS each: the GGUF reader and the wire decoder from their
+# committed seeds, LAN announcements, the worker's session logic (a worker in-process over
+# loop://, hostile peers) and the head's (a head in-process against a hostile worker); then
+# what a client or a model file reaches: HTTP framing, OpenAI bodies, chat templates, the
+# tokenizer and stop strings, model metadata (committed corpora in tests/fixtures/fuzz/).
 FUZZ_SECONDS ?= 120
-fuzz: deps
+FUZZ_TARGETS = gguf_fuzz wire_fuzz discovery_fuzz session_fuzz head_fuzz http_fuzz openai_fuzz \
+  jinja_fuzz tokenizer_fuzz model_fuzz
+fuzz-build: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target gguf_fuzz wire_fuzz discovery_fuzz session_fuzz head_fuzz
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
 	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus-wire $(BUILD_FUZZ)/corpus-session $(BUILD_FUZZ)/corpus-discovery \
-	  $(BUILD_FUZZ)/corpus-head
+	  $(BUILD_FUZZ)/corpus-head $(BUILD_FUZZ)/corpus-model
 	$(BUILD_FUZZ)/bin/gguf_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  $(BUILD_FUZZ)/corpus tests/fixtures/gguf_seeds
 	$(BUILD_FUZZ)/bin/wire_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -83,6 +89,17 @@ fuzz: deps
 	  $(BUILD_FUZZ)/corpus-session
 	$(BUILD_FUZZ)/bin/head_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -len_control=0 \
 	  $(BUILD_FUZZ)/corpus-head
+	for t in http openai jinja tokenizer; do \
+	  $(BUILD_FUZZ)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+	    tests/fixtures/fuzz/$$t || exit 1; done
+	$(BUILD_FUZZ)/bin/model_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  $(BUILD_FUZZ)/corpus-model tests/fixtures/gguf_seeds
+
+# Counted fuzz runs (bench/fuzz/counted.sh): 10^7 executions of each parser target (GGUF,
+# wire, HTTP, OpenAI bodies, tokenizer, model metadata) and 10^6 of the template evaluator;
+# prints executions, rate, coverage and crashes per target.
+fuzz-counted: fuzz-build
+	bench/fuzz/counted.sh $(BUILD_FUZZ)/bin
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

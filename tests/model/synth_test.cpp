@@ -164,5 +164,64 @@ TEST(HParams, MissingAndBadKeysAreNamed) {
   }
 }
 
+
+// Hostile sizes are refused at load with the key named, before anything is sized by them.
+TEST(HParams, HostileSizesAreRefusedNamingTheKey) {
+  auto file_with = [](const std::function<void(gguf::GgufWriter&)>& change) {
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::string("llama"));
+    w.set("llama.block_count", gguf::Value::u32(2));
+    w.set("llama.embedding_length", gguf::Value::u32(64));
+    w.set("llama.feed_forward_length", gguf::Value::u32(128));
+    w.set("llama.attention.head_count", gguf::Value::u32(4));
+    w.set("llama.context_length", gguf::Value::u32(256));
+    w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f));
+    auto zero = [](uint8_t* d, uint64_t n) { std::memset(d, 0, n); };
+    w.add_tensor("token_embd.weight", gguf::TensorType::kF32, {64, 32}, zero);
+    w.add_tensor("blk.0.attn_norm.weight", gguf::TensorType::kF32, {64}, zero);
+    w.add_tensor("blk.1.attn_norm.weight", gguf::TensorType::kF32, {64}, zero);
+    change(w);
+    return w.write_memory();
+  };
+  // The unchanged file loads.
+  const auto good = file_with([](gguf::GgufWriter&) {});
+  EXPECT_EQ(load_hparams(gguf::GgufFile::parse(good, "m.gguf")).n_layers, 2u);
+  struct Case {
+    std::function<void(gguf::GgufWriter&)> change;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& w) { w.set("llama.block_count", gguf::Value::u32(0xffffffffu)); },
+       "llama.block_count"},
+      {[](auto& w) { w.set("llama.block_count", gguf::Value::u32(3)); }, "llama.block_count"},
+      {[](auto& w) { w.set("llama.embedding_length", gguf::Value::u32(0x80000000u)); },
+       "llama.embedding_length"},
+      {[](auto& w) {
+         w.set("llama.attention.head_count", gguf::Value::u32(4096));
+         w.set("llama.attention.key_length", gguf::Value::u32(4096));
+       },
+       "llama.attention.head_count"},
+      {[](auto& w) { w.set("llama.attention.key_length", gguf::Value::u32(70000)); },
+       "llama.attention.key_length"},
+      {[](auto& w) { w.set("llama.attention.head_count", gguf::Value::u32(128)); },
+       "head_count"},
+      {[](auto& w) { w.set("llama.context_length", gguf::Value::u64(1ull << 40)); },
+       "llama.context_length"},
+      {[](auto& w) {
+         w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(-1.0f));
+       },
+       "layer_norm_rms_epsilon"},
+  };
+  for (const auto& c : cases) {
+    const auto bytes = file_with(c.change);
+    try {
+      (void)load_hparams(gguf::GgufFile::parse(bytes, "m.gguf"));
+      ADD_FAILURE() << c.named << ": loaded";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.named), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hearth::model

@@ -13,11 +13,23 @@ const char* arch_name(Arch arch) {
 
 namespace {
 
-uint32_t require_u32(const gguf::GgufFile& f, const std::string& key) {
+// Bounds far above any real model, so that a hostile file is refused here, naming the key,
+// rather than by an allocation failure or an overflowing product later.
+constexpr uint64_t kMaxLayers = 4096;
+constexpr uint64_t kMaxWidth = 1 << 17;     // embedding_length
+constexpr uint64_t kMaxFfn = 1 << 20;       // feed_forward_length
+constexpr uint64_t kMaxHeads = 4096;        // head_count, head_count_kv
+constexpr uint64_t kMaxHeadDim = 4096;      // key_length
+constexpr uint64_t kMaxAttnWidth = 1 << 20; // head_count * key_length
+constexpr uint64_t kMaxContext = 1 << 24;
+constexpr uint64_t kMaxVocab = 1 << 22;
+
+uint32_t require_u32(const gguf::GgufFile& f, const std::string& key, uint64_t max) {
   const auto v = f.get_u64(key);
   if (!v) throw FormatError(fmt::format("{}: metadata '{}' is missing", f.path(), key));
-  if (*v == 0 || *v > 0xffffffffull) {
-    throw FormatError(fmt::format("{}: metadata '{}' = {} is out of range", f.path(), key, *v));
+  if (*v == 0 || *v > max) {
+    throw FormatError(fmt::format("{}: metadata '{}' = {} is out of range (1 to {})", f.path(),
+                                  key, *v, max));
   }
   return static_cast<uint32_t>(*v);
 }
@@ -37,18 +49,28 @@ HParams load_hparams(const gguf::GgufFile& f) {
                                  f.path(), *arch));
   }
   const std::string p = *arch + ".";
-  hp.n_layers = require_u32(f, p + "block_count");
-  hp.dim = require_u32(f, p + "embedding_length");
-  hp.ffn = require_u32(f, p + "feed_forward_length");
-  hp.n_heads = require_u32(f, p + "attention.head_count");
+  hp.n_layers = require_u32(f, p + "block_count", kMaxLayers);
+  hp.dim = require_u32(f, p + "embedding_length", kMaxWidth);
+  hp.ffn = require_u32(f, p + "feed_forward_length", kMaxFfn);
+  hp.n_heads = require_u32(f, p + "attention.head_count", kMaxHeads);
   hp.n_kv_heads = f.find(p + "attention.head_count_kv")
-                      ? require_u32(f, p + "attention.head_count_kv")
+                      ? require_u32(f, p + "attention.head_count_kv", kMaxHeads)
                       : hp.n_heads;
-  hp.ctx_train = require_u32(f, p + "context_length");
-  hp.head_dim = f.find(p + "attention.key_length") ? require_u32(f, p + "attention.key_length")
-                                                   : hp.dim / hp.n_heads;
+  hp.ctx_train = require_u32(f, p + "context_length", kMaxContext);
+  hp.head_dim = f.find(p + "attention.key_length")
+                    ? require_u32(f, p + "attention.key_length", kMaxHeadDim)
+                    : hp.dim / hp.n_heads;
+  if (hp.head_dim == 0) {
+    throw FormatError(fmt::format("{}: embedding_length {} is smaller than head_count {}",
+                                  f.path(), hp.dim, hp.n_heads));
+  }
+  if (uint64_t{hp.n_heads} * hp.head_dim > kMaxAttnWidth) {
+    throw FormatError(fmt::format("{}: metadata '{}attention.head_count' {} x key length {} is "
+                                  "out of range (at most {})",
+                                  f.path(), p, hp.n_heads, hp.head_dim, kMaxAttnWidth));
+  }
   if (f.find(p + "attention.value_length") &&
-      require_u32(f, p + "attention.value_length") != hp.head_dim) {
+      require_u32(f, p + "attention.value_length", kMaxHeadDim) != hp.head_dim) {
     throw UsageError(f.path() + ": key_length != value_length is not supported");
   }
   if (hp.n_heads % hp.n_kv_heads != 0) {
@@ -56,16 +78,27 @@ HParams load_hparams(const gguf::GgufFile& f) {
                                   f.path(), hp.n_heads, hp.n_kv_heads));
   }
   if (hp.head_dim % 2 != 0) throw FormatError(f.path() + ": head dimension must be even for rope");
-  if (const auto eps = f.get_f64(p + "attention.layer_norm_rms_epsilon"))
+  if (const auto eps = f.get_f64(p + "attention.layer_norm_rms_epsilon")) {
+    if (!(*eps > 0 && *eps < 1)) {
+      throw FormatError(fmt::format("{}: metadata '{}attention.layer_norm_rms_epsilon' = {} is "
+                                    "out of range (0 to 1)",
+                                    f.path(), p, *eps));
+    }
     hp.rms_eps = static_cast<float>(*eps);
-  else
+  } else
     throw FormatError(f.path() + ": metadata '" + p +
                       "attention.layer_norm_rms_epsilon' is missing");
-  if (const auto base = f.get_f64(p + "rope.freq_base")) hp.rope_base = static_cast<float>(*base);
+  if (const auto base = f.get_f64(p + "rope.freq_base")) {
+    if (!(*base > 0 && *base < 1e30)) {
+      throw FormatError(
+          fmt::format("{}: metadata '{}rope.freq_base' = {} is out of range", f.path(), p, *base));
+    }
+    hp.rope_base = static_cast<float>(*base);
+  }
   if (const auto type = f.get_string(p + "rope.scaling.type")) {
     if (*type == "linear") {
       const auto factor = f.get_f64(p + "rope.scaling.factor");
-      if (!factor || *factor <= 0)
+      if (!factor || !(*factor > 0 && *factor < 1e6))
         throw FormatError(f.path() + ": linear rope scaling without a factor");
       hp.rope_freq_scale = static_cast<float>(1.0 / *factor);
     } else if (*type != "none") {
@@ -84,7 +117,17 @@ HParams load_hparams(const gguf::GgufFile& f) {
     throw FormatError(fmt::format("{}: token_embd.weight shape does not match embedding_length {}",
                                   f.path(), hp.dim));
   }
+  if (embd->shape[1] == 0 || embd->shape[1] > kMaxVocab) {
+    throw FormatError(fmt::format("{}: token_embd.weight has {} rows (1 to {} allowed)", f.path(),
+                                  embd->shape[1], kMaxVocab));
+  }
   hp.vocab = static_cast<uint32_t>(embd->shape[1]);
+  // Every block the metadata promises must be in the file (its last one at least).
+  if (f.find_tensor(fmt::format("blk.{}.attn_norm.weight", hp.n_layers - 1)) == nullptr) {
+    throw FormatError(fmt::format("{}: metadata '{}block_count' = {} but tensor "
+                                  "'blk.{}.attn_norm.weight' is missing",
+                                  f.path(), p, hp.n_layers, hp.n_layers - 1));
+  }
   hp.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   hp.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   hp.rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
