@@ -89,11 +89,11 @@ fuzz: fuzz-build
 	  $(BUILD_FUZZ)/corpus-session
 	$(BUILD_FUZZ)/bin/head_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -len_control=0 \
 	  $(BUILD_FUZZ)/corpus-head
-	for t in http openai jinja tokenizer; do \
+	for t in http openai jinja tokenizer; do mkdir -p $(BUILD_FUZZ)/corpus-$$t && \
 	  $(BUILD_FUZZ)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
-	    tests/fixtures/fuzz/$$t || exit 1; done
+	    $(BUILD_FUZZ)/corpus-$$t tests/fixtures/fuzz/$$t || exit 1; done
 	$(BUILD_FUZZ)/bin/model_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	  $(BUILD_FUZZ)/corpus-model tests/fixtures/gguf_seeds
+	  $(BUILD_FUZZ)/corpus-model tests/fixtures/fuzz/model tests/fixtures/gguf_seeds
 
 # Counted fuzz runs (bench/fuzz/counted.sh): 10^7 executions of each parser target (GGUF,
 # wire, HTTP, OpenAI bodies, tokenizer, model metadata) and 10^6 of the template evaluator;

@@ -11,7 +11,7 @@ work=$(mktemp -d /tmp/hearth-fuzz-counted.XXXXXX)
 # target  runs  max_len  seeds
 targets=(
   "gguf_fuzz 10000000 65536 tests/fixtures/gguf_seeds"
-  "model_fuzz 10000000 65536 tests/fixtures/gguf_seeds"
+  "model_fuzz 10000000 65536 tests/fixtures/fuzz/model"
   "wire_fuzz 10000000 65536 tests/fixtures/wire"
   "http_fuzz 10000000 8192 tests/fixtures/fuzz/http"
   "openai_fuzz 10000000 8192 tests/fixtures/fuzz/openai"

@@ -215,6 +215,8 @@ TEST(Jinja, ArithmeticAndSizeAttacksAreErrors) {
   EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 1000) | list }}"),
             "[9223372036854775806]");
   EXPECT_EQ(render("{{ {'a': [1]} | tojson(indent=-5) }}"), "{\"a\": [1]}");
+  // An argument of the wrong type (found by jinja_fuzz) is the template's error.
+  EXPECT_THROW(render("{{ 'abc'.replace('a', 'b', 'x') }}"), FormatError);
 }
 
 TEST(Jinja, HostileTemplatesFailCleanly) {

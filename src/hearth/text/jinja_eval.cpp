@@ -623,6 +623,7 @@ class Renderer {
         const std::string& from = str_arg(n, a, 0, "old");
         const std::string& to = str_arg(n, a, 1, "new");
         const Value* count = a.get(2, "count");
+        if (count && !count->as_json().is_number_integer()) fail(n, "replace() count must be an integer");
         int64_t left = count ? count->as_json().get<int64_t>() : -1;
         std::string out;
         size_t pos = 0;
@@ -1046,7 +1047,15 @@ Template& Template::operator=(Template&&) noexcept = default;
 std::string Template::render(const nlohmann::json& context) const {
   Renderer r(context);
   std::string out;
-  r.exec(*root_, out);
+  try {
+    r.exec(*root_, out);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A value of the wrong type deep in a filter or method (a count that is a string, ...):
+    // the template is at fault, whatever the library said.
+    throw FormatError(fmt::format("chat template: {}", e.what()));
+  }
   return out;
 }
 
