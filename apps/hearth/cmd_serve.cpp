@@ -53,8 +53,12 @@ int run_serve(const Args& args) {
   app.add_option("--max-body", so.max_body_bytes, "largest request body in bytes (413 beyond)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   app.add_option("--read-timeout", so.read_timeout_s,
-                 "seconds a client may stay silent mid-request")
+                 "seconds a request may take to arrive whole (408 after), and an idle "
+                 "connection may stay open")
       ->check(CLI::Range(1, 3600));
+  app.add_option("--max-connections", so.max_connections,
+                 "connections open at once; past it the longest-waiting one is dropped")
+      ->check(CLI::Range(size_t{8}, size_t{65536}));
   RingFlags rg;
   add_ring_options(app, rg);
   ResidencyFlags rf;  // with --workers: the head's own device

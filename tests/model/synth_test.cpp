@@ -164,7 +164,6 @@ TEST(HParams, MissingAndBadKeysAreNamed) {
   }
 }
 
-
 // Hostile sizes are refused at load with the key named, before anything is sized by them.
 TEST(HParams, HostileSizesAreRefusedNamingTheKey) {
   auto file_with = [](const std::function<void(gguf::GgufWriter&)>& change) {
@@ -203,13 +202,10 @@ TEST(HParams, HostileSizesAreRefusedNamingTheKey) {
        "llama.attention.head_count"},
       {[](auto& w) { w.set("llama.attention.key_length", gguf::Value::u32(70000)); },
        "llama.attention.key_length"},
-      {[](auto& w) { w.set("llama.attention.head_count", gguf::Value::u32(128)); },
-       "head_count"},
+      {[](auto& w) { w.set("llama.attention.head_count", gguf::Value::u32(128)); }, "head_count"},
       {[](auto& w) { w.set("llama.context_length", gguf::Value::u64(1ull << 40)); },
        "llama.context_length"},
-      {[](auto& w) {
-         w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(-1.0f));
-       },
+      {[](auto& w) { w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(-1.0f)); },
        "layer_norm_rms_epsilon"},
   };
   for (const auto& c : cases) {

@@ -109,9 +109,11 @@ TEST_F(HttpAttack, CompressedAndChunkedBodiesObeyTheBodyLimit) {
   ASSERT_LT(bomb.size(), 3u << 20);  // within the 4 MiB body limit as sent
   const size_t rss0 = server_->rss_bytes();
   const auto t0 = Clock::now();
-  const std::string r = exchange(
-      server_->port(), "POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Encoding: gzip\r\n"
-                       "Content-Length: " + std::to_string(bomb.size()) + "\r\n\r\n" + bomb);
+  const std::string r =
+      exchange(server_->port(),
+               "POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Encoding: gzip\r\n"
+               "Content-Length: " +
+                   std::to_string(bomb.size()) + "\r\n\r\n" + bomb);
   EXPECT_EQ(status_of(r), 413) << r.substr(0, 300);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
   EXPECT_LT(server_->rss_bytes(), rss0 + (64u << 20));
@@ -130,10 +132,11 @@ TEST_F(HttpAttack, CompressedAndChunkedBodiesObeyTheBodyLimit) {
 
   // A small gzip request is served.
   const std::string gz = gzip(chat_body(2, false));
-  const std::string ok = exchange(
-      server_->port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
-                       "Content-Encoding: gzip\r\nContent-Length: " + std::to_string(gz.size()) +
-                           "\r\n\r\n" + gz);
+  const std::string ok =
+      exchange(server_->port(),
+               "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+               "Content-Encoding: gzip\r\nContent-Length: " +
+                   std::to_string(gz.size()) + "\r\n\r\n" + gz);
   EXPECT_EQ(status_of(ok), 200) << ok;
 }
 
@@ -161,7 +164,8 @@ TEST_F(HttpAttack, HealthAnswersWhileTwoHundredSlowConnectionsTrickle) {
   trickle.join();
   EXPECT_EQ(answered, 10);
   // A real request still completes among them.
-  const std::string r = exchange(server_->port(), http_post("/v1/chat/completions", chat_body(2, false)));
+  const std::string r =
+      exchange(server_->port(), http_post("/v1/chat/completions", chat_body(2, false)));
   EXPECT_EQ(status_of(r), 200);
   for (int fd : slow) close(fd);
 }
@@ -218,8 +222,8 @@ TEST_F(HttpAttack, OnlyTheFullIdCancelsARequest) {
   ASSERT_TRUE(std::regex_search(got, m, id_form)) << got;
   const std::string id = m.str();
   auto cancel = [&](const std::string& which) {
-    return status_of(exchange(server_->port(),
-                              http_post("/v1/cancel", json{{"id", which}}.dump())));
+    return status_of(
+        exchange(server_->port(), http_post("/v1/cancel", json{{"id", which}}.dump())));
   };
   // A prefix, a near miss and another random id do not cancel it.
   EXPECT_EQ(cancel(id.substr(0, id.size() - 1)), 404);
@@ -238,8 +242,10 @@ TEST_F(HttpAttack, OnlyTheFullIdCancelsARequest) {
   close(fd);
   EXPECT_NE(got.find("\"cancelled\""), std::string::npos);
   // Two requests' ids share nothing but their prefix.
-  const std::string a = exchange(server_->port(), http_post("/v1/chat/completions", chat_body(1, false)));
-  const std::string b = exchange(server_->port(), http_post("/v1/chat/completions", chat_body(1, false)));
+  const std::string a =
+      exchange(server_->port(), http_post("/v1/chat/completions", chat_body(1, false)));
+  const std::string b =
+      exchange(server_->port(), http_post("/v1/chat/completions", chat_body(1, false)));
   std::smatch ma, mb;
   ASSERT_TRUE(std::regex_search(a, ma, id_form));
   ASSERT_TRUE(std::regex_search(b, mb, id_form));
@@ -261,8 +267,10 @@ TEST_F(HttpAttack, PipelinedAndContinuedRequestsAreAnswered) {
   const int fd = connect_to(server_->port());
   ASSERT_GE(fd, 0);
   const std::string body = chat_body(1, false);
-  send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
-               "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  send_all(fd,
+           "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+           "Connection: close\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n");
   char buf[64];
   pollfd p{fd, POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 5000), 1);

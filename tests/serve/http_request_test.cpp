@@ -13,7 +13,8 @@ using State = RequestParser::State;
 
 // Feeds `data` in pieces of `step` bytes (0: whole); returns the final state and, through
 // `rest`, the bytes not consumed.
-State feed_all(RequestParser& p, const std::string& data, size_t step, std::string* rest = nullptr) {
+State feed_all(RequestParser& p, const std::string& data, size_t step,
+               std::string* rest = nullptr) {
   size_t pos = 0;
   State st = State::kNeedMore;
   while (true) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -78,6 +79,21 @@ class ServeTest : public ::testing::Test {
     return std::stod(r->body.substr(at + name.size() + 2));
   }
 };
+
+TEST(ServeWarnings, AnyAddressWithoutAKeyIsWarnedAbout) {
+  {
+    ServeProc open_server({"--host", "0.0.0.0"});
+    open_server.terminate();
+    std::ifstream log(open_server.log());
+    const std::string text((std::istreambuf_iterator<char>(log)), {});
+    EXPECT_NE(text.find("without --api-key"), std::string::npos) << text;
+  }
+  ServeProc keyed({"--host", "0.0.0.0", "--api-key", "k"});
+  keyed.terminate();
+  std::ifstream log(keyed.log());
+  const std::string text((std::istreambuf_iterator<char>(log)), {});
+  EXPECT_EQ(text.find("without --api-key"), std::string::npos) << text;
+}
 
 TEST_F(ServeTest, BindsLoopbackByDefault) {
   EXPECT_NE(server_->first_line().find("http://127.0.0.1:"), std::string::npos)

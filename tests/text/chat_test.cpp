@@ -185,9 +185,14 @@ namespace {
 // an error naming the problem, within the budgets (16 MiB per value and output, 2 s).
 TEST(Jinja, ArithmeticAndSizeAttacksAreErrors) {
   const std::string min = "(-9223372036854775807 - 1)";
-  const std::vector<std::string> overflows = {
-      min + " // -1", "-" + min,  min + " - 1", "9223372036854775807 + 1", "4611686018427387904 * 4",
-      "2 ** 64",      min + " | abs", "100000000000000000000.0 | int"};
+  const std::vector<std::string> overflows = {min + " // -1",
+                                              "-" + min,
+                                              min + " - 1",
+                                              "9223372036854775807 + 1",
+                                              "4611686018427387904 * 4",
+                                              "2 ** 64",
+                                              min + " | abs",
+                                              "100000000000000000000.0 | int"};
   for (const std::string& expr : overflows) {
     try {
       render("{{ " + expr + " }}");

@@ -16,11 +16,11 @@ namespace {
 // Bounds far above any real model, so that a hostile file is refused here, naming the key,
 // rather than by an allocation failure or an overflowing product later.
 constexpr uint64_t kMaxLayers = 4096;
-constexpr uint64_t kMaxWidth = 1 << 17;     // embedding_length
-constexpr uint64_t kMaxFfn = 1 << 20;       // feed_forward_length
-constexpr uint64_t kMaxHeads = 4096;        // head_count, head_count_kv
-constexpr uint64_t kMaxHeadDim = 4096;      // key_length
-constexpr uint64_t kMaxAttnWidth = 1 << 20; // head_count * key_length
+constexpr uint64_t kMaxWidth = 1 << 17;      // embedding_length
+constexpr uint64_t kMaxFfn = 1 << 20;        // feed_forward_length
+constexpr uint64_t kMaxHeads = 4096;         // head_count, head_count_kv
+constexpr uint64_t kMaxHeadDim = 4096;       // key_length
+constexpr uint64_t kMaxAttnWidth = 1 << 20;  // head_count * key_length
 constexpr uint64_t kMaxContext = 1 << 24;
 constexpr uint64_t kMaxVocab = 1 << 22;
 
@@ -28,8 +28,8 @@ uint32_t require_u32(const gguf::GgufFile& f, const std::string& key, uint64_t m
   const auto v = f.get_u64(key);
   if (!v) throw FormatError(fmt::format("{}: metadata '{}' is missing", f.path(), key));
   if (*v == 0 || *v > max) {
-    throw FormatError(fmt::format("{}: metadata '{}' = {} is out of range (1 to {})", f.path(),
-                                  key, *v, max));
+    throw FormatError(
+        fmt::format("{}: metadata '{}' = {} is out of range (1 to {})", f.path(), key, *v, max));
   }
   return static_cast<uint32_t>(*v);
 }
@@ -61,13 +61,14 @@ HParams load_hparams(const gguf::GgufFile& f) {
                     ? require_u32(f, p + "attention.key_length", kMaxHeadDim)
                     : hp.dim / hp.n_heads;
   if (hp.head_dim == 0) {
-    throw FormatError(fmt::format("{}: embedding_length {} is smaller than head_count {}",
-                                  f.path(), hp.dim, hp.n_heads));
+    throw FormatError(fmt::format("{}: embedding_length {} is smaller than head_count {}", f.path(),
+                                  hp.dim, hp.n_heads));
   }
   if (uint64_t{hp.n_heads} * hp.head_dim > kMaxAttnWidth) {
-    throw FormatError(fmt::format("{}: metadata '{}attention.head_count' {} x key length {} is "
-                                  "out of range (at most {})",
-                                  f.path(), p, hp.n_heads, hp.head_dim, kMaxAttnWidth));
+    throw FormatError(
+        fmt::format("{}: metadata '{}attention.head_count' {} x key length {} is "
+                    "out of range (at most {})",
+                    f.path(), p, hp.n_heads, hp.head_dim, kMaxAttnWidth));
   }
   if (f.find(p + "attention.value_length") &&
       require_u32(f, p + "attention.value_length", kMaxHeadDim) != hp.head_dim) {
@@ -80,9 +81,10 @@ HParams load_hparams(const gguf::GgufFile& f) {
   if (hp.head_dim % 2 != 0) throw FormatError(f.path() + ": head dimension must be even for rope");
   if (const auto eps = f.get_f64(p + "attention.layer_norm_rms_epsilon")) {
     if (!(*eps > 0 && *eps < 1)) {
-      throw FormatError(fmt::format("{}: metadata '{}attention.layer_norm_rms_epsilon' = {} is "
-                                    "out of range (0 to 1)",
-                                    f.path(), p, *eps));
+      throw FormatError(
+          fmt::format("{}: metadata '{}attention.layer_norm_rms_epsilon' = {} is "
+                      "out of range (0 to 1)",
+                      f.path(), p, *eps));
     }
     hp.rms_eps = static_cast<float>(*eps);
   } else
@@ -124,9 +126,10 @@ HParams load_hparams(const gguf::GgufFile& f) {
   hp.vocab = static_cast<uint32_t>(embd->shape[1]);
   // Every block the metadata promises must be in the file (its last one at least).
   if (f.find_tensor(fmt::format("blk.{}.attn_norm.weight", hp.n_layers - 1)) == nullptr) {
-    throw FormatError(fmt::format("{}: metadata '{}block_count' = {} but tensor "
-                                  "'blk.{}.attn_norm.weight' is missing",
-                                  f.path(), p, hp.n_layers, hp.n_layers - 1));
+    throw FormatError(
+        fmt::format("{}: metadata '{}block_count' = {} but tensor "
+                    "'blk.{}.attn_norm.weight' is missing",
+                    f.path(), p, hp.n_layers, hp.n_layers - 1));
   }
   hp.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   hp.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;

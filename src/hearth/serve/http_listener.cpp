@@ -278,9 +278,9 @@ struct HttpListener::Impl {
       lingering.erase(lingering.begin());
       return true;
     }
-    auto oldest = std::min_element(reading.begin(), reading.end(), [](const auto& a, const auto& b) {
-      return a->since < b->since;
-    });
+    auto oldest =
+        std::min_element(reading.begin(), reading.end(),
+                         [](const auto& a, const auto& b) { return a->since < b->since; });
     if (oldest == reading.end()) return false;
     close_conn(*oldest);
     reading.erase(oldest);
@@ -352,7 +352,8 @@ struct HttpListener::Impl {
       for (const auto& c : lingering) next = std::min(next, c->deadline);
       const auto wait =
           std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
-      const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0) + 1));
+      const int n =
+          ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0) + 1));
       if (n < 0 && errno != EINTR) {
         log::warn("serve: poll failed: {}", std::strerror(errno));
         break;
@@ -489,7 +490,9 @@ class Exchange final : public HttpExchange {
   }
 
  private:
-  bool keep_alive_now() const { return !broken_ && !eof_ && req_.keep_alive && !stopping_.load(); }
+  bool keep_alive_now() const {
+    return !broken_ && !eof_ && req_.keep_alive && !stopping_.load();
+  }
 
   bool send(std::string_view data) {
     if (broken_) return false;
@@ -529,8 +532,7 @@ void HttpListener::Impl::work() {
       log::warn("serve: {} {}: {}", job.second.method, job.second.path, e.what());
     }
     if (!ex.responded()) {
-      ex.respond(500, "application/json", opt.error_body(500, "the request was not answered"),
-                 {});
+      ex.respond(500, "application/json", opt.error_body(500, "the request was not answered"), {});
     }
     ex.finish();
     if (ex.reusable()) {

@@ -31,7 +31,7 @@ struct ListenerOptions {
   // Request bytes held by all connections still reading theirs; past it, bodies wait (their
   // request deadline still runs), so many large bodies at once cannot exhaust memory.
   size_t max_buffered_bytes = 64 << 20;
-  size_t threads = 16;            // handler threads (each answer, or stream, holds one)
+  size_t threads = 16;  // handler threads (each answer, or stream, holds one)
   // The body of the errors the listener answers itself (malformed or slow requests), as
   // application/json; by default {"error": message}.
   std::function<std::string(int status, const std::string& message)> error_body;
@@ -52,8 +52,8 @@ class HttpExchange {
 
   // Streamed answer (chunked on HTTP/1.1). `probe` is a chunk the client ignores (an SSE
   // comment), written to find out whether a client that half-closed is still there.
-  virtual bool begin_stream(int status, std::string_view content_type,
-                            const HttpHeaders& headers, std::string probe) = 0;
+  virtual bool begin_stream(int status, std::string_view content_type, const HttpHeaders& headers,
+                            std::string probe) = 0;
   virtual bool write(std::string_view data) = 0;  // false: the client is gone
   virtual void end_stream() = 0;
 

@@ -15,8 +15,21 @@ namespace {
 bool is_tchar(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -72,10 +85,14 @@ bool parse_chunk_size(std::string_view s, size_t& out) {
   uint64_t v = 0;
   for (char c : s) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return false;
     v = v * 16 + static_cast<uint64_t>(d);
   }
   out = static_cast<size_t>(v);
@@ -311,8 +328,8 @@ RequestParser::State RequestParser::feed(std::string_view data, size_t* consumed
       case Phase::kHeaders:
       case Phase::kTrailers: {
         bool too_long = false;
-        const size_t room = limits_.max_header_bytes - std::min(header_bytes_,
-                                                                limits_.max_header_bytes);
+        const size_t room =
+            limits_.max_header_bytes - std::min(header_bytes_, limits_.max_header_bytes);
         if (!take_line(data, pos, room, &too_long)) {
           if (too_long) {
             return done(fail(431, fmt::format("the headers are larger than {} bytes",
@@ -387,9 +404,9 @@ bool inflate_body(std::string_view in, const std::string& encoding, size_t max_o
   // clients send it raw: look at the first two bytes (a zlib header is a multiple of 31).
   int window = 15 + 16;
   if (encoding == "deflate") {
-    const bool zlib_header = in.size() >= 2 && (static_cast<unsigned char>(in[0]) & 0x0f) == 8 &&
-                             ((static_cast<unsigned char>(in[0]) << 8) |
-                              static_cast<unsigned char>(in[1])) % 31 == 0;
+    const bool zlib_header =
+        in.size() >= 2 && (static_cast<unsigned char>(in[0]) & 0x0f) == 8 &&
+        ((static_cast<unsigned char>(in[0]) << 8) | static_cast<unsigned char>(in[1])) % 31 == 0;
     window = zlib_header ? 15 : -15;
   }
   z_stream z{};
@@ -441,28 +458,50 @@ bool inflate_body(std::string_view in, const std::string& encoding, size_t max_o
 
 const char* http_reason(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 102: return "Processing";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 499: return "Client Closed Request";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 102:
+      return "Processing";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 499:
+      return "Client Closed Request";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 

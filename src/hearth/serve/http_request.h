@@ -15,17 +15,17 @@
 namespace hearth::serve {
 
 struct HttpLimits {
-  size_t max_request_line = 8 << 10;  // method, target and version: 414 beyond
-  size_t max_header_bytes = 32 << 10; // every header line together: 431 beyond
-  size_t max_headers = 100;           // header lines: 431 beyond
-  size_t max_body = 4 << 20;          // after chunked and gzip/deflate decoding: 413 beyond
+  size_t max_request_line = 8 << 10;   // method, target and version: 414 beyond
+  size_t max_header_bytes = 32 << 10;  // every header line together: 431 beyond
+  size_t max_headers = 100;            // header lines: 431 beyond
+  size_t max_body = 4 << 20;           // after chunked and gzip/deflate decoding: 413 beyond
 };
 
 struct HttpRequest {
-  std::string method;  // as sent (methods are case-sensitive)
-  std::string target;  // the request target as sent
-  std::string path;    // target up to '?'
-  std::string query;   // after '?', undecoded
+  std::string method;     // as sent (methods are case-sensitive)
+  std::string target;     // the request target as sent
+  std::string path;       // target up to '?'
+  std::string query;      // after '?', undecoded
   int version_minor = 1;  // HTTP/1.<minor>
   // Names lower-cased, values with surrounding blanks trimmed, in arrival order.
   std::vector<std::pair<std::string, std::string>> headers;
@@ -68,8 +68,16 @@ class RequestParser {
   const std::string& error_message() const { return error_message_; }
 
  private:
-  enum class Phase { kRequestLine, kHeaders, kBody, kChunkSize, kChunkData, kChunkDataEnd,
-                     kTrailers, kComplete };
+  enum class Phase {
+    kRequestLine,
+    kHeaders,
+    kBody,
+    kChunkSize,
+    kChunkData,
+    kChunkDataEnd,
+    kTrailers,
+    kComplete
+  };
 
   State fail(int status, std::string message);
   bool take_line(std::string_view data, size_t& pos, size_t limit, bool* too_long);

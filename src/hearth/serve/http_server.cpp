@@ -61,13 +61,20 @@ void send_error(HttpExchange& ex, const ApiError& e) {
 // The error code of the answers the listener gives itself.
 std::string listener_error_code(int status) {
   switch (status) {
-    case 408: return "request_timeout";
-    case 413: return "payload_too_large";
-    case 414: return "uri_too_long";
-    case 415: return "unsupported_encoding";
-    case 431: return "headers_too_large";
-    case 503: return "server_busy";
-    default: return "bad_request";
+    case 408:
+      return "request_timeout";
+    case 413:
+      return "payload_too_large";
+    case 414:
+      return "uri_too_long";
+    case 415:
+      return "unsupported_encoding";
+    case 431:
+      return "headers_too_large";
+    case 503:
+      return "server_busy";
+    default:
+      return "bad_request";
   }
 }
 
@@ -160,7 +167,9 @@ struct Server::Impl {
     return lo;
   }
 
-  static std::string new_id(const char* prefix) { return fmt::format("{}-{}", prefix, random_hex128()); }
+  static std::string new_id(const char* prefix) {
+    return fmt::format("{}-{}", prefix, random_hex128());
+  }
 
   std::vector<int32_t> chat_prompt(const GenerationRequest& r) const {
     const std::string bos = tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : "";
@@ -332,8 +341,8 @@ struct Server::Impl {
       }
       if (o.finished) {
         if (o.finish_reason == "error") {
-          const json e = error_json(fmt::format("generation failed: {}", o.error),
-                                    "server_error", {}, "generation_failed");
+          const json e = error_json(fmt::format("generation failed: {}", o.error), "server_error",
+                                    {}, "generation_failed");
           if (!send(e)) return gone();
         } else {
           json j = envelope(chat, true, job->id());
@@ -378,7 +387,8 @@ struct Server::Impl {
   }
 
   void tokenize(HttpExchange& ex) {
-    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+    const json j =
+        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("content") || !j["content"].is_string()) {
       throw ApiError(400, "'content' must be a string", "invalid_request_error", "content",
                      "invalid_value");
@@ -396,10 +406,11 @@ struct Server::Impl {
   }
 
   void detokenize(HttpExchange& ex) {
-    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+    const json j =
+        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("tokens") || !j["tokens"].is_array()) {
-      throw ApiError(400, "'tokens' must be a list of token ids", "invalid_request_error",
-                     "tokens", "invalid_value");
+      throw ApiError(400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens",
+                     "invalid_value");
     }
     std::vector<int32_t> ids;
     for (const auto& t : j["tokens"]) {
@@ -416,10 +427,10 @@ struct Server::Impl {
   // Only the full id cancels: ids carry 128 random bits, so only the client that was given
   // one (its stream's or response's "id") can name it.
   void cancel(HttpExchange& ex) {
-    const json j = parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+    const json j =
+        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
     if (!j.contains("id") || !j["id"].is_string()) {
-      throw ApiError(400, "'id' must be a string", "invalid_request_error", "id",
-                     "invalid_value");
+      throw ApiError(400, "'id' must be a string", "invalid_request_error", "id", "invalid_value");
     }
     const std::string id = j["id"].get<std::string>();
     if (!scheduler.cancel(id)) {
@@ -455,9 +466,9 @@ struct Server::Impl {
     const bool get = req.method == "GET" || req.method == "HEAD";
     const bool post = req.method == "POST";
     auto wrong_method = [&](const char* allowed) {
-      json e = error_json(fmt::format("{} takes {} requests, not {}", req.path, allowed,
-                                      req.method.substr(0, 16)),
-                          "invalid_request_error", {}, "method_not_allowed");
+      json e = error_json(
+          fmt::format("{} takes {} requests, not {}", req.path, allowed, req.method.substr(0, 16)),
+          "invalid_request_error", {}, "method_not_allowed");
       ex.respond(405, "application/json", dump(e), {{"Allow", allowed}});
     };
     if (req.path == "/v1/chat/completions" || req.path == "/v1/completions") {
@@ -477,8 +488,8 @@ struct Server::Impl {
       return ex.respond(200, "text/plain; version=0.0.4",
                         metrics.render() + ring_metrics(backend.ring_state()));
     }
-    throw ApiError(404, fmt::format("no route {} {}", req.method.substr(0, 16),
-                                    req.path.substr(0, 256)),
+    throw ApiError(404,
+                   fmt::format("no route {} {}", req.method.substr(0, 16), req.path.substr(0, 256)),
                    "invalid_request_error", {}, "not_found");
   }
 };
@@ -496,9 +507,10 @@ int Server::bind() {
   auto& im = *impl_;
   im.bound_port = im.listener.bind();
   if (im.opt.api_key.empty() && !is_loopback_host(im.opt.host)) {
-    log::warn("serve: listening on {} without --api-key: anyone who can reach this address can "
-              "use the model; set --api-key KEY",
-              im.opt.host);
+    log::warn(
+        "serve: listening on {} without --api-key: anyone who can reach this address can "
+        "use the model; set --api-key KEY",
+        im.opt.host);
   }
   return im.bound_port;
 }

@@ -623,7 +623,8 @@ class Renderer {
         const std::string& from = str_arg(n, a, 0, "old");
         const std::string& to = str_arg(n, a, 1, "new");
         const Value* count = a.get(2, "count");
-        if (count && !count->as_json().is_number_integer()) fail(n, "replace() count must be an integer");
+        if (count && !count->as_json().is_number_integer())
+          fail(n, "replace() count must be an integer");
         int64_t left = count ? count->as_json().get<int64_t>() : -1;
         std::string out;
         size_t pos = 0;
