@@ -4,7 +4,7 @@
 # SCALE divides the counts (SCALE=100 for a quick look). New inputs go to a scratch corpus
 # under /tmp, never into the committed seeds.
 set -euo pipefail
-bin=${1:?usage: counted.sh BIN_DIR [SCALE]}
+bin=$(cd "${1:?usage: counted.sh BIN_DIR [SCALE]}" && pwd)
 scale=${2:-1}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d /tmp/hearth-fuzz-counted.XXXXXX)

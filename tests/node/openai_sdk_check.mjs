@@ -43,6 +43,39 @@ if (streamed !== text) fail(`streamed text ${JSON.stringify(streamed)} != ${JSON
 if (!usage || usage.completion_tokens !== 12) fail(`stream usage ${JSON.stringify(usage)}`);
 if (finish !== "length") fail(`stream finish_reason ${finish}`);
 
+// Logprobs: one entry per token with its top alternatives, the same streamed and whole.
+const lpArgs = { model, messages, max_tokens: 6, temperature: 0, ignore_eos: true,
+  logprobs: true, top_logprobs: 2 };
+const lpWhole = await client.chat.completions.create(lpArgs);
+const lpContent = lpWhole.choices[0].logprobs?.content ?? [];
+if (lpContent.length !== 6) fail(`logprobs entries ${lpContent.length}`);
+for (const e of lpContent) {
+  if (!(e.logprob <= 0) || e.top_logprobs.length !== 2 || !Array.isArray(e.bytes)) {
+    fail(`logprob entry ${JSON.stringify(e)}`);
+  }
+}
+const lpStream = await client.chat.completions.create({ ...lpArgs, stream: true });
+const lpStreamed = [];
+for await (const chunk of lpStream) {
+  for (const c of chunk.choices) lpStreamed.push(...(c.logprobs?.content ?? []));
+}
+if (JSON.stringify(lpStreamed) !== JSON.stringify(lpContent)) fail("streamed logprobs differ");
+
+// n choices.
+const several = await client.chat.completions.create({
+  model, messages, max_tokens: 4, temperature: 0, ignore_eos: true, n: 2,
+});
+if (several.choices.length !== 2 || several.choices[1].index !== 1) fail("n: 2 choices");
+
+// A field that would change the output and is not implemented is a 400 naming it.
+try {
+  await client.chat.completions.create({ model, messages, max_tokens: 2,
+    response_format: { type: "json_object" } });
+  fail("response_format was accepted");
+} catch (e) {
+  if (e.status !== 400 || e.param !== "response_format") fail(`response_format gave ${e.status} ${e.param}`);
+}
+
 // A wrong key is an AuthenticationError (HTTP 401) in the SDK.
 try {
   await new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 }).models.list();

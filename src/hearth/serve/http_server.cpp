@@ -20,6 +20,7 @@
 #include "hearth/serve/metrics.h"
 #include "hearth/serve/openai_api.h"
 #include "hearth/text/chat.h"
+#include "hearth/text/unicode.h"
 
 namespace hearth::serve {
 
@@ -210,8 +211,10 @@ struct Server::Impl {
     return ids;
   }
 
-  std::shared_ptr<Job> make_job(const GenerationRequest& r, std::vector<int32_t> prompt,
-                                const char* prefix) {
+  // The request's jobs, one per choice, submitted together (or none: 429). Choice i > 0 runs
+  // under "<id>#i" and its own seed (seed + i when the client gave one).
+  std::vector<std::shared_ptr<Job>> make_jobs(const GenerationRequest& r,
+                                              std::vector<int32_t> prompt, const char* prefix) {
     if (!r.model.empty() && r.model != opt.model_id) {
       throw ApiError(404,
                      fmt::format("the model '{}' does not exist; this server serves '{}'", r.model,
@@ -226,6 +229,14 @@ struct Server::Impl {
                                  prompt.size(), n_ctx),
                      "invalid_request_error", "messages", "context_length_exceeded");
     }
+    for (const auto& [id, bias] : r.sampling.logit_bias) {
+      if (static_cast<size_t>(id) >= tokenizer.n_vocab()) {
+        throw ApiError(400,
+                       fmt::format("'logit_bias' names token {}, outside the vocabulary of {}", id,
+                                   tokenizer.n_vocab()),
+                       "invalid_request_error", "logit_bias", "invalid_value");
+      }
+    }
     JobParams p;
     p.prompt = std::move(prompt);
     p.max_tokens = r.max_tokens;
@@ -233,24 +244,88 @@ struct Server::Impl {
     if (!r.seed_given) p.sampling.seed = std::random_device{}();
     p.stop = r.stop;
     p.ignore_eos = r.ignore_eos;
+    p.logprobs = r.logprobs;
     try {
       text::Sampler check(p.sampling);  // rejects out-of-range combinations early
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", {}, "invalid_value");
     }
-    auto job = std::make_shared<Job>(new_id(prefix), std::move(p));
-    if (!scheduler.submit(job)) {
-      metrics.rejected();
-      throw ApiError(429, "too many requests are waiting; try again later", "rate_limit_error", {},
-                     "queue_full");
+    const std::string id = new_id(prefix);
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < r.n; ++i) {
+      JobParams pi = p;
+      pi.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i);
+      auto job = std::make_shared<Job>(i == 0 ? id : fmt::format("{}#{}", id, i), std::move(pi));
+      if (!scheduler.submit(job)) {
+        for (auto& j : jobs) j->cancel();
+        metrics.rejected();
+        throw ApiError(429, "too many requests are waiting; try again later", "rate_limit_error",
+                       {}, "queue_full");
+      }
+      jobs.push_back(std::move(job));
     }
-    return job;
+    return jobs;
+  }
+
+  // A token as OpenAI reports it: its text and its bytes (a token may hold part of a UTF-8
+  // character, so the text alone cannot say).
+  json token_json(int32_t id, float logprob) const {
+    const std::string bytes = tokenizer.token_to_bytes(id, /*special=*/true);
+    json b = json::array();
+    for (unsigned char c : bytes) b.push_back(c);
+    return {{"token", token_text(id)}, {"logprob", logprob}, {"bytes", std::move(b)}};
+  }
+
+  // A token's text; one that is not whole UTF-8 (part of a character) is written as OpenAI
+  // does, "bytes:\\xe3\\x81".
+  std::string token_text(int32_t id) const {
+    const std::string bytes = tokenizer.token_to_bytes(id, /*special=*/true);
+    bool valid = true;
+    for (const auto& cp : text::decode_utf8(bytes)) valid = valid && !cp.raw;
+    if (valid) return bytes;
+    std::string out = "bytes:";
+    for (unsigned char c : bytes) out += fmt::format("\\x{:02x}", c);
+    return out;
+  }
+
+  // choices[i].logprobs for these tokens: chat's {"content": [...]}, or the completions form
+  // {tokens, token_logprobs, top_logprobs, text_offset} (offsets from `offset`, advanced).
+  json logprobs_json(bool chat, const std::vector<text::TokenLogprobs>& lps, size_t& offset) const {
+    if (chat) {
+      json content = json::array();
+      for (const auto& lp : lps) {
+        json e = token_json(lp.id, lp.logprob);
+        json top = json::array();
+        for (const auto& [id, l] : lp.top) top.push_back(token_json(id, l));
+        e["top_logprobs"] = std::move(top);
+        content.push_back(std::move(e));
+      }
+      return {{"content", std::move(content)}, {"refusal", nullptr}};
+    }
+    json tokens = json::array(), token_lps = json::array(), tops = json::array(),
+         offsets = json::array();
+    for (const auto& lp : lps) {
+      const std::string bytes = tokenizer.token_to_bytes(lp.id, true);
+      tokens.push_back(token_text(lp.id));
+      token_lps.push_back(lp.logprob);
+      json top = json::object();
+      for (const auto& [id, l] : lp.top) top[token_text(id)] = l;
+      tops.push_back(std::move(top));
+      offsets.push_back(offset);
+      offset += bytes.size();
+    }
+    return {{"tokens", std::move(tokens)},
+            {"token_logprobs", std::move(token_lps)},
+            {"top_logprobs", std::move(tops)},
+            {"text_offset", std::move(offsets)}};
   }
 
   // One chunk or final object of a chat or text completion.
-  json choice(bool chat, bool stream, const std::string& text, const std::string& reason,
-              bool first) const {
-    json c{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_json(reason)}};
+  json choice(bool chat, bool stream, int index, const std::string& text, const std::string& reason,
+              bool first, json logprobs = nullptr) const {
+    json c{{"index", index},
+           {"logprobs", std::move(logprobs)},
+           {"finish_reason", finish_json(reason)}};
     if (!chat) {
       c["text"] = text;
     } else if (stream) {
@@ -287,35 +362,74 @@ struct Server::Impl {
     return parse(body);
   }
 
-  // Runs a completion for the client; cancels it as soon as the client is gone.
+  // Runs a completion (its n choices) for the client; cancels it as soon as the client is gone.
   void generate(HttpExchange& ex, bool chat) {
     const HttpRequest& req = ex.request();
     const GenerationRequest r = parse_gated(req.body, [chat](const std::string& b) {
       return chat ? parse_chat_request(b) : parse_completion_request(b);
     });
     std::vector<int32_t> prompt = chat ? chat_prompt(r) : completion_prompt(r);
-    std::shared_ptr<Job> job = make_job(r, std::move(prompt), chat ? "chatcmpl" : "cmpl");
+    const std::vector<std::shared_ptr<Job>> jobs =
+        make_jobs(r, std::move(prompt), chat ? "chatcmpl" : "cmpl");
+    const std::string& id = jobs.front()->id();
+    const bool with_logprobs = r.logprobs >= 0;
     auto gone = [&] {
-      job->cancel();
-      log::info("serve: client of {} went away; cancelled", job->id());
+      for (const auto& job : jobs) job->cancel();
+      log::info("serve: client of {} went away; cancelled", id);
+    };
+    struct Choice {
+      std::string text;
+      std::vector<text::TokenLogprobs> logprobs;
+      JobOutput last;     // the final output (finish reason, counts)
+      size_t offset = 0;  // completions' text_offset so far
+      bool finished = false;
+    };
+    std::vector<Choice> choices(jobs.size());
+    const auto poll =
+        std::max(std::chrono::milliseconds(10), kPoll / static_cast<int>(jobs.size()));
+    auto usage = [&] {
+      JobOutput total;
+      total.prompt_tokens = choices.front().last.prompt_tokens;
+      for (const auto& c : choices) total.completion_tokens += c.last.completion_tokens;
+      return usage_json(total);
+    };
+    auto failure = [&]() -> const JobOutput* {
+      for (const auto& c : choices) {
+        if (c.last.finish_reason == "error") return &c.last;
+      }
+      return nullptr;
     };
 
     if (!r.stream) {
-      std::string text;
-      JobOutput o;
-      while (true) {
-        o = job->take(kPoll);
-        text += o.text;
-        if (o.finished) break;
-        if (ex.client_gone()) return gone();
+      size_t left = jobs.size();
+      while (left > 0) {
+        for (size_t i = 0; i < jobs.size(); ++i) {
+          Choice& c = choices[i];
+          if (c.finished) continue;
+          JobOutput o = jobs[i]->take(poll);
+          c.text += o.text;
+          for (auto& lp : o.logprobs) c.logprobs.push_back(std::move(lp));
+          if (o.finished) {
+            c.last = std::move(o);
+            c.finished = true;
+            --left;
+          }
+        }
+        if (left > 0 && ex.client_gone()) return gone();
       }
-      if (o.finish_reason == "error") {
-        throw ApiError(500, fmt::format("generation failed: {}", o.error), "server_error", {},
+      if (const JobOutput* o = failure()) {
+        throw ApiError(500, fmt::format("generation failed: {}", o->error), "server_error", {},
                        "generation_failed");
       }
-      json j = envelope(chat, false, job->id());
-      j["choices"] = json::array({choice(chat, false, text, o.finish_reason, false)});
-      j["usage"] = usage_json(o);
+      json j = envelope(chat, false, id);
+      j["choices"] = json::array();
+      for (size_t i = 0; i < choices.size(); ++i) {
+        Choice& c = choices[i];
+        j["choices"].push_back(
+            choice(chat, false, static_cast<int>(i), c.text, c.last.finish_reason, false,
+                   with_logprobs ? logprobs_json(chat, c.logprobs, c.offset) : json()));
+      }
+      j["usage"] = usage();
       send_json(ex, 200, j);
       return;
     }
@@ -325,42 +439,54 @@ struct Server::Impl {
     if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, ":\n\n")) {
       return gone();
     }
-    bool first = chat;
     if (chat) {
-      json j = envelope(true, true, job->id());
-      j["choices"] = json::array({choice(true, true, "", "", true)});
+      json j = envelope(true, true, id);
+      j["choices"] = json::array();
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        j["choices"].push_back(choice(true, true, static_cast<int>(i), "", "", true));
+      }
       if (!send(j)) return gone();
-      first = false;
     }
-    while (true) {
-      const JobOutput o = job->take(kPoll);
-      if (!o.text.empty()) {
-        json j = envelope(chat, true, job->id());
-        j["choices"] = json::array({choice(chat, true, o.text, "", first)});
-        if (!send(j)) return gone();
-      }
-      if (o.finished) {
-        if (o.finish_reason == "error") {
-          const json e = error_json(fmt::format("generation failed: {}", o.error), "server_error",
-                                    {}, "generation_failed");
-          if (!send(e)) return gone();
-        } else {
-          json j = envelope(chat, true, job->id());
-          j["choices"] = json::array({choice(chat, true, "", o.finish_reason, false)});
+    size_t left = jobs.size();
+    while (left > 0) {
+      bool quiet = true;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        Choice& c = choices[i];
+        if (c.finished) continue;
+        JobOutput o = jobs[i]->take(poll);
+        if (!o.text.empty() || !o.logprobs.empty()) {
+          quiet = false;
+          json j = envelope(chat, true, id);
+          j["choices"] = json::array(
+              {choice(chat, true, static_cast<int>(i), o.text, "", false,
+                      with_logprobs ? logprobs_json(chat, o.logprobs, c.offset) : json())});
           if (!send(j)) return gone();
-          if (r.include_usage) {
-            json u = envelope(chat, true, job->id());
-            u["choices"] = json::array();
-            u["usage"] = usage_json(o);
-            if (!send(u)) return gone();
-          }
         }
-        if (!ex.write("data: [DONE]\n\n")) return gone();
-        ex.end_stream();
-        return;
+        if (o.finished) {
+          c.last = std::move(o);
+          c.finished = true;
+          --left;
+          if (c.last.finish_reason == "error") continue;
+          json j = envelope(chat, true, id);
+          j["choices"] = json::array(
+              {choice(chat, true, static_cast<int>(i), "", c.last.finish_reason, false)});
+          if (!send(j)) return gone();
+        }
       }
-      if (o.text.empty() && ex.client_gone()) return gone();
+      if (left > 0 && quiet && ex.client_gone()) return gone();
     }
+    if (const JobOutput* o = failure()) {
+      const json e = error_json(fmt::format("generation failed: {}", o->error), "server_error", {},
+                                "generation_failed");
+      if (!send(e)) return gone();
+    } else if (r.include_usage) {
+      json u = envelope(chat, true, id);
+      u["choices"] = json::array();
+      u["usage"] = usage();
+      if (!send(u)) return gone();
+    }
+    if (!ex.write("data: [DONE]\n\n")) return gone();
+    ex.end_stream();
   }
 
   void models(HttpExchange& ex) {
@@ -433,7 +559,12 @@ struct Server::Impl {
       throw ApiError(400, "'id' must be a string", "invalid_request_error", "id", "invalid_value");
     }
     const std::string id = j["id"].get<std::string>();
-    if (!scheduler.cancel(id)) {
+    // A request's further choices run under "<id>#i".
+    bool any = false;
+    for (int i = 0; i < kMaxChoices; ++i) {
+      any = scheduler.cancel(i == 0 ? id : fmt::format("{}#{}", id, i)) || any;
+    }
+    if (!any) {
       throw ApiError(404, "no running request has that id", "invalid_request_error", "id",
                      "not_found");
     }

@@ -4,16 +4,21 @@ namespace hearth::serve {
 
 JobOutput Job::take(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !pending_.text.empty() || pending_.finished; });
+  cv_.wait_for(lock, timeout, [&] {
+    return !pending_.text.empty() || !pending_.logprobs.empty() || pending_.finished;
+  });
   JobOutput out = pending_;
   pending_.text.clear();
+  pending_.logprobs.clear();
   return out;
 }
 
-void Job::emit(std::string_view text, int64_t completion_tokens) {
+void Job::emit(std::string_view text, int64_t completion_tokens,
+               std::vector<text::TokenLogprobs> logprobs) {
   {
     std::lock_guard lock(mu_);
     pending_.text.append(text);
+    for (auto& lp : logprobs) pending_.logprobs.push_back(std::move(lp));
     pending_.prompt_tokens = static_cast<int64_t>(params_.prompt.size());
     pending_.completion_tokens = completion_tokens;
   }

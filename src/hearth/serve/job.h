@@ -21,12 +21,17 @@ struct JobParams {
   text::SamplerParams sampling;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;        // keep generating past end-of-generation tokens
+  int logprobs = -1;              // >= 0: report each token's logprob and this many top ones
 };
 
 // What the waiting side sees. finish_reason: "stop" (end of generation or stop string),
 // "length" (max_tokens or context full), "cancelled", "error" (then `error` says why).
 struct JobOutput {
   std::string text;  // new text since the previous take()
+  // With JobParams::logprobs: one entry per generated token since the previous take(). A
+  // token's entry comes with the text it completes (text held back as a possible stop string,
+  // or an incomplete UTF-8 character, brings its entries later).
+  std::vector<text::TokenLogprobs> logprobs;
   bool finished = false;
   std::string finish_reason;
   std::string error;
@@ -51,7 +56,8 @@ class Job {
   JobOutput take(std::chrono::milliseconds timeout);
 
   // Scheduler side.
-  void emit(std::string_view text, int64_t completion_tokens);
+  void emit(std::string_view text, int64_t completion_tokens,
+            std::vector<text::TokenLogprobs> logprobs = {});
   void finish(const std::string& reason, const std::string& error = {});
 
  private:

@@ -48,7 +48,58 @@ bool has(const json& j, const char* key) {
   return it != j.end() && !it->is_null();
 }
 
+// Fields this server does not know are accepted and ignored: clients send many that do not
+// change what is generated (user, store, metadata, parallel_tool_calls, service_tier, ...).
+// Fields that would change the output and are not implemented: refused, named, so that a
+// client never takes an answer that ignored them for one that honoured them.
+constexpr const char* kUnsupportedFields[] = {
+    "tools",   "tool_choice", "functions",   "function_call", "response_format",
+    "audio",   "modalities",  "prediction",  "suffix",        "echo",
+    "best_of", "grammar",     "json_schema",
+};
+
+void refuse_unsupported(const json& j) {
+  for (const char* key : kUnsupportedFields) {
+    if (!has(j, key)) continue;
+    // An empty tools list asks for nothing; so does "tool_choice": "none".
+    if (std::string_view(key) == "tools" && j[key].is_array() && j[key].empty()) continue;
+    if (std::string_view(key) == "tool_choice" && j[key] == "none") continue;
+    if (std::string_view(key) == "response_format" && j[key].is_object() &&
+        j[key].value("type", "") == "text") {
+      continue;
+    }
+    if (std::string_view(key) == "echo" && j[key] == false) continue;
+    if (std::string_view(key) == "best_of" && j[key] == 1) continue;
+    throw ApiError(400, fmt::format("'{}' is not supported by this server yet", key),
+                   "invalid_request_error", key, "unsupported_parameter");
+  }
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}; ids are checked against the vocabulary later.
+void parse_logit_bias(const json& j, GenerationRequest& r) {
+  const json& b = j["logit_bias"];
+  if (!b.is_object()) bad("logit_bias", "'logit_bias' must be an object of token id: bias");
+  if (b.size() > 1024) bad("logit_bias", "'logit_bias' has more than 1024 entries");
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 &&
+        key.find_first_not_of("0123456789") == std::string::npos) {
+      id = std::stoll(key);
+    }
+    if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      bad("logit_bias", fmt::format("'logit_bias' key '{}' is not a token id", key.substr(0, 32)));
+    }
+    const json& v = it.value();
+    if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100)) {
+      bad("logit_bias", fmt::format("'logit_bias' of token {} must be between -100 and 100", id));
+    }
+    r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+  }
+}
+
 void parse_common(const json& j, GenerationRequest& r) {
+  refuse_unsupported(j);
   // OpenAI's defaults: temperature 1, top_p 1, no top-k, no min-p.
   r.sampling.temperature = 1.0f;
   r.sampling.top_p = 1.0f;
@@ -82,7 +133,8 @@ void parse_common(const json& j, GenerationRequest& r) {
                                                     std::numeric_limits<int64_t>::max()));
     r.seed_given = true;
   }
-  if (has(j, "n") && integer(j, "n", 1, 1) != 1) bad("n", "'n' must be 1");
+  if (has(j, "n")) r.n = static_cast<int>(integer(j, "n", 1, kMaxChoices));
+  if (has(j, "logit_bias")) parse_logit_bias(j, r);
   if (has(j, "stop")) {
     const json& s = j["stop"];
     if (s.is_string()) {
@@ -221,6 +273,13 @@ GenerationRequest parse_chat_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
   parse_common(j, r);
+  // Chat: "logprobs": true, "top_logprobs": 0..20 alternatives (which needs logprobs).
+  if (has(j, "logprobs") && boolean(j, "logprobs")) r.logprobs = 0;
+  if (has(j, "top_logprobs")) {
+    const int top = static_cast<int>(integer(j, "top_logprobs", 0, 20));
+    if (r.logprobs < 0) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.logprobs = top;
+  }
   if (!has(j, "messages")) bad("messages", "'messages' is required");
   const json& m = j["messages"];
   if (!m.is_array()) bad("messages", "'messages' must be a list");
@@ -249,6 +308,8 @@ GenerationRequest parse_completion_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
   parse_common(j, r);
+  // Completions: "logprobs": 0..5 alternatives per token.
+  if (has(j, "logprobs")) r.logprobs = static_cast<int>(integer(j, "logprobs", 0, 5));
   if (!has(j, "prompt")) bad("prompt", "'prompt' is required");
   const json& p = j["prompt"];
   if (p.is_string()) {

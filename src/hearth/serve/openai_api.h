@@ -47,7 +47,12 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;
   bool ignore_eos = false;  // extension (as llama.cpp's server)
+  int n = 1;                // choices to generate (each its own sequence)
+  int logprobs = -1;        // >= 0: report token logprobs with this many top alternatives
 };
+
+// Most choices per request ('n').
+inline constexpr int kMaxChoices = 8;
 
 // Parse a request body; ApiError 400 on malformed JSON or a field of the wrong type/range.
 GenerationRequest parse_chat_request(std::string_view body);

@@ -31,6 +31,7 @@ struct Scheduler::Slot {
   std::vector<float> logits;  // (vocab) f32 of the last evaluated token
   int32_t last = -1;          // sampled token to evaluate next
   int64_t n_generated = 0;
+  std::vector<text::TokenLogprobs> logprobs;  // of tokens whose text is not emitted yet
   double t_first_ms = 0;
   bool done = false;
 };
@@ -94,7 +95,9 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
   s.done = true;
   if (reason != "error" && reason != "cancelled") {
     const std::string tail = s.stop.push(s.decoder.flush()) + s.stop.flush();
-    if (!tail.empty()) s.job->emit(tail, s.n_generated);
+    if (!tail.empty() || !s.logprobs.empty()) {
+      s.job->emit(tail, s.n_generated, std::move(s.logprobs));
+    }
   }
   s.job->finish(reason, error);
   metrics_.request_finished(reason);
@@ -112,6 +115,9 @@ void Scheduler::sample_next(Slot& s) {
   const JobParams& p = s.job->params();
   const int32_t id = s.sampler.sample(s.logits);
   s.sampler.accept(id);
+  if (p.logprobs >= 0 && (p.ignore_eos || !tokenizer_.is_eog(id))) {
+    s.logprobs.push_back(text::token_logprobs(s.logits, id, p.logprobs));
+  }
   if (s.n_generated == 0) {
     s.t_first_ms = now_ms();
     metrics_.ttft((s.t_first_ms - s.job->arrival_ms()) / 1e3);
@@ -123,7 +129,10 @@ void Scheduler::sample_next(Slot& s) {
   ++s.n_generated;
   metrics_.generated_tokens(1);
   const std::string text = s.stop.push(s.decoder.push(id));
-  if (!text.empty() || s.n_generated == 1) s.job->emit(text, s.n_generated);
+  if (!text.empty() || s.n_generated == 1) {
+    s.job->emit(text, s.n_generated, std::move(s.logprobs));
+    s.logprobs.clear();
+  }
   if (s.stop.stopped()) {
     finish(s, "stop");
   } else if ((p.max_tokens >= 0 && s.n_generated >= p.max_tokens) ||

@@ -18,6 +18,34 @@ int32_t sample_greedy(std::span<const float> logits) {
   return static_cast<int32_t>(best);
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, int top_n) {
+  if (logits.empty()) throw UsageError("logprobs: empty logits");
+  if (chosen < 0 || static_cast<size_t>(chosen) >= logits.size()) {
+    throw UsageError(fmt::format("logprobs: token {} is outside the logits", chosen));
+  }
+  // log p_i = l_i - (max + log sum exp(l_j - max)), summed in double.
+  const float max_l = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_l);
+  const double lse = max_l + std::log(sum);
+  TokenLogprobs out;
+  out.id = chosen;
+  out.logprob = static_cast<float>(logits[static_cast<size_t>(chosen)] - lse);
+  const size_t k = std::min(logits.size(), static_cast<size_t>(std::max(top_n, 0)));
+  if (k > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int32_t a, int32_t b) {
+                        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                      });
+    for (size_t i = 0; i < k; ++i) {
+      out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - lse));
+    }
+  }
+  return out;
+}
+
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
   if (std::isnan(params.temperature)) throw UsageError("sampler: temperature is NaN");
   if (!(params.top_p > 0.0f)) {
@@ -67,6 +95,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) throw UsageError("sampler: empty logits");
   cands_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {static_cast<int32_t>(i), logits[i]};
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < cands_.size()) cands_[id].logit += bias;
+  }
   apply_penalties(cands_);
   if (params_.temperature <= 0.0f) {
     size_t best = 0;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace hearth::text {
@@ -28,7 +29,20 @@ struct SamplerParams {
   float presence_penalty = 0.0f;   // subtracted once if present in the window
   int32_t penalty_last_n = 64;     // window of accepted tokens; 0: off, -1: all
   uint64_t seed = 0;
+  // Added to those tokens' logits before anything else (OpenAI's logit_bias: -100 bans a
+  // token, +100 all but forces it). Ids outside the logits are ignored.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
+
+// The model's log-probabilities at one step: of the chosen token, and of the `top_n` most
+// likely (highest first, lowest id first on ties). Log-softmax of the logits as the model
+// gives them (before penalties, bias and temperature).
+struct TokenLogprobs {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob)
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, int top_n);
 
 // Argmax with the lowest index winning ties. UsageError on empty logits.
 int32_t sample_greedy(std::span<const float> logits);
