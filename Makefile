@@ -68,10 +68,11 @@ bench-cluster: build
 # committed seeds, LAN announcements, the worker's session logic (a worker in-process over
 # loop://, hostile peers) and the head's (a head in-process against a hostile worker); then
 # what a client or a model file reaches: HTTP framing, OpenAI bodies, chat templates, the
-# tokenizer and stop strings, model metadata (committed corpora in tests/fixtures/fuzz/).
+# tokenizer and stop strings, model metadata, GBNF grammars (committed corpora in
+# tests/fixtures/fuzz/).
 FUZZ_SECONDS ?= 120
 FUZZ_TARGETS = gguf_fuzz wire_fuzz discovery_fuzz session_fuzz head_fuzz http_fuzz openai_fuzz \
-  jinja_fuzz tokenizer_fuzz model_fuzz
+  jinja_fuzz tokenizer_fuzz model_fuzz grammar_fuzz
 fuzz-build: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_FUZZ=ON
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -89,7 +90,7 @@ fuzz: fuzz-build
 	  $(BUILD_FUZZ)/corpus-session
 	$(BUILD_FUZZ)/bin/head_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=1024 -len_control=0 \
 	  $(BUILD_FUZZ)/corpus-head
-	for t in http openai jinja tokenizer; do mkdir -p $(BUILD_FUZZ)/corpus-$$t && \
+	for t in http openai jinja tokenizer grammar; do mkdir -p $(BUILD_FUZZ)/corpus-$$t && \
 	  $(BUILD_FUZZ)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
 	    $(BUILD_FUZZ)/corpus-$$t tests/fixtures/fuzz/$$t || exit 1; done
 	$(BUILD_FUZZ)/bin/model_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \

@@ -16,6 +16,7 @@ targets=(
   "http_fuzz 10000000 8192 tests/fixtures/fuzz/http"
   "openai_fuzz 10000000 8192 tests/fixtures/fuzz/openai"
   "tokenizer_fuzz 10000000 8192 tests/fixtures/fuzz/tokenizer"
+  "grammar_fuzz 10000000 8192 tests/fixtures/fuzz/grammar"
   "jinja_fuzz 1000000 8192 tests/fixtures/fuzz/jinja"
 )
 printf '%-16s %12s %10s %8s %8s %s\n' target executions exec/s cov crashes seconds
