@@ -70,10 +70,25 @@ if (several.choices.length !== 2 || several.choices[1].index !== 1) fail("n: 2 c
 // A field that would change the output and is not implemented is a 400 naming it.
 try {
   await client.chat.completions.create({ model, messages, max_tokens: 2,
-    response_format: { type: "json_object" } });
-  fail("response_format was accepted");
+    tools: [{ type: "function", function: { name: "f", parameters: {} } }] });
+  fail("tools were accepted");
 } catch (e) {
-  if (e.status !== 400 || e.param !== "response_format") fail(`response_format gave ${e.status} ${e.param}`);
+  if (e.status !== 400 || e.param !== "tools") fail(`tools gave ${e.status} ${e.param}`);
+}
+
+// A JSON schema holds the answer: its fields are bounded, so it must end, and it parses.
+const schema = { type: "object", additionalProperties: false, required: ["ok", "size", "tag"],
+  properties: { ok: { type: "boolean" }, size: { enum: ["s", "m", "l"] },
+                tag: { type: "string", maxLength: 4 } } };
+const structured = await client.chat.completions.create({ model, messages, max_tokens: 400,
+  response_format: { type: "json_schema", json_schema: { name: "t", schema, strict: true } } });
+if (structured.choices[0].finish_reason !== "stop") {
+  fail(`schema answer ended by ${structured.choices[0].finish_reason}`);
+}
+const obj = JSON.parse(structured.choices[0].message.content);
+if (typeof obj.ok !== "boolean" || !["s", "m", "l"].includes(obj.size) ||
+    typeof obj.tag !== "string" || [...obj.tag].length > 4) {
+  fail(`schema answer ${structured.choices[0].message.content}`);
 }
 
 // A wrong key is an AuthenticationError (HTTP 401) in the SDK.

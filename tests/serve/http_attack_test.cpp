@@ -41,8 +41,7 @@ int status_of(const std::string& raw) {
 
 // The first "chatcmpl-" followed by 32 lower-case hex digits in `s`, or "".
 std::string find_id(const std::string& s) {
-  for (size_t at = s.find("chatcmpl-"); at != std::string::npos;
-       at = s.find("chatcmpl-", at + 1)) {
+  for (size_t at = s.find("chatcmpl-"); at != std::string::npos; at = s.find("chatcmpl-", at + 1)) {
     const std::string hex = s.substr(at + 9, 32);
     if (hex.size() == 32 && hex.find_first_not_of("0123456789abcdef") == std::string::npos &&
         (at + 41 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[at + 41])))) {
@@ -84,7 +83,9 @@ class HttpAttack : public ::testing::Test {
     server_ = std::make_unique<ServeProc>(
         std::vector<std::string>{"--parallel", "2", "--read-timeout", "5", "-c", "4096"});
   }
-  static void TearDownTestSuite() { server_.reset(); }
+  static void TearDownTestSuite() {
+    server_.reset();
+  }
   static inline std::unique_ptr<ServeProc> server_;
 
   // /health answered on a fresh connection within `ms`.
@@ -363,8 +364,8 @@ TEST_F(HttpAttack, MemoryStaysBoundedThroughTenThousandMalformedRequests) {
   EXPECT_EQ(sent.load(), 10000);
   EXPECT_EQ(server_errors.load(), 0);
   const size_t bound = 2 * idle + (256u << 20);
-  std::printf("server RSS: idle %zu MiB, peak %zu MiB, after %zu MiB (bound %zu MiB)\n",
-              idle >> 20, peak.load() >> 20, server_->rss_bytes() >> 20, bound >> 20);
+  std::printf("server RSS: idle %zu MiB, peak %zu MiB, after %zu MiB (bound %zu MiB)\n", idle >> 20,
+              peak.load() >> 20, server_->rss_bytes() >> 20, bound >> 20);
   EXPECT_LT(peak.load(), bound) << "idle " << idle / 1048576 << " MiB, peak "
                                 << peak.load() / 1048576 << " MiB";
   EXPECT_LT(server_->rss_bytes(), bound);

@@ -2,8 +2,11 @@
 // log-softmax, computed here in-process on the same file), n choices, logit_bias.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -225,6 +228,149 @@ TEST_F(OpenAiFeatures, LogitBiasBansAndForcesTokens) {
   ASSERT_TRUE(d);
   EXPECT_EQ(f["choices"][0]["logprobs"]["tokens"][0], token_text(ref.tok, 300));
   EXPECT_EQ(f["choices"][0]["text"], json::parse(d->body)["content"]);
+}
+
+// A random schema whose every document is bounded in length (so generation must end): objects
+// of up to three properties, arrays of up to three items, strings with maxLength, enums,
+// consts, integers, booleans, nulls and anyOf, nested two deep.
+json random_schema(std::mt19937& rng, int depth) {
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const int kind = depth >= 2 ? pick(6) : pick(9);
+  switch (kind) {
+    case 0:
+      return {{"type", "boolean"}};
+    case 1:
+      return {{"type", "null"}};
+    case 2:
+      return {{"type", "integer"}};
+    case 3: {
+      const int max = pick(6);
+      return {{"type", "string"}, {"minLength", pick(max + 1)}, {"maxLength", max}};
+    }
+    case 4:
+      return {{"enum", json::array({"red", 7, nullptr, "blue green"})}};
+    case 5:
+      return {{"const", "fixed"}};
+    case 6: {
+      const int max = 1 + pick(3);
+      return {{"type", "array"},
+              {"items", random_schema(rng, depth + 1)},
+              {"minItems", pick(max + 1)},
+              {"maxItems", max}};
+    }
+    case 7:
+      return {
+          {"anyOf", json::array({random_schema(rng, depth + 1), random_schema(rng, depth + 1)})}};
+    default: {
+      json props = json::object(), required = json::array();
+      const int n = 1 + pick(3);
+      for (int i = 0; i < n; ++i) {
+        const std::string name = fmt::format("p{}", i);
+        props[name] = random_schema(rng, depth + 1);
+        if (pick(2) == 0) required.push_back(name);
+      }
+      return {{"type", "object"},
+              {"properties", props},
+              {"required", required},
+              {"additionalProperties", false}};
+    }
+  }
+}
+
+// Whether `v` satisfies `s` (the keywords random_schema uses), written here independently of
+// the grammar that produced `v`.
+bool valid(const json& s, const json& v) {
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) {
+    for (const auto& e : s["enum"]) {
+      if (e == v) return true;
+    }
+    return false;
+  }
+  if (s.contains("anyOf")) {
+    for (const auto& sub : s["anyOf"]) {
+      if (valid(sub, v)) return true;
+    }
+    return false;
+  }
+  const std::string t = s["type"];
+  if (t == "boolean") return v.is_boolean();
+  if (t == "null") return v.is_null();
+  if (t == "integer") return v.is_number_integer();
+  if (t == "string") {
+    if (!v.is_string()) return false;
+    size_t chars = 0;
+    for (unsigned char c : v.get<std::string>()) chars += (c & 0xc0) != 0x80;
+    return chars >= s["minLength"].get<size_t>() && chars <= s["maxLength"].get<size_t>();
+  }
+  if (t == "array") {
+    if (!v.is_array() || v.size() < s["minItems"].get<size_t>() ||
+        v.size() > s["maxItems"].get<size_t>()) {
+      return false;
+    }
+    for (const auto& item : v) {
+      if (!valid(s["items"], item)) return false;
+    }
+    return true;
+  }
+  if (!v.is_object()) return false;
+  for (const auto& r : s["required"]) {
+    if (!v.contains(r.get<std::string>())) return false;
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!s["properties"].contains(it.key()) || !valid(s["properties"][it.key()], it.value())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_F(OpenAiFeatures, AnswersFitOneHundredGeneratedSchemas) {
+  std::mt19937 rng(2024);
+  std::vector<json> schemas;
+  for (int i = 0; i < 100; ++i) {
+    json s = random_schema(rng, 1);
+    if (!s.contains("type") || s["type"] != "object") {
+      s = {{"type", "object"}, {"properties", {{"answer", s}}}, {"required", {"answer"}}};
+    }
+    schemas.push_back(std::move(s));
+  }
+  std::atomic<int> ok{0};
+  std::vector<std::string> bad(schemas.size());
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      auto c = server_->client();
+      for (size_t i = static_cast<size_t>(t); i < schemas.size(); i += 4) {
+        const json body = {
+            {"messages", {{{"role", "user"}, {"content", fmt::format("item {}", i)}}}},
+            {"max_tokens", 1500},
+            {"temperature", i % 2 ? 0.0 : 0.8},
+            {"seed", i},
+            {"response_format",
+             {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", schemas[i]}}}}}};
+        auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+        if (!r || r->status != 200) {
+          bad[i] = r ? r->body : "no answer";
+          continue;
+        }
+        const json j = json::parse(r->body);
+        const std::string text = j["choices"][0]["message"]["content"];
+        const json v = json::parse(text, nullptr, false);
+        if (j["choices"][0]["finish_reason"] != "stop" || v.is_discarded() ||
+            !valid(schemas[i], v)) {
+          bad[i] = text;
+          continue;
+        }
+        ++ok;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < schemas.size(); ++i) {
+    EXPECT_TRUE(bad[i].empty()) << "schema " << schemas[i].dump() << "\nanswer " << bad[i];
+  }
+  EXPECT_EQ(ok.load(), 100);
 }
 
 }  // namespace

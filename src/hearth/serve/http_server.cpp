@@ -245,6 +245,7 @@ struct Server::Impl {
     p.stop = r.stop;
     p.ignore_eos = r.ignore_eos;
     p.logprobs = r.logprobs;
+    p.grammar = r.grammar;
     try {
       text::Sampler check(p.sampling);  // rejects out-of-range combinations early
     } catch (const Error& e) {

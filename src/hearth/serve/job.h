@@ -11,6 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+
+#include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 
 namespace hearth::serve {
@@ -22,6 +25,7 @@ struct JobParams {
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;        // keep generating past end-of-generation tokens
   int logprobs = -1;              // >= 0: report each token's logprob and this many top ones
+  std::shared_ptr<const text::Grammar> grammar;  // non-null: the output must be a sentence of it
 };
 
 // What the waiting side sees. finish_reason: "stop" (end of generation or stop string),

@@ -4,6 +4,9 @@
 
 #include <limits>
 
+#include "hearth/base/error.h"
+#include "hearth/text/json_schema.h"
+
 namespace hearth::serve {
 
 using nlohmann::json;
@@ -53,9 +56,8 @@ bool has(const json& j, const char* key) {
 // Fields that would change the output and are not implemented: refused, named, so that a
 // client never takes an answer that ignored them for one that honoured them.
 constexpr const char* kUnsupportedFields[] = {
-    "tools",   "tool_choice", "functions",   "function_call", "response_format",
-    "audio",   "modalities",  "prediction",  "suffix",        "echo",
-    "best_of", "grammar",     "json_schema",
+    "tools",      "tool_choice", "functions", "function_call", "audio",       "modalities",
+    "prediction", "suffix",      "echo",      "best_of",       "json_schema",
 };
 
 void refuse_unsupported(const json& j) {
@@ -64,10 +66,6 @@ void refuse_unsupported(const json& j) {
     // An empty tools list asks for nothing; so does "tool_choice": "none".
     if (std::string_view(key) == "tools" && j[key].is_array() && j[key].empty()) continue;
     if (std::string_view(key) == "tool_choice" && j[key] == "none") continue;
-    if (std::string_view(key) == "response_format" && j[key].is_object() &&
-        j[key].value("type", "") == "text") {
-      continue;
-    }
     if (std::string_view(key) == "echo" && j[key] == false) continue;
     if (std::string_view(key) == "best_of" && j[key] == 1) continue;
     throw ApiError(400, fmt::format("'{}' is not supported by this server yet", key),
@@ -95,6 +93,52 @@ void parse_logit_bias(const json& j, GenerationRequest& r) {
       bad("logit_bias", fmt::format("'logit_bias' of token {} must be between -100 and 100", id));
     }
     r.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+  }
+}
+
+// response_format (json_object; json_schema, whose schema is read again from the body with its
+// key order kept: properties are generated in that order) and "grammar" (GBNF).
+void parse_grammar_fields(const json& j, std::string_view body, GenerationRequest& r) {
+  std::string source;
+  const char* param = "grammar";
+  if (has(j, "response_format")) {
+    param = "response_format";
+    const json& rf = j["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+      bad(param, "'response_format' must be an object with a 'type'");
+    }
+    const std::string type = rf["type"].get<std::string>();
+    try {
+      if (type == "json_object") {
+        source = text::json_object_grammar();
+      } else if (type == "json_schema") {
+        const auto ordered = nlohmann::ordered_json::parse(body);
+        const auto& js = ordered["response_format"]["json_schema"];
+        if (!js.is_object() || !js.contains("schema")) {
+          bad("response_format.json_schema", "'response_format.json_schema.schema' is required");
+        }
+        source = text::json_schema_to_grammar(js["schema"]);
+      } else if (type != "text") {
+        bad("response_format.type", fmt::format("'response_format.type' is '{}': expected text, "
+                                                "json_object or json_schema",
+                                                type.substr(0, 32)));
+      }
+    } catch (const UsageError& e) {
+      bad("response_format", e.what());
+    }
+  }
+  if (has(j, "grammar")) {
+    if (!source.empty())
+      bad("grammar", "'grammar' and a JSON 'response_format' exclude each other");
+    if (!j["grammar"].is_string()) bad("grammar", "'grammar' must be a string (GBNF)");
+    source = j["grammar"].get<std::string>();
+    param = "grammar";
+  }
+  if (source.empty()) return;
+  try {
+    r.grammar = std::make_shared<const text::Grammar>(text::parse_grammar(source));
+  } catch (const FormatError& e) {
+    bad(param, e.what());
   }
 }
 
@@ -273,6 +317,7 @@ GenerationRequest parse_chat_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
   parse_common(j, r);
+  parse_grammar_fields(j, body, r);
   // Chat: "logprobs": true, "top_logprobs": 0..20 alternatives (which needs logprobs).
   if (has(j, "logprobs") && boolean(j, "logprobs")) r.logprobs = 0;
   if (has(j, "top_logprobs")) {
@@ -308,6 +353,7 @@ GenerationRequest parse_completion_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
   parse_common(j, r);
+  parse_grammar_fields(j, body, r);
   // Completions: "logprobs": 0..5 alternatives per token.
   if (has(j, "logprobs")) r.logprobs = static_cast<int>(integer(j, "logprobs", 0, 5));
   if (!has(j, "prompt")) bad("prompt", "'prompt' is required");

@@ -11,7 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+
 #include "hearth/text/chat.h"
+#include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 
 namespace hearth::serve {
@@ -49,6 +52,8 @@ struct GenerationRequest {
   bool ignore_eos = false;  // extension (as llama.cpp's server)
   int n = 1;                // choices to generate (each its own sequence)
   int logprobs = -1;        // >= 0: report token logprobs with this many top alternatives
+  // From response_format (json_object, json_schema) or the "grammar" extension (GBNF).
+  std::shared_ptr<const text::Grammar> grammar;
 };
 
 // Most choices per request ('n').

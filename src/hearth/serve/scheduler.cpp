@@ -1,5 +1,9 @@
 #include "hearth/serve/scheduler.h"
 
+#include <optional>
+
+#include "hearth/text/grammar_constraint.h"
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -21,15 +25,19 @@ struct Scheduler::Slot {
         sampler(job->params().sampling),
         decoder(tok),
         stop(job->params().stop),
-        logits(static_cast<size_t>(vocab)) {}
+        logits(static_cast<size_t>(vocab)) {
+    if (job->params().grammar) constraint.emplace(job->params().grammar, tok);
+  }
   std::shared_ptr<Job> job;
   int64_t seq;           // the job's sequence (KV cache) id
   size_t prefilled = 0;  // prompt tokens evaluated so far
   text::Sampler sampler;
   text::StreamDecoder decoder;
   StopMatcher stop;
-  std::vector<float> logits;  // (vocab) f32 of the last evaluated token
-  int32_t last = -1;          // sampled token to evaluate next
+  std::vector<float> logits;                          // (vocab) f32 of the last evaluated token
+  std::optional<text::GrammarConstraint> constraint;  // with a grammar
+  std::vector<float> masked;                          // (vocab) logits the grammar allows
+  int32_t last = -1;                                  // sampled token to evaluate next
   int64_t n_generated = 0;
   std::vector<text::TokenLogprobs> logprobs;  // of tokens whose text is not emitted yet
   double t_first_ms = 0;
@@ -113,7 +121,18 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
 
 void Scheduler::sample_next(Slot& s) {
   const JobParams& p = s.job->params();
-  const int32_t id = s.sampler.sample(s.logits);
+  int32_t id;
+  if (s.constraint) {
+    s.masked = s.logits;
+    if (s.constraint->mask(s.masked) == 0) {
+      finish(s, "error", "the grammar allows no token of this vocabulary here");
+      return;
+    }
+    id = s.sampler.sample(s.masked);
+    s.constraint->accept(id);
+  } else {
+    id = s.sampler.sample(s.logits);
+  }
   s.sampler.accept(id);
   if (p.logprobs >= 0 && (p.ignore_eos || !tokenizer_.is_eog(id))) {
     s.logprobs.push_back(text::token_logprobs(s.logits, id, p.logprobs));
@@ -133,7 +152,7 @@ void Scheduler::sample_next(Slot& s) {
     s.job->emit(text, s.n_generated, std::move(s.logprobs));
     s.logprobs.clear();
   }
-  if (s.stop.stopped()) {
+  if (s.stop.stopped() || (s.constraint && s.constraint->finished())) {
     finish(s, "stop");
   } else if ((p.max_tokens >= 0 && s.n_generated >= p.max_tokens) ||
              backend_.seq_length(s.seq) + 1 > backend_.n_ctx()) {
