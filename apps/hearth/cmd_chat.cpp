@@ -34,6 +34,8 @@ int run_chat(const Args& args) {
   app.add_option("-n,--n-predict", n_predict, "tokens per reply at most (-1: until end of turn)");
   add_sampling_options(app, so);
   if (auto code = parse(app, args)) return *code;
+  // Before the model loads: a bad grammar file should not cost a model load to find out.
+  const std::shared_ptr<const text::Grammar> grammar = load_grammar(so);
 
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
@@ -51,6 +53,7 @@ int run_chat(const Args& args) {
   model::GenerateParams gp;
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
+  gp.grammar = grammar;
   if (interactive) fmt::print(stderr, "hearth chat: {} — type /exit or Ctrl-D to end\n", mo.model);
 
   std::string line;

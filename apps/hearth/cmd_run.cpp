@@ -108,6 +108,8 @@ int run_run(const Args& args) {
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
+  // Before the model loads: a bad grammar file should not cost a model load to find out.
+  const std::shared_ptr<const text::Grammar> grammar = load_grammar(so);
 
   const double t_load = now_ms();
   const auto file = gguf::GgufFile::open(mo.model);
@@ -156,6 +158,7 @@ int run_run(const Args& args) {
   model::GenerateParams gp;
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
+  gp.grammar = grammar;
   gp.stop_at_eog = !ignore_eos;
   model::LogitsSource& source = *recovering;
   const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {

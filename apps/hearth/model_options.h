@@ -4,10 +4,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/core.h>
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
+#include "hearth/base/error.h"
 #include "hearth/model/engine.h"
+#include "hearth/text/grammar.h"
+#include "hearth/text/json_schema.h"
 #include "hearth/text/sampler.h"
 
 namespace hearth::cli {
@@ -47,7 +56,9 @@ inline model::EngineOptions engine_options(const ModelOptions& o) {
 
 struct SamplingOptions {
   text::SamplerParams params;
-  int64_t seed = -1;  // -1: random, printed so the run can be repeated
+  int64_t seed = -1;             // -1: random, printed so the run can be repeated
+  std::string grammar_file;      // GBNF
+  std::string json_schema_file;  // JSON Schema, turned into a grammar
 };
 
 inline void add_sampling_options(CLI::App& app, SamplingOptions& o) {
@@ -62,6 +73,30 @@ inline void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--frequency-penalty", o.params.frequency_penalty, "frequency penalty");
   app.add_option("--presence-penalty", o.params.presence_penalty, "presence penalty");
   app.add_option("-s,--seed", o.seed, "random seed (-1: random)");
+  auto* g = app.add_option("--grammar", o.grammar_file,
+                           "GBNF grammar file the output must follow (llama.cpp's notation)");
+  app.add_option("--json-schema", o.json_schema_file,
+                 "JSON Schema file the output must follow (a JSON document)")
+      ->excludes(g);
+}
+
+// The grammar --grammar or --json-schema name, or null. UsageError naming the file.
+inline std::shared_ptr<const text::Grammar> load_grammar(const SamplingOptions& o) {
+  const std::string& path = o.grammar_file.empty() ? o.json_schema_file : o.grammar_file;
+  if (path.empty()) return nullptr;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("cannot read {}", path));
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  try {
+    if (!o.json_schema_file.empty()) {
+      const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+      if (schema.is_discarded()) throw UsageError(fmt::format("{}: not valid JSON", path));
+      text = text::json_schema_to_grammar(schema);
+    }
+    return std::make_shared<const text::Grammar>(text::parse_grammar(text));
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("{}: {}", path, e.what()));
+  }
 }
 
 // Resolves a random seed once, so it can be reported.

@@ -1,6 +1,7 @@
 // `hearth run` as a user calls it: a real process on a synthetic model.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <fstream>
 
 #include <unistd.h>
 #include <array>
@@ -74,6 +75,38 @@ TEST(RunCli, SeededSamplingReproduces) {
   ASSERT_EQ(a.exit_code, 0) << a.all();
   EXPECT_EQ(last_json_line(a.out)["ids"], last_json_line(b.out)["ids"]);
   EXPECT_EQ(last_json_line(a.out)["seed"], 77);
+}
+
+TEST(RunCli, JsonSchemaAndGrammarHoldTheOutput) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string schema =
+      (dir / ("hearth_run_schema_" + std::to_string(getpid()) + ".json")).string();
+  const std::string grammar =
+      (dir / ("hearth_run_grammar_" + std::to_string(getpid()) + ".gbnf")).string();
+  std::ofstream(schema) << R"({"type": "object", "properties": {"size": {"enum": ["s", "m"]},
+                               "n": {"type": "integer"}}, "required": ["size", "n"]})";
+  std::ofstream(grammar) << "root ::= (\"yes\" | \"no\") \".\"\n";
+  auto r = run("run -m " + model_path() + " -c 2048 -p 'hello' -n 1000 --temp 0 --json-schema " +
+               schema + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const auto out = last_json_line(r.out);
+  EXPECT_EQ(out["stop_reason"], "grammar") << r.all();
+  const auto doc = nlohmann::json::parse(out["text"].get<std::string>());
+  EXPECT_TRUE(doc["size"] == "s" || doc["size"] == "m") << doc;
+  EXPECT_TRUE(doc["n"].is_number_integer()) << doc;
+  r = run("run -m " + model_path() + " -p 'hello' -n 50 --temp 1 --seed 3 --grammar " + grammar +
+          " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const std::string text = last_json_line(r.out)["text"];
+  EXPECT_TRUE(text == "yes." || text == "no.") << text;
+  // A bad grammar is a usage error naming the file, before the model loads.
+  std::ofstream(grammar) << "root ::= missing\n";
+  r = run("run -m /nonexistent.gguf -p hi --grammar " + grammar);
+  EXPECT_EQ(r.exit_code, 2) << r.all();
+  EXPECT_NE(r.all().find(grammar), std::string::npos) << r.all();
+  EXPECT_NE(r.all().find("'missing'"), std::string::npos) << r.all();
+  std::filesystem::remove(schema);
+  std::filesystem::remove(grammar);
 }
 
 TEST(RunCli, BadInputGetsClearErrors) {

@@ -1,5 +1,9 @@
 #include "hearth/model/generate.h"
 
+#include <optional>
+
+#include "hearth/text/grammar_constraint.h"
+
 #include <fmt/core.h>
 
 #include "hearth/base/clock.h"
@@ -45,8 +49,14 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
   r.prefill_tok_s = prompt.size() / std::max(1e-9, (t_prefill - t0) / 1e3);
   double t_first = 0;
   r.stop_reason = "length";
+  std::optional<text::GrammarConstraint> constraint;
+  if (params.grammar) constraint.emplace(params.grammar, tokenizer);
   for (int32_t i = 0; params.n_predict < 0 || i < params.n_predict; ++i) {
+    if (constraint && constraint->mask(logits) == 0) {
+      throw UsageError("the grammar allows no token of this vocabulary here");
+    }
     const int32_t id = sampler.sample(logits);
+    if (constraint) constraint->accept(id);
     if (i == 0) {
       t_first = now_ms();
       r.ttft_ms = t_first - t0;
@@ -60,6 +70,10 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
     const std::string piece = decoder.push(id);
     r.text += piece;
     if (on_text && !piece.empty()) on_text(piece);
+    if (constraint && constraint->finished()) {
+      r.stop_reason = "grammar";
+      break;
+    }
     if (params.n_predict >= 0 && i + 1 >= params.n_predict) break;
     if (source.seq_length(params.seq) + 1 > source.n_ctx()) {
       r.stop_reason = "context";

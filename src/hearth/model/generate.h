@@ -10,6 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include <memory>
+
+#include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 #include "hearth/text/tokenizer.h"
 
@@ -43,8 +46,9 @@ class LocalSource : public LogitsSource {
 struct GenerateParams {
   int32_t n_predict = 128;  // tokens to generate at most; < 0: until end of generation/context
   text::SamplerParams sampling;
-  bool stop_at_eog = true;  // stop on EOS/EOT tokens
-  int64_t seq = 0;          // sequence id (chat keeps one across turns)
+  bool stop_at_eog = true;                       // stop on EOS/EOT tokens
+  int64_t seq = 0;                               // sequence id (chat keeps one across turns)
+  std::shared_ptr<const text::Grammar> grammar;  // non-null: the text must be a sentence of it
 };
 
 struct GenerateResult {
@@ -54,7 +58,7 @@ struct GenerateResult {
   double ttft_ms = 0;        // prompt start -> first token sampled
   double tpot_ms = 0;        // mean time per output token after the first
   double prefill_tok_s = 0;  // prompt tokens / prefill time
-  std::string stop_reason;   // "length", "eog", "context"
+  std::string stop_reason;   // "length", "eog", "context", "grammar" (the sentence is whole)
 };
 
 // Runs the loop; `on_text` receives each piece of valid UTF-8 as soon as it is complete.
