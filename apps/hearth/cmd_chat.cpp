@@ -25,12 +25,12 @@ int run_chat(const Args& args) {
                "chat"};
   ModelOptions mo;
   SamplingOptions so;
-  std::string system_prompt, template_name;
+  std::string system_prompt;
   int32_t n_predict = -1;
   add_model_options(app, mo);
   app.add_option("--system", system_prompt, "system message");
-  app.add_option("--chat-template", template_name,
-                 "built-in template (llama2, llama3, chatml, deepseek-r1) instead of the model's");
+  ChatTemplateOptions ct;
+  add_chat_template_options(app, ct);
   app.add_option("-n,--n-predict", n_predict, "tokens per reply at most (-1: until end of turn)");
   add_sampling_options(app, so);
   if (auto code = parse(app, args)) return *code;
@@ -39,7 +39,7 @@ int run_chat(const Args& args) {
 
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
+  const std::string tmpl = chat_template(ct, tokenizer.vocab());
   warm_model_pages(file);
   model::Engine engine(file, engine_options(mo));
   model::LocalSource source(engine);

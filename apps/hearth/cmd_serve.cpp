@@ -33,7 +33,7 @@ int run_serve(const Args& args) {
   add_model_options(app, mo);
   serve::ServerOptions so;
   bool host_given = false;
-  std::string template_name, alias;
+  std::string alias;
   auto* host_opt = app.add_option("--host", so.host,
                                   "address to listen on (default 127.0.0.1; 0.0.0.0 for the LAN)");
   app.add_option("--port", so.port, "TCP port (0: any free port, printed)")
@@ -48,8 +48,8 @@ int run_serve(const Args& args) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY' on every request");
   app.add_option("--alias", alias, "model name to report and accept (default: file name stem)");
-  app.add_option("--chat-template", template_name,
-                 "built-in template (llama2, llama3, chatml, deepseek-r1) instead of the model's");
+  ChatTemplateOptions ct;
+  add_chat_template_options(app, ct);
   app.add_option("--max-body", so.max_body_bytes, "largest request body in bytes (413 beyond)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   app.add_option("--read-timeout", so.read_timeout_s,
@@ -76,7 +76,7 @@ int run_serve(const Args& args) {
 
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
-  const std::string tmpl = text::select_chat_template(template_name, tokenizer.vocab());
+  const std::string tmpl = chat_template(ct, tokenizer.vocab());
   std::unique_ptr<model::Engine> engine;
   HeadRing head;  // re-forms without lost workers, and with workers back or new
   std::unique_ptr<serve::Backend> backend;

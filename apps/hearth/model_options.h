@@ -15,9 +15,11 @@
 
 #include "hearth/base/error.h"
 #include "hearth/model/engine.h"
+#include "hearth/text/chat.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/json_schema.h"
 #include "hearth/text/sampler.h"
+#include "hearth/text/vocab.h"
 
 namespace hearth::cli {
 
@@ -78,6 +80,29 @@ inline void add_sampling_options(CLI::App& app, SamplingOptions& o) {
   app.add_option("--json-schema", o.json_schema_file,
                  "JSON Schema file the output must follow (a JSON document)")
       ->excludes(g);
+}
+
+// Which chat template: a built-in by name, a Jinja file, or (neither) the model's own.
+struct ChatTemplateOptions {
+  std::string name, file;
+};
+
+inline void add_chat_template_options(CLI::App& app, ChatTemplateOptions& o) {
+  auto* n = app.add_option(
+      "--chat-template", o.name,
+      "built-in template (llama2, llama3, chatml, deepseek-r1) instead of the model's");
+  app.add_option("--chat-template-file", o.file,
+                 "Jinja chat template file instead of the model's (as tokenizer_config.json "
+                 "chat_template)")
+      ->excludes(n);
+}
+
+// The template text; UsageError naming the file when it cannot be read.
+inline std::string chat_template(const ChatTemplateOptions& o, const text::VocabData& vocab) {
+  if (o.file.empty()) return text::select_chat_template(o.name, vocab);
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("cannot read the chat template file {}", o.file));
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 // The grammar --grammar or --json-schema name, or null. UsageError naming the file.

@@ -12,7 +12,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace hearth;
-  static const nlohmann::json ctx = {
+  static const nlohmann::ordered_json ctx = {
       {"messages",
        {{{"role", "system"}, {"content", "be brief"}},
         {{"role", "user"}, {"content", "hi <|eot_id|> {{ x }}"}},

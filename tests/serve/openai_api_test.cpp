@@ -18,8 +18,8 @@ std::pair<int, std::string> chat_error(const std::string& body) {
 TEST(OpenAiApi, ChatDefaultsFollowOpenAi) {
   const auto r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}]})");
   ASSERT_EQ(r.messages.size(), 1u);
-  EXPECT_EQ(r.messages[0].role, "user");
-  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_EQ(r.messages[0]["role"], "user");
+  EXPECT_EQ(r.messages[0]["content"], "hi");
   EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
   EXPECT_EQ(r.sampling.top_k, 0);
@@ -35,9 +35,9 @@ TEST(OpenAiApi, ChatFieldsParsed) {
     "temperature": 0, "top_p": 0.5, "max_completion_tokens": 9, "stop": ["x", "y"], "seed": 7,
     "stream": true, "stream_options": {"include_usage": true}, "n": 1})");
   EXPECT_EQ(r.model, "m");
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[0].content, "ab");
-  EXPECT_EQ(r.messages[1].content, "");
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[0]["content"], "ab");
+  EXPECT_EQ(r.messages[1]["content"], "");
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
   EXPECT_EQ(r.max_tokens, 9);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));

@@ -20,6 +20,7 @@
 #include "hearth/serve/metrics.h"
 #include "hearth/serve/openai_api.h"
 #include "hearth/text/chat.h"
+#include "hearth/text/tool_calls.h"
 #include "hearth/text/unicode.h"
 
 namespace hearth::serve {
@@ -134,6 +135,7 @@ struct Server::Impl {
       : backend(b),
         tokenizer(t),
         chat_template(std::move(tmpl)),
+        tool_format(text::detect_tool_format(chat_template)),
         opt(std::move(o)),
         scheduler(b, t, metrics, opt.scheduler),
         listener(listener_options(opt), [this](HttpExchange& ex) { handle(ex); }) {}
@@ -141,6 +143,7 @@ struct Server::Impl {
   Backend& backend;
   const text::Tokenizer& tokenizer;
   const std::string chat_template;
+  const text::ToolFormat tool_format;  // how this model's template calls tools
   const ServerOptions opt;
   Metrics metrics;
   Scheduler scheduler;
@@ -177,7 +180,7 @@ struct Server::Impl {
     const std::string eos = tokenizer.eos() >= 0 ? tokenizer.piece(tokenizer.eos()) : "";
     std::string rendered;
     try {
-      rendered = text::render_chat(chat_template, r.messages, true, bos, eos);
+      rendered = text::render_chat(chat_template, r.messages, r.tools, true, bos, eos);
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("the chat template rejected the messages: {}", e.what()),
                      "invalid_request_error", "messages", "invalid_value");
@@ -189,6 +192,39 @@ struct Server::Impl {
       ids.insert(ids.begin(), tokenizer.bos());
     }
     return ids;
+  }
+
+  // Tools need a template that knows how to call them; a required call is held to the
+  // format by a grammar over the tools' parameter schemas.
+  void prepare_tools(GenerationRequest& r) const {
+    if (r.tools.is_null()) return;
+    if (tool_format == text::ToolFormat::kNone) {
+      throw ApiError(400,
+                     "'tools': this model's chat template has no tool-call format hearth knows "
+                     "(Llama 3.1+ JSON calls, or Qwen 2.5 / Hermes <tool_call> blocks)",
+                     "invalid_request_error", "tools", "unsupported_parameter");
+    }
+    if (!r.tool_required) return;
+    try {
+      r.grammar = std::make_shared<const text::Grammar>(
+          text::parse_grammar(text::tool_call_grammar(tool_format, r.tools, r.forced_tool)));
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("'tools': {}", e.what()), "invalid_request_error", "tools",
+                     "invalid_value");
+    }
+  }
+
+  // choices[i].message.tool_calls / delta.tool_calls: OpenAI's form, with fresh ids.
+  static json tool_calls_json(const std::vector<text::ToolCall>& calls, bool stream) {
+    json out = json::array();
+    for (size_t k = 0; k < calls.size(); ++k) {
+      json c{{"id", "call_" + random_hex128().substr(0, 24)},
+             {"type", "function"},
+             {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+      if (stream) c["index"] = k;
+      out.push_back(std::move(c));
+    }
+    return out;
   }
 
   std::vector<int32_t> completion_prompt(const GenerationRequest& r) const {
@@ -366,9 +402,11 @@ struct Server::Impl {
   // Runs a completion (its n choices) for the client; cancels it as soon as the client is gone.
   void generate(HttpExchange& ex, bool chat) {
     const HttpRequest& req = ex.request();
-    const GenerationRequest r = parse_gated(req.body, [chat](const std::string& b) {
+    GenerationRequest r = parse_gated(req.body, [chat](const std::string& b) {
       return chat ? parse_chat_request(b) : parse_completion_request(b);
     });
+    prepare_tools(r);
+    const bool tools = !r.tools.is_null();
     std::vector<int32_t> prompt = chat ? chat_prompt(r) : completion_prompt(r);
     const std::vector<std::shared_ptr<Job>> jobs =
         make_jobs(r, std::move(prompt), chat ? "chatcmpl" : "cmpl");
@@ -383,6 +421,7 @@ struct Server::Impl {
       std::vector<text::TokenLogprobs> logprobs;
       JobOutput last;     // the final output (finish reason, counts)
       size_t offset = 0;  // completions' text_offset so far
+      size_t sent = 0;    // with tools, bytes of text streamed (the rest may be a call)
       bool finished = false;
     };
     std::vector<Choice> choices(jobs.size());
@@ -426,9 +465,21 @@ struct Server::Impl {
       j["choices"] = json::array();
       for (size_t i = 0; i < choices.size(); ++i) {
         Choice& c = choices[i];
-        j["choices"].push_back(
-            choice(chat, false, static_cast<int>(i), c.text, c.last.finish_reason, false,
-                   with_logprobs ? logprobs_json(chat, c.logprobs, c.offset) : json()));
+        json lp = with_logprobs ? logprobs_json(chat, c.logprobs, c.offset) : json();
+        if (!tools) {
+          j["choices"].push_back(choice(chat, false, static_cast<int>(i), c.text,
+                                        c.last.finish_reason, false, std::move(lp)));
+          continue;
+        }
+        const text::ParsedReply reply = text::parse_tool_calls(tool_format, c.text);
+        json ch =
+            choice(chat, false, static_cast<int>(i), reply.content,
+                   reply.calls.empty() ? c.last.finish_reason : "tool_calls", false, std::move(lp));
+        if (!reply.calls.empty()) {
+          if (reply.content.empty()) ch["message"]["content"] = nullptr;
+          ch["message"]["tool_calls"] = tool_calls_json(reply.calls, false);
+        }
+        j["choices"].push_back(std::move(ch));
       }
       j["usage"] = usage();
       send_json(ex, 200, j);
@@ -455,11 +506,19 @@ struct Server::Impl {
         Choice& c = choices[i];
         if (c.finished) continue;
         JobOutput o = jobs[i]->take(poll);
-        if (!o.text.empty() || !o.logprobs.empty()) {
+        std::string piece = std::move(o.text);
+        if (tools) {
+          // Text that may still become a call is held until the reply ends.
+          c.text += piece;
+          const size_t ready = text::tool_text_prefix(tool_format, c.text);
+          piece = ready > c.sent ? c.text.substr(c.sent, ready - c.sent) : std::string();
+          c.sent = std::max(c.sent, ready);
+        }
+        if (!piece.empty() || !o.logprobs.empty()) {
           quiet = false;
           json j = envelope(chat, true, id);
           j["choices"] = json::array(
-              {choice(chat, true, static_cast<int>(i), o.text, "", false,
+              {choice(chat, true, static_cast<int>(i), piece, "", false,
                       with_logprobs ? logprobs_json(chat, o.logprobs, c.offset) : json())});
           if (!send(j)) return gone();
         }
@@ -468,9 +527,27 @@ struct Server::Impl {
           c.finished = true;
           --left;
           if (c.last.finish_reason == "error") continue;
+          std::string reason = c.last.finish_reason;
+          if (tools) {
+            // The held rest: text, then the calls, one chunk each.
+            const text::ParsedReply reply = text::parse_tool_calls(tool_format, c.text);
+            if (reply.content.size() > c.sent) {
+              json j = envelope(chat, true, id);
+              j["choices"] = json::array({choice(chat, true, static_cast<int>(i),
+                                                 reply.content.substr(c.sent), "", false)});
+              if (!send(j)) return gone();
+            }
+            if (!reply.calls.empty()) {
+              reason = "tool_calls";
+              json j = envelope(chat, true, id);
+              json ch = choice(chat, true, static_cast<int>(i), "", "", false);
+              ch["delta"]["tool_calls"] = tool_calls_json(reply.calls, true);
+              j["choices"] = json::array({std::move(ch)});
+              if (!send(j)) return gone();
+            }
+          }
           json j = envelope(chat, true, id);
-          j["choices"] = json::array(
-              {choice(chat, true, static_cast<int>(i), "", c.last.finish_reason, false)});
+          j["choices"] = json::array({choice(chat, true, static_cast<int>(i), "", reason, false)});
           if (!send(j)) return gone();
         }
       }

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "hearth/base/error.h"
@@ -56,16 +57,13 @@ bool has(const json& j, const char* key) {
 // Fields that would change the output and are not implemented: refused, named, so that a
 // client never takes an answer that ignored them for one that honoured them.
 constexpr const char* kUnsupportedFields[] = {
-    "tools",      "tool_choice", "functions", "function_call", "audio",       "modalities",
-    "prediction", "suffix",      "echo",      "best_of",       "json_schema",
+    "functions", "function_call", "audio",   "modalities",  "prediction",
+    "suffix",    "echo",          "best_of", "json_schema",
 };
 
 void refuse_unsupported(const json& j) {
   for (const char* key : kUnsupportedFields) {
     if (!has(j, key)) continue;
-    // An empty tools list asks for nothing; so does "tool_choice": "none".
-    if (std::string_view(key) == "tools" && j[key].is_array() && j[key].empty()) continue;
-    if (std::string_view(key) == "tool_choice" && j[key] == "none") continue;
     if (std::string_view(key) == "echo" && j[key] == false) continue;
     if (std::string_view(key) == "best_of" && j[key] == 1) continue;
     throw ApiError(400, fmt::format("'{}' is not supported by this server yet", key),
@@ -227,6 +225,150 @@ std::string message_content(const json& c, size_t i) {
   return out;
 }
 
+// One message as the template gets it. `ordered` is the same message with its key order
+// (null when the request uses no tools).
+nlohmann::ordered_json chat_message(const json& msg, const nlohmann::ordered_json* ordered,
+                                    size_t i) {
+  const std::string param = fmt::format("messages[{}]", i);
+  if (!msg.is_object()) bad(param, fmt::format("'{}' must be an object", param));
+  if (!msg.contains("role") || !msg["role"].is_string()) {
+    bad(param + ".role", fmt::format("'{}.role' must be a string", param));
+  }
+  const std::string role = msg["role"].get<std::string>();
+  if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
+      role != "tool") {
+    bad(param + ".role", fmt::format("'{}.role' is '{}': expected system, developer, user, "
+                                     "assistant or tool",
+                                     param, role.substr(0, 32)));
+  }
+  nlohmann::ordered_json out = {{"role", role == "developer" ? "system" : role}};
+  const bool calls = role == "assistant" && has(msg, "tool_calls");
+  // An assistant turn that only calls tools has no content (null, as clients send it).
+  if (calls && !has(msg, "content")) {
+    out["content"] = nullptr;
+  } else {
+    out["content"] = message_content(msg.contains("content") ? msg["content"] : json(), i);
+  }
+  if (calls) {
+    const std::string p = param + ".tool_calls";
+    const auto& list = (*ordered)["tool_calls"];
+    if (!list.is_array()) bad(p, fmt::format("'{}' must be a list", p));
+    nlohmann::ordered_json tc = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string pk = fmt::format("{}[{}]", p, k);
+      const auto& call = list[k];
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+          !call["function"].contains("name") || !call["function"]["name"].is_string()) {
+        bad(pk, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\", "
+                            "\"arguments\"}}}}",
+                            pk));
+      }
+      const auto& fn = call["function"];
+      // Templates write the arguments with tojson: give them the object, not its text.
+      nlohmann::ordered_json args = nlohmann::ordered_json::object();
+      if (fn.contains("arguments") && fn["arguments"].is_string()) {
+        args = nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+        if (args.is_discarded()) {
+          bad(pk + ".function.arguments",
+              fmt::format("'{}.function.arguments' is not valid JSON", pk));
+        }
+      } else if (fn.contains("arguments") && fn["arguments"].is_object()) {
+        args = fn["arguments"];
+      } else if (has(fn, "arguments")) {
+        bad(pk + ".function.arguments",
+            fmt::format("'{}.function.arguments' must be a string of JSON", pk));
+      }
+      nlohmann::ordered_json c = {{"type", "function"},
+                                  {"function", {{"name", fn["name"]}, {"arguments", args}}}};
+      if (call.contains("id") && call["id"].is_string()) c["id"] = call["id"];
+      tc.push_back(std::move(c));
+    }
+    out["tool_calls"] = std::move(tc);
+  }
+  for (const char* key : {"tool_call_id", "name"}) {
+    if (!has(msg, key)) continue;
+    if (!msg[key].is_string())
+      bad(param + "." + key, fmt::format("'{}.{}' must be a string", param, key));
+    out[key] = msg[key];
+  }
+  return out;
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters"}}], and
+// tool_choice: "none" (the tools are left out), "auto", "required", or
+// {"type": "function", "function": {"name": ...}}.
+void parse_tools(const json& j, const nlohmann::ordered_json& ordered, GenerationRequest& r) {
+  if (!has(j, "tools")) {
+    if (has(j, "tool_choice") && j["tool_choice"] != "none" && j["tool_choice"] != "auto") {
+      bad("tool_choice", "'tool_choice' needs 'tools'");
+    }
+    return;
+  }
+  const auto& tools = ordered["tools"];
+  if (!tools.is_array()) bad("tools", "'tools' must be a list");
+  if (tools.size() > kMaxTools)
+    bad("tools", fmt::format("'tools' has more than {} tools", kMaxTools));
+  std::vector<std::string> names;
+  for (size_t k = 0; k < tools.size(); ++k) {
+    const std::string p = fmt::format("tools[{}]", k);
+    const auto& t = tools[k];
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object()) {
+      bad(p, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", p));
+    }
+    const auto& fn = t["function"];
+    const auto name = fn.find("name");
+    if (name == fn.end() || !name->is_string() || name->get_ref<const std::string&>().empty() ||
+        name->get_ref<const std::string&>().size() > 64 ||
+        name->get_ref<const std::string&>().find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+            std::string::npos) {
+      bad(p + ".function.name",
+          fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_', '-' or '.'", p));
+    }
+    if (fn.contains("parameters") && !fn["parameters"].is_object() && !fn["parameters"].is_null()) {
+      bad(p + ".function.parameters", fmt::format("'{}.function.parameters' must be an object", p));
+    }
+    if (fn.contains("description") && !fn["description"].is_string()) {
+      bad(p + ".function.description",
+          fmt::format("'{}.function.description' must be a string", p));
+    }
+    names.push_back(name->get<std::string>());
+  }
+  std::string choice = "auto";
+  if (has(j, "tool_choice")) {
+    const json& c = j["tool_choice"];
+    if (c.is_string()) {
+      choice = c.get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") {
+        bad("tool_choice", fmt::format("'tool_choice' is '{}': expected none, auto, required or "
+                                       "{{\"type\": \"function\", \"function\": {{\"name\"}}}}",
+                                       choice.substr(0, 32)));
+      }
+    } else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") &&
+               c["function"].is_object() && c["function"].contains("name") &&
+               c["function"]["name"].is_string()) {
+      r.forced_tool = c["function"]["name"].get<std::string>();
+      if (std::find(names.begin(), names.end(), r.forced_tool) == names.end()) {
+        bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not among the tools",
+                                       r.forced_tool.substr(0, 64)));
+      }
+      choice = "required";
+    } else {
+      bad("tool_choice",
+          "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+          "\"function\": {\"name\": ...}}");
+    }
+  }
+  if (choice == "none" || tools.empty()) return;
+  r.tools = tools;
+  r.tool_required = choice == "required";
+  if (r.tool_required && r.grammar) {
+    bad("tool_choice",
+        "a required tool call and 'response_format' or 'grammar' exclude each other");
+  }
+}
+
 }  // namespace
 
 json error_json(const std::string& message, const std::string& type, const std::string& param,
@@ -329,29 +471,29 @@ GenerationRequest parse_chat_request(std::string_view body) {
   const json& m = j["messages"];
   if (!m.is_array()) bad("messages", "'messages' must be a list");
   if (m.empty()) bad("messages", "'messages' must not be empty");
+  // Tool schemas and call arguments keep their key order in the prompt: read them again
+  // with it when there are any.
+  bool tool_use = has(j, "tools");
+  for (const auto& msg : m) tool_use = tool_use || (msg.is_object() && has(msg, "tool_calls"));
+  const nlohmann::ordered_json ordered =
+      tool_use ? nlohmann::ordered_json::parse(body) : nlohmann::ordered_json();
+  r.messages = nlohmann::ordered_json::array();
   for (size_t i = 0; i < m.size(); ++i) {
-    const json& msg = m[i];
-    const std::string param = fmt::format("messages[{}]", i);
-    if (!msg.is_object()) bad(param, fmt::format("'{}' must be an object", param));
-    if (!msg.contains("role") || !msg["role"].is_string()) {
-      bad(param + ".role", fmt::format("'{}.role' must be a string", param));
-    }
-    const std::string role = msg["role"].get<std::string>();
-    if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
-        role != "tool") {
-      bad(param + ".role", fmt::format("'{}.role' is '{}': expected system, developer, user, "
-                                       "assistant or tool",
-                                       param, role));
-    }
-    r.messages.push_back({role == "developer" ? "system" : role,
-                          message_content(msg.contains("content") ? msg["content"] : json(), i)});
+    r.messages.push_back(chat_message(m[i], tool_use ? &ordered["messages"][i] : nullptr, i));
   }
+  parse_tools(j, ordered, r);
   return r;
 }
 
 GenerationRequest parse_completion_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
+  for (const char* key : {"tools", "tool_choice"}) {
+    if (has(j, key)) {
+      throw ApiError(400, fmt::format("'{}' is for /v1/chat/completions", key),
+                     "invalid_request_error", key, "unsupported_parameter");
+    }
+  }
   parse_common(j, r);
   parse_grammar_fields(j, body, r);
   // Completions: "logprobs": 0..5 alternatives per token.

@@ -13,7 +13,6 @@
 
 #include <memory>
 
-#include "hearth/text/chat.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 
@@ -39,11 +38,13 @@ nlohmann::json error_json(const ApiError& e);
 
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct GenerationRequest {
-  std::string model;                        // empty: not given
-  std::vector<text::ChatMessage> messages;  // chat only, non-empty
-  std::string prompt;                       // completions: prompt text
-  std::vector<int32_t> prompt_ids;          // completions: prompt given as token ids
-  int32_t max_tokens = -1;                  // -1: not given
+  std::string model;  // empty: not given
+  // Chat only, non-empty: the conversation as the template gets it ({role, content} and for
+  // tool use tool_calls with arguments as objects, tool_call_id, name).
+  nlohmann::ordered_json messages;
+  std::string prompt;               // completions: prompt text
+  std::vector<int32_t> prompt_ids;  // completions: prompt given as token ids
+  int32_t max_tokens = -1;          // -1: not given
   text::SamplerParams sampling;
   bool seed_given = false;
   std::vector<std::string> stop;
@@ -54,7 +55,15 @@ struct GenerationRequest {
   int logprobs = -1;        // >= 0: report token logprobs with this many top alternatives
   // From response_format (json_object, json_schema) or the "grammar" extension (GBNF).
   std::shared_ptr<const text::Grammar> grammar;
+  // Chat: the tools offered (null: none, or tool_choice "none"), and whether a call is forced
+  // ("required", or a function named in tool_choice: forced_tool).
+  nlohmann::ordered_json tools;
+  bool tool_required = false;
+  std::string forced_tool;
 };
+
+// Most tools per request.
+inline constexpr size_t kMaxTools = 128;
 
 // Most choices per request ('n').
 inline constexpr int kMaxChoices = 8;

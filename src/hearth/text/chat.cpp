@@ -77,12 +77,19 @@ constexpr Builtin kBuiltins[] = {
 std::string render_chat(std::string_view tmpl, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt, std::string_view bos_token,
                         std::string_view eos_token) {
-  nlohmann::json msgs = nlohmann::json::array();
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (const auto& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
-  const nlohmann::json ctx = {{"messages", std::move(msgs)},
-                              {"add_generation_prompt", add_generation_prompt},
-                              {"bos_token", std::string(bos_token)},
-                              {"eos_token", std::string(eos_token)}};
+  return render_chat(tmpl, msgs, nullptr, add_generation_prompt, bos_token, eos_token);
+}
+
+std::string render_chat(std::string_view tmpl, const nlohmann::ordered_json& messages,
+                        const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                        std::string_view bos_token, std::string_view eos_token) {
+  nlohmann::ordered_json ctx = {{"messages", messages},
+                                {"add_generation_prompt", add_generation_prompt},
+                                {"bos_token", std::string(bos_token)},
+                                {"eos_token", std::string(eos_token)}};
+  if (!tools.is_null()) ctx["tools"] = tools;
   return jinja::Template(tmpl).render(ctx);
 }
 

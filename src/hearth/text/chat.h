@@ -2,6 +2,7 @@
 // built-in one chosen by name (`--chat-template NAME`).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,14 @@ struct ChatMessage {
 std::string render_chat(std::string_view tmpl, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt, std::string_view bos_token,
                         std::string_view eos_token);
+
+// The same with the conversation as OpenAI clients send it: `messages` is a list of
+// {role, content, and for tool use tool_calls (arguments as JSON objects), tool_call_id,
+// name}; `tools` the request's list of {"type": "function", "function": {...}}, or null for
+// none (then `tools` is left undefined, as templates expect). Key order is kept.
+std::string render_chat(std::string_view tmpl, const nlohmann::ordered_json& messages,
+                        const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                        std::string_view bos_token, std::string_view eos_token);
 
 // Built-in templates: "llama2", "llama3", "chatml", "deepseek-r1". nullopt for other names.
 std::optional<std::string_view> builtin_chat_template(std::string_view name);

@@ -26,8 +26,9 @@ class Template {
   Template(Template&&) noexcept;
   Template& operator=(Template&&) noexcept;
 
-  // Renders with `context` (a JSON object) as the global variables.
-  std::string render(const nlohmann::json& context) const;
+  // Renders with `context` (a JSON object) as the global variables. Objects keep their key
+  // order, as Python dicts do: tojson and items() list keys as the caller gave them.
+  std::string render(const nlohmann::ordered_json& context) const;
 
  private:
   std::unique_ptr<Node> root_;

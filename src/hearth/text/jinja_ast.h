@@ -24,7 +24,7 @@ enum class Tok {
 struct Token {
   Tok kind = Tok::kEnd;
   std::string text;
-  nlohmann::json num;  // kNumber: integer or float
+  nlohmann::ordered_json num;  // kNumber: integer or float
   int line = 1;
 };
 
@@ -63,7 +63,7 @@ struct Node {
   std::vector<std::string> names;  // kFor loop vars; kCall keyword names
   size_t n_positional = 0;         // kCall: arguments before the keyword ones
   bool flag = false;
-  nlohmann::json value;
+  nlohmann::ordered_json value;
   std::vector<std::unique_ptr<Node>> children;
 };
 

@@ -16,7 +16,7 @@
 namespace hearth::text::jinja {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // A value: JSON data, "undefined", or a namespace (a mutable object shared by reference).
 struct Value {
@@ -1045,7 +1045,7 @@ Template::~Template() = default;
 Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
-std::string Template::render(const nlohmann::json& context) const {
+std::string Template::render(const nlohmann::ordered_json& context) const {
   Renderer r(context);
   std::string out;
   try {

@@ -163,7 +163,8 @@ class Lexer {
     const std::string lit(s_.substr(pos_, e - pos_));
     Token t{Tok::kNumber, lit, {}, line_};
     try {
-      t.num = is_float ? nlohmann::json(std::stod(lit)) : nlohmann::json(std::stoll(lit));
+      t.num = is_float ? nlohmann::ordered_json(std::stod(lit))
+                       : nlohmann::ordered_json(std::stoll(lit));
     } catch (const std::exception&) {
       fail(line_, fmt::format("number '{}' is out of range", lit));
     }
