@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs each fuzz target for a fixed number of executions from its committed seeds and prints
 # executions, rate, coverage and crashes. Usage: bench/fuzz/counted.sh BIN_DIR [SCALE]
-# SCALE divides the counts (SCALE=100 for a quick look). New inputs go to a scratch corpus
-# under /tmp, never into the committed seeds.
+# SCALE divides the counts (SCALE=100 for a quick look). TARGETS="gguf_fuzz http_fuzz" runs
+# only those (two lanes on two cores: run two such invocations). New inputs go to a scratch
+# corpus under /tmp, never into the committed seeds.
 set -euo pipefail
 bin=$(cd "${1:?usage: counted.sh BIN_DIR [SCALE]}" && pwd)
 scale=${2:-1}
@@ -22,6 +23,7 @@ targets=(
 printf '%-16s %12s %10s %8s %8s %s\n' target executions exec/s cov crashes seconds
 for line in "${targets[@]}"; do
   read -r name runs max_len seeds <<<"$line"
+  if [[ -n "${TARGETS:-}" && " $TARGETS " != *" $name "* ]]; then continue; fi
   runs=$((runs / scale))
   mkdir -p "$work/$name"
   start=$(date +%s)
