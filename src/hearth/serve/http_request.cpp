@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstdint>
 
+#include "hearth/base/hex.h"
+
 namespace hearth::serve {
 
 namespace {
@@ -84,15 +86,8 @@ bool parse_chunk_size(std::string_view s, size_t& out) {
   if (s.empty() || s.size() > 15) return false;  // 15 hex digits < 2^60: no overflow
   uint64_t v = 0;
   for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      d = c - 'A' + 10;
-    else
-      return false;
+    const int d = hex_digit(c);
+    if (d < 0) return false;
     v = v * 16 + static_cast<uint64_t>(d);
   }
   out = static_cast<size_t>(v);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "hearth/base/error.h"
+#include "hearth/base/hex.h"
 #include "hearth/text/unicode.h"
 
 namespace hearth::text {
@@ -274,16 +275,8 @@ class Parser {
     uint32_t v = 0;
     for (int i = 0; i < digits; ++i) {
       if (pos_ >= src_.size()) fail("a \\x, \\u or \\U escape is cut short");
-      const char c = src_[pos_++];
-      int d;
-      if (c >= '0' && c <= '9')
-        d = c - '0';
-      else if (c >= 'a' && c <= 'f')
-        d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        d = c - 'A' + 10;
-      else
-        fail("a bad hex digit in an escape");
+      const int d = hex_digit(src_[pos_++]);
+      if (d < 0) fail("a bad hex digit in an escape");
       v = v * 16 + static_cast<uint32_t>(d);
     }
     if (v > 0x10ffff) fail("an escape beyond U+10FFFF");
