@@ -34,7 +34,7 @@ for line in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$name.log" | grep -o '[0-9]*$' || echo 0)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$work/$name.log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$work/$name.log" | tail -1 | grep -o '[0-9]*' || echo 0)
-  crashes=$(ls "$work/$name"-crash-* "$work/$name"-leak-* "$work/$name"-timeout-* "$work/$name"-oom-* 2>/dev/null | wc -l)
+  crashes=$( (ls "$work/$name"-crash-* "$work/$name"-leak-* "$work/$name"-timeout-* "$work/$name"-oom-* 2>/dev/null || true) | wc -l)
   [[ $status -ne 0 && $crashes -eq 0 ]] && crashes="exit$status"
   printf '%-16s %12s %10s %8s %8s %s\n' "$name" "$execs" "$rate" "$cov" "$crashes" "$secs"
 done
