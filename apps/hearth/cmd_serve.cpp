@@ -56,6 +56,10 @@ int run_serve(const Args& args) {
                  "seconds a request may take to arrive whole (408 after), and an idle "
                  "connection may stay open")
       ->check(CLI::Range(1, 3600));
+  std::string cors;
+  app.add_option("--cors", cors,
+                 "origins (http://host:port,...) whose web pages may call this server from a "
+                 "browser; * for any. Without it only the server's own pages may");
   app.add_option("--max-connections", so.max_connections,
                  "connections open at once; past it the longest-waiting one is dropped")
       ->check(CLI::Range(size_t{8}, size_t{65536}));
@@ -64,6 +68,7 @@ int run_serve(const Args& args) {
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
+  if (!cors.empty()) so.cors_origins = serve::parse_cors_origins(cors);
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";
 
@@ -92,6 +97,14 @@ int run_serve(const Args& args) {
     ro.n_seq_max = so.scheduler.parallel;
     head = start_head_ring(file, mo, rg, ro, "hearth serve");
     backend = std::make_unique<serve::RingBackend>(*head.ring);
+    so.plan.rounds = head.ring->ring().rounds();
+    if (head.auto_plan) {
+      so.plan.predicted_tpot_ms = head.auto_plan->plan.predicted_tpot_ms;
+      const auto& ap = *head.auto_plan;
+      for (size_t i = 0; i < ap.links.size() && i < ap.addresses.size(); ++i) {
+        so.plan.link_rtt_ms.emplace_back(ap.addresses[i], ap.links[i].rtt_s * 1e3);
+      }
+    }
   }
   so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;
 

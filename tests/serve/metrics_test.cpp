@@ -22,7 +22,15 @@ TEST(Metrics, BatchCountersAddUp) {
 TEST(Metrics, DevicePressurePerDeviceWithEscapedNames) {
   Metrics m;
   EXPECT_EQ(m.render().find("hearth_device_memory_pressure"), std::string::npos);
-  m.set_devices({{"head", 0.25, 0.5, 7}, {"evil\"} 1\nx\\", 0.125, 0.75, 3}});
+  auto device = [](std::string name, double p, double max, uint64_t steps) {
+    DevicePressure d;
+    d.name = std::move(name);
+    d.pressure = p;
+    d.pressure_max = max;
+    d.steps = steps;
+    return d;
+  };
+  m.set_devices({device("head", 0.25, 0.5, 7), device("evil\"} 1\nx\\", 0.125, 0.75, 3)});
   const std::string out = m.render();
   EXPECT_NE(out.find("\nhearth_device_memory_pressure{device=\"0\",name=\"head\"} 0.25\n"),
             std::string::npos)

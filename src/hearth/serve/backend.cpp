@@ -10,7 +10,12 @@ std::vector<DevicePressure> LocalBackend::device_pressure() {
   const double p = residency::memory_pressure(base_, residency::read_memory_status());
   pressure_max_ = std::max(pressure_max_, p);
   ++samples_;
-  return {DevicePressure{"local", p, pressure_max_, samples_}};
+  DevicePressure d;
+  d.name = "local";
+  d.pressure = p;
+  d.pressure_max = pressure_max_;
+  d.steps = samples_;
+  return {d};
 }
 
 RingBackend::RingBackend(cluster::RecoveringRing& ring) : ring_(ring) {
@@ -85,6 +90,7 @@ std::vector<DevicePressure> RingBackend::device_pressure() {
   const auto& devices = ring_.ring().devices();
   last_.resize(totals.size());
   recent_.resize(totals.size(), 0.0);
+  recent_step_.resize(totals.size());
   std::vector<DevicePressure> out;
   for (size_t d = 0; d < totals.size(); ++d) {
     const auto& t = totals[d];
@@ -93,9 +99,29 @@ std::vector<DevicePressure> RingBackend::device_pressure() {
       recent_[d] =
           (t.sum.pressure - last_[d].sum.pressure) / static_cast<double>(t.steps - last_[d].steps);
     }
+    DevicePressure p;
+    p.name = d < devices.size() ? devices[d].name : std::to_string(d);
+    p.pressure = recent_[d];
+    p.pressure_max = t.pressure_max;
+    p.steps = t.steps;
+    if (t.steps > last_[d].steps) {
+      const double n = static_cast<double>(t.steps - last_[d].steps);
+      recent_step_[d] = t.sum;
+      for (auto f : {&residency::StepStats::compute_ms, &residency::StepStats::wait_ms,
+                     &residency::StepStats::disk_bytes, &residency::StepStats::reload_bytes}) {
+        recent_step_[d].*f = (t.sum.*f - last_[d].sum.*f) / n;
+      }
+    }
+    p.compute_ms = recent_step_[d].compute_ms;
+    p.wait_ms = recent_step_[d].wait_ms;
+    p.disk_bytes = recent_step_[d].disk_bytes;
+    p.reload_bytes = recent_step_[d].reload_bytes;
+    if (d < devices.size()) {
+      p.address = devices[d].address;
+      for (const auto& w : devices[d].windows) p.windows.emplace_back(w.begin, w.end);
+    }
     last_[d] = t;
-    out.push_back(DevicePressure{d < devices.size() ? devices[d].name : std::to_string(d),
-                                 recent_[d], t.pressure_max, t.steps});
+    out.push_back(std::move(p));
   }
   return out;
 }

@@ -96,8 +96,9 @@ class RingBackend : public Backend {
   cluster::RecoveringRing& ring_;
   size_t seen_recoveries_ = 0;
   int seen_rejoins_ = 0;
-  std::vector<residency::DeviceTotals> last_;  // (n_devices) totals at the previous sample
-  std::vector<double> recent_;                 // (n_devices) last reported recent pressure
+  std::vector<residency::DeviceTotals> last_;      // (n_devices) totals at the previous sample
+  std::vector<double> recent_;                     // (n_devices) last reported recent pressure
+  std::vector<residency::StepStats> recent_step_;  // (n_devices) last means per step
   mutable std::mutex state_mu_;
   RingState state_;  // guarded by state_mu_
 };

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <semaphore>
+#include <thread>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -19,6 +20,7 @@
 #include "hearth/serve/http_listener.h"
 #include "hearth/serve/metrics.h"
 #include "hearth/serve/openai_api.h"
+#include "hearth/serve/web_assets.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/tool_calls.h"
 #include "hearth/text/unicode.h"
@@ -117,6 +119,50 @@ json finish_json(const std::string& reason) {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
+// The pages hold no secrets (the API key is asked for by the page and kept in the browser), so
+// they need no key; they load nothing from elsewhere and may not be framed.
+const HttpHeaders kPageHeaders = {
+    {"Content-Security-Policy",
+     "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+     "form-action 'self'; frame-ancestors 'none'"},
+    {"X-Content-Type-Options", "nosniff"},
+    {"Referrer-Policy", "no-referrer"},
+    {"Cache-Control", "no-cache"}};
+
+// /cluster/events streams hold a handler thread each: a few viewers at once.
+constexpr int kMaxClusterViewers = 4;
+
+// An exchange whose answers all carry some more headers (an allowed cross-origin request's
+// CORS headers), whichever handler answers.
+class HeaderedExchange : public HttpExchange {
+ public:
+  HeaderedExchange(HttpExchange& inner, HttpHeaders extra)
+      : inner_(inner), extra_(std::move(extra)) {}
+  const HttpRequest& request() const override { return inner_.request(); }
+  const std::string& remote_addr() const override { return inner_.remote_addr(); }
+  void respond(int status, std::string_view content_type, std::string_view body,
+               const HttpHeaders& headers) override {
+    inner_.respond(status, content_type, body, with_extra(headers));
+  }
+  bool begin_stream(int status, std::string_view content_type, const HttpHeaders& headers,
+                    std::string probe) override {
+    return inner_.begin_stream(status, content_type, with_extra(headers), std::move(probe));
+  }
+  bool write(std::string_view data) override { return inner_.write(data); }
+  void end_stream() override { inner_.end_stream(); }
+  bool client_gone() override { return inner_.client_gone(); }
+  bool responded() const override { return inner_.responded(); }
+
+ private:
+  HttpHeaders with_extra(const HttpHeaders& h) const {
+    HttpHeaders all = h;
+    all.insert(all.end(), extra_.begin(), extra_.end());
+    return all;
+  }
+  HttpExchange& inner_;
+  HttpHeaders extra_;
+};
+
 // Bodies from this size on are parsed a few at a time (their DOM can take ~10x their size).
 constexpr size_t kLargeBody = 256 << 10;
 
@@ -149,6 +195,8 @@ struct Server::Impl {
   Scheduler scheduler;
   HttpListener listener;
   std::counting_semaphore<2> large_parses{2};
+  std::atomic<int> cluster_viewers{0};
+  std::atomic<bool> stopping{false};
   int bound_port = -1;
   const int64_t created = unix_now();
 
@@ -576,6 +624,45 @@ struct Server::Impl {
     send_json(ex, 200, {{"object", "list"}, {"data", json::array({m})}});
   }
 
+  json cluster_snapshot(double tokens_per_s) const {
+    return cluster_json(opt.model_id, metrics.snapshot(), backend.ring_state(), opt.plan,
+                        tokens_per_s);
+  }
+
+  // The /cluster page's live feed: a snapshot now, then one a second until the client leaves.
+  void cluster_events(HttpExchange& ex) {
+    if (cluster_viewers.fetch_add(1) >= kMaxClusterViewers) {
+      --cluster_viewers;
+      throw ApiError(429, fmt::format("{} cluster views are open; close one", kMaxClusterViewers),
+                     "rate_limit_error", {}, "too_many_viewers");
+    }
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { --n; }
+    } leave{cluster_viewers};
+    if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, ":\n\n")) {
+      return;
+    }
+    using clock = std::chrono::steady_clock;
+    uint64_t tokens = metrics.snapshot().generated_tokens;
+    auto at = clock::now();
+    double rate = 0;
+    while (!stopping) {
+      if (!ex.write("data: " + dump(cluster_snapshot(rate)) + "\n\n")) return;
+      for (int i = 0; i < 10 && !stopping; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (ex.client_gone()) return;
+      const uint64_t now_tokens = metrics.snapshot().generated_tokens;
+      const auto now = clock::now();
+      rate = static_cast<double>(now_tokens - tokens) /
+             std::max(1e-3, std::chrono::duration<double>(now - at).count());
+      tokens = now_tokens;
+      at = now;
+    }
+    ex.end_stream();
+  }
+
   // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
   void health(HttpExchange& ex) {
     const RingState st = backend.ring_state();
@@ -649,10 +736,39 @@ struct Server::Impl {
     send_json(ex, 200, {{"id", id}, {"cancelled", true}});
   }
 
-  void handle(HttpExchange& ex) {
-    const HttpRequest& req = ex.request();
+  void handle(HttpExchange& raw) {
+    const HttpRequest& req = raw.request();
+    // Browsers say where a request's page came from; pages of other origins get nothing
+    // unless --cors lets them in.
+    const std::string* origin = req.header("origin");
+    HttpHeaders cors;
+    switch (check_origin(origin, req.header("host"), opt.cors_origins)) {
+      case OriginCheck::kRefused:
+        return send_error(
+            raw, ApiError(403,
+                          fmt::format("a request from a page of '{}' is refused; allow that "
+                                      "origin with --cors",
+                                      origin->substr(0, 128)),
+                          "invalid_request_error", {}, "cross_origin_refused"));
+      case OriginCheck::kAllowed:
+        cors = {{"Access-Control-Allow-Origin", *origin}, {"Vary", "Origin"}};
+        if (req.method == "OPTIONS") {  // preflight
+          HttpHeaders h = cors;
+          h.insert(h.end(), {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                             {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                             {"Access-Control-Max-Age", "600"}});
+          return raw.respond(204, "text/plain", "", h);
+        }
+        break;
+      case OriginCheck::kNone:
+      case OriginCheck::kSame:
+        break;
+    }
+    HeaderedExchange ex(raw, std::move(cors));
+    WebPage page;
+    const bool is_page = find_web_page(req.path, page);
     try {
-      if (!opt.api_key.empty() && req.path != "/health") {
+      if (!opt.api_key.empty() && req.path != "/health" && !is_page) {
         const std::string* auth = req.header("authorization");
         if (!auth || !same_secret(*auth, "Bearer " + opt.api_key)) {
           throw ApiError(401, "missing or wrong API key (send 'Authorization: Bearer KEY')",
@@ -689,6 +805,16 @@ struct Server::Impl {
       if (req.path == "/tokenize") return tokenize(ex);
       if (req.path == "/detokenize") return detokenize(ex);
       return cancel(ex);
+    }
+    WebPage page;
+    if (find_web_page(req.path, page)) {
+      if (!get) return wrong_method("GET");
+      return ex.respond(200, page.content_type, page.body, kPageHeaders);
+    }
+    if (req.path == "/v1/cluster" || req.path == "/v1/cluster/events") {
+      if (!get) return wrong_method("GET");
+      if (req.path == "/v1/cluster") return send_json(ex, 200, cluster_snapshot(0));
+      return cluster_events(ex);
     }
     if (req.path == "/v1/models" || req.path == "/health" || req.path == "/metrics") {
       if (!get) return wrong_method("GET");
@@ -733,6 +859,7 @@ void Server::run() {
 }
 
 void Server::stop() {
+  impl_->stopping = true;
   impl_->scheduler.cancel_all();
   impl_->listener.stop();
 }

@@ -12,6 +12,7 @@
 
 #include "hearth/serve/backend.h"
 #include "hearth/serve/scheduler.h"
+#include "hearth/serve/web_api.h"
 #include "hearth/text/tokenizer.h"
 
 namespace hearth::serve {
@@ -25,6 +26,8 @@ struct ServerOptions {
   int read_timeout_s = 15;          // a request must arrive whole this long after its first byte
   int write_timeout_s = 30;         // a client that reads nothing for this long is dropped
   size_t max_connections = 512;     // open at once; past it the longest-waiting one is dropped
+  std::vector<std::string> cors_origins;  // other origins whose pages may call the API (--cors)
+  PlanFacts plan;                         // what the plan predicted, for the /cluster page
   SchedulerOptions scheduler;
 };
 

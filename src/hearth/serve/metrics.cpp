@@ -65,6 +65,7 @@ void Metrics::ttft(double seconds) {
 void Metrics::tpot(double seconds) {
   std::lock_guard lock(mu_);
   tpot_.observe(seconds);
+  last_tpot_s_ = seconds;
 }
 void Metrics::set_queue(int64_t waiting, int64_t active) {
   std::lock_guard lock(mu_);
@@ -75,6 +76,11 @@ void Metrics::set_queue(int64_t waiting, int64_t active) {
 void Metrics::set_devices(std::vector<DevicePressure> devices) {
   std::lock_guard lock(mu_);
   devices_ = std::move(devices);
+}
+
+MetricsSnapshot Metrics::snapshot() const {
+  std::lock_guard lock(mu_);
+  return {generated_tokens_, waiting_, active_, last_tpot_s_, devices_};
 }
 
 namespace {

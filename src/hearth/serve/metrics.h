@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hearth::serve {
@@ -31,6 +32,19 @@ struct DevicePressure {
   double pressure = 0;      // recent: mean over the steps since the previous sample
   double pressure_max = 0;  // highest seen
   uint64_t steps = 0;       // token steps measured on the device
+  // For the cluster page (a ring's devices): where the device is, its layer window per round
+  // ([begin, end)), and its means per token step since the previous sample.
+  std::string address;
+  std::vector<std::pair<int, int>> windows;
+  double compute_ms = 0, wait_ms = 0, disk_bytes = 0, reload_bytes = 0;
+};
+
+// What the cluster page shows, read at once.
+struct MetricsSnapshot {
+  uint64_t generated_tokens = 0;
+  int64_t waiting = 0, active = 0;
+  double last_tpot_s = 0;  // mean time per output token of the last request that finished
+  std::vector<DevicePressure> devices;
 };
 
 class Metrics {
@@ -49,12 +63,14 @@ class Metrics {
   void batch(int64_t sequences, int64_t rows);
 
   std::string render() const;
+  MetricsSnapshot snapshot() const;
 
  private:
   mutable std::mutex mu_;
   uint64_t requests_ = 0, rejected_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
   std::vector<std::pair<std::string, uint64_t>> finished_;  // finish reason -> count
   Histogram ttft_, tpot_;
+  double last_tpot_s_ = 0;
   int64_t waiting_ = 0, active_ = 0;
   std::vector<DevicePressure> devices_;
   uint64_t passes_ = 0, pass_sequences_ = 0, pass_rows_ = 0;
