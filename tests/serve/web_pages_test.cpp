@@ -188,12 +188,14 @@ TEST(WebPages, ClusterFeedShowsEveryDeviceOfARingAndMoves) {
   EXPECT_EQ(last["devices"][2]["windows"], json::parse("[[3, 4]]")) << last;
   EXPECT_GT(last["tokens_generated"].get<int64_t>(),
             snaps.front()["tokens_generated"].get<int64_t>());
-  bool rate = false, steps = false;
+  bool rate = false, steps = false, tpot = false;
   for (const auto& s : snaps) {
     rate = rate || s["tokens_per_s"].get<double>() > 0;
+    tpot = tpot || (s["tpot_ms"].is_number() && s["tpot_ms"].get<double>() > 0);
     steps = steps || s["devices"][2]["steps"] != snaps.front()["devices"][2]["steps"];
   }
   EXPECT_TRUE(rate);
+  EXPECT_TRUE(tpot) << "no time per token while a request ran";
   EXPECT_TRUE(steps) << "the devices' step counts did not move";
   EXPECT_GT(last["devices"][1]["compute_ms"].get<double>(), 0) << last;
 }

@@ -90,6 +90,11 @@ json cluster_json(const std::string& model, const MetricsSnapshot& m, const Ring
                        {"reload_mb", ring.ring ? json(p.reload_bytes / 1e6) : json(nullptr)},
                        {"link_rtt_ms", rtt}});
   }
+  // While requests run, each of the `active` sequences gets one token per step: a stream's time
+  // per token is active / rate. Between requests, the last one's mean.
+  const double tpot_ms = m.active > 0 && tokens_per_s > 0
+                             ? 1e3 * static_cast<double>(m.active) / tokens_per_s
+                             : m.last_tpot_s * 1e3;
   return {{"model", model},
           {"ring", ring.ring},
           {"devices_at_start", ring.devices_at_start},
@@ -98,7 +103,7 @@ json cluster_json(const std::string& model, const MetricsSnapshot& m, const Ring
           {"lost", ring.lost},
           {"rounds", plan.rounds > 0 ? json(plan.rounds) : json(nullptr)},
           {"predicted_tpot_ms", or_null(plan.predicted_tpot_ms)},
-          {"tpot_ms", or_null(m.last_tpot_s * 1e3)},
+          {"tpot_ms", or_null(tpot_ms)},
           {"tokens_per_s", tokens_per_s},
           {"tokens_generated", m.generated_tokens},
           {"active", m.active},

@@ -40,7 +40,8 @@ struct PlanFacts {
 
 // The /cluster page's data: the devices in ring order with their windows, memory pressure and
 // per-token times (the numbers /metrics reports), the ring's losses and rejoins, requests and
-// token rates. `tokens_per_s` comes from the caller (it needs two snapshots).
+// token rates. `tokens_per_s` comes from the caller (it needs two snapshots); the TPOT shown
+// is active / tokens_per_s while requests run, else the last request's.
 nlohmann::json cluster_json(const std::string& model, const MetricsSnapshot& m,
                             const RingState& ring, const PlanFacts& plan, double tokens_per_s);
 

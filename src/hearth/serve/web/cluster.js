@@ -35,7 +35,7 @@ function drawCards(s) {
     card("TPOT predicted ms", fmt(s.predicted_tpot_ms)),
     card("tokens/s now", fmt(s.tokens_per_s)),
     card("requests active / waiting", `${s.active} / ${s.queued}`),
-    card("recoveries", s.recoveries ?? 0),
+    card("recoveries / rejoins", `${s.recoveries ?? 0} / ${s.rejoins ?? 0}`),
     card("tokens generated", s.tokens_generated));
 }
 
@@ -94,7 +94,7 @@ function drawTable(s) {
     const cells = [String(i), d.name + (d.address && d.address !== "head" && d.address !== d.name
                                             ? ` (${d.address})` : ""),
                    windows(d), null, fmt(d.compute_ms), fmt(d.wait_ms), fmt(d.disk_mb),
-                   fmt(d.reload_mb), String(d.steps)];
+                   fmt(d.reload_mb), fmt(d.link_rtt_ms, 2), String(d.steps)];
     cells.forEach((c, j) => {
       const td = document.createElement("td");
       if (j === 3) {
