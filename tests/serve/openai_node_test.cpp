@@ -29,10 +29,11 @@ std::pair<int, std::string> run(const std::string& cmd) {
 // tests/node with the SDK installed (on first run).
 std::string sdk_dir() {
   const std::string dir = std::string(HEARTH_SOURCE_DIR) + "/tests/node";
-  if (!fs::exists(dir + "/node_modules/openai/package.json")) {
-    const auto [rc, out] = run("npm install --prefix '" + dir + "' --no-audit --no-fund");
-    EXPECT_EQ(rc, 0) << "npm install failed:\n" << out;
-  }
+  // Tests run in parallel: one installs while the others wait on the lock.
+  const auto [rc, out] = run("flock '" + dir + "/package.json' sh -c \"test -f '" + dir +
+                             "/node_modules/openai/package.json' || npm install --prefix '" + dir +
+                             "' --no-audit --no-fund\"");
+  EXPECT_EQ(rc, 0) << "npm install failed:\n" << out;
   return dir;
 }
 

@@ -29,10 +29,11 @@ std::pair<int, std::string> shell(const std::string& cmd) {
 // tests/web with puppeteer-core installed from its lockfile (on first run).
 std::string web_dir() {
   const std::string dir = std::string(HEARTH_SOURCE_DIR) + "/tests/web";
-  if (!fs::exists(dir + "/node_modules/puppeteer-core/package.json")) {
-    const auto [rc, out] = shell("npm ci --prefix '" + dir + "' --no-audit --no-fund");
-    EXPECT_EQ(rc, 0) << "npm ci failed:\n" << out;
-  }
+  // Tests run in parallel: one installs while the others wait on the lock.
+  const auto [rc, out] = shell("flock '" + dir + "/package.json' sh -c \"test -f '" + dir +
+                               "/node_modules/puppeteer-core/package.json' || npm ci --prefix '" +
+                               dir + "' --no-audit --no-fund\"");
+  EXPECT_EQ(rc, 0) << "npm ci failed:\n" << out;
   return dir;
 }
 
