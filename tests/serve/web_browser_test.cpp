@@ -10,20 +10,16 @@
 #include <string>
 
 #include "serve/serve_process.h"
+#include "support/subprocess.h"
 #include "support/worker_process.h"
 
 namespace hearth::serve::testing {
 namespace {
 
+// A shell command's exit status and merged output.
 std::pair<int, std::string> shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  const auto r = hearth::testing::run_command(cmd + " 2>&1");
+  return {r.exit_code, r.out};
 }
 
 // tests/web with puppeteer-core installed from its lockfile (on first run).

@@ -10,9 +10,39 @@ const Hearth = (() => {
     return sessionStorage.getItem(KEY) || localStorage.getItem(KEY) || "";
   }
 
+  // The key dialog, made on first use (both pages share it).
+  function keyDialog() {
+    let dialog = document.getElementById("key-dialog");
+    if (dialog) return dialog;
+    dialog = document.createElement("dialog");
+    dialog.id = "key-dialog";
+    const form = document.createElement("form");
+    form.method = "dialog";
+    const title = document.createElement("strong");
+    title.textContent = "API key";
+    const why = document.createElement("span");
+    why.className = "why";
+    const input = document.createElement("input");
+    input.type = "password";
+    input.autocomplete = "current-password";
+    input.placeholder = "key";
+    const remember = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    remember.append(box, " remember in this browser");
+    const ok = document.createElement("button");
+    ok.className = "primary";
+    ok.type = "submit";
+    ok.textContent = "OK";
+    form.append(title, why, input, remember, ok);
+    dialog.append(form);
+    document.body.append(dialog);
+    return dialog;
+  }
+
   // Shows the key dialog; resolves once a key is entered.
   function askKey(message) {
-    const dialog = document.getElementById("key-dialog");
+    const dialog = keyDialog();
     const input = dialog.querySelector("input[type=password]");
     const remember = dialog.querySelector("input[type=checkbox]");
     dialog.querySelector(".why").textContent = message;
