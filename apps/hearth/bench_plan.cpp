@@ -1,14 +1,18 @@
-// `hearth bench plan`: Halda's solve time for rings of 4-32 devices at L = 80 (the paper
-// reports 10-12 ms with HiGHS), and the plans with predicted TPOT and Halda's solve time for
-// Llama-3-70B on the paper testbeds, next to MemSched and PerfSched through the same cost
-// model; under each cost model (overlap and paper, or the one --cost-model names).
+// `hearth bench plan`: Halda's solve time on generated fleets of 4-64 devices at L = 80 (the
+// paper reports 10-12 ms with HiGHS), whether more devices ever predict a slower token, and
+// the plans with predicted TPOT and Halda's solve time for Llama-3-70B on the paper testbeds,
+// next to MemSched and PerfSched through the same cost model; under each cost model (overlap
+// and paper, or the one --cost-model names). Exit status 1 when more devices predicted worse.
 #include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <thread>
 
 #include "bench_registry.h"
 #include "hearth/plan/baselines.h"
+#include "hearth/plan/fleet.h"
 #include "hearth/plan/halda.h"
 #include "hearth/profile/model_profile.h"
 
@@ -31,16 +35,49 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Halda on generated fleets (the paper's Table 3 devices, each figure jittered by +-30%) of
+// 4-64 devices: solve time per size over `seeds` fleets (`reps` solves each, median), and
+// whether a larger fleet of a seed, which holds the smaller one, ever predicts a slower token.
+struct FleetRow {
+  size_t devices = 0;
+  std::vector<double> solve_ms;  // one per seed: the median of its reps
+  std::vector<double> tpot_ms;   // one per seed
+  uint32_t ilps = 0;             // of the last seed
+  uint32_t knapsacks = 0;        // of the last seed
+  size_t members = 0;            // of the last seed
+};
+
+nlohmann::json fleet_json(const FleetRow& r) {
+  auto sorted = r.solve_ms;
+  std::sort(sorted.begin(), sorted.end());
+  return {{"devices", r.devices},
+          {"seeds", r.solve_ms.size()},
+          {"median_solve_ms", sorted[sorted.size() / 2]},
+          {"max_solve_ms", sorted.back()},
+          {"median_tpot_ms", median(r.tpot_ms)}};
+}
+
 int run_bench_plan(const Args& args) {
   CLI::App app{"Halda solve time and testbed plans", "bench plan"};
   std::string testbeds = "bench/testbeds";  // relative to the source tree, where benches run
-  int reps = 5;
+  int reps = 3;
+  int seeds = 20;
+  int monotonic_seeds = 200;
   std::string which = "both";
+  bool json = false;
   app.add_option("--testbeds", testbeds,
                  "directory with the paper-*.json testbeds (default: run from the source tree)");
-  app.add_option("--reps", reps, "solves per ring size and testbed (median reported)");
+  app.add_option("--reps", reps, "solves per fleet and testbed (median reported)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--seeds", seeds, "generated fleets per size for the solve times")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--monotonic-seeds", monotonic_seeds,
+                 "seeds whose nested fleets (4 in 8 in ... in 64) are checked: more devices never "
+                 "predict a slower token (0: skip)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--cost-model", which, "overlap | paper | both")
       ->check(CLI::IsMember({"overlap", "paper", "both"}));
+  app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   if (auto code = parse(app, args)) return *code;
   std::vector<plan::CostModel> models;
   if (which != "paper") models.push_back(plan::CostModel::kOverlap);
@@ -51,51 +88,86 @@ int run_bench_plan(const Args& args) {
   const auto model = profile::profile_preset("llama3-70b", 1.0, "q4_k_m");
   fmt::print("model: {} ({:.1f} GiB of weights, L = {})\n\n", model.name,
              model.total_weight_bytes() / (1024.0 * 1024 * 1024), model.n_layers);
+  const auto table3 = profile::load_devices_file(testbeds + "/paper-table3.json").devices;
+  constexpr size_t kSizes[] = {4, 8, 16, 32, 64};
+  nlohmann::json out{{"model", model.name}, {"L", model.n_layers}, {"cost_models", {}}};
+  int failures = 0;
 
   for (plan::CostModel cm : models) {
-    // Rings of 4-32 devices: Table 11's ten devices, repeated with new names.
-    const auto base = profile::load_devices_file(testbeds + "/paper-table11.json").devices;
-    fmt::print("== cost model {} ==\n", plan::cost_model_name(cm));
-    fmt::print("solve time, L = 80, Table 11 devices repeated ({} runs, median)\n", reps);
-    fmt::print("{:>8} {:>14} {:>8} {:>6} {:>16} {:>8} {:>6} {:>12}\n", "devices", "halda_ms",
-               "ilps", "iters", "algorithm1_ms", "ilps", "iters", "tpot_ms");
-    for (size_t M : {4, 8, 16, 32}) {
+    nlohmann::json jm{{"cost_model", plan::cost_model_name(cm)}};
+    auto problem = [&](std::vector<profile::DeviceProfile> devices) {
       plan::Problem p;
       p.model = model;
       p.options.model = cm;
-      for (size_t i = 0; i < M; ++i) {
-        auto d = base[i % base.size()];
-        if (i >= base.size()) d.name += "." + std::to_string(i / base.size());
-        d.head = i == 0;
-        p.devices.push_back(d);
-      }
-      plan::HaldaOptions alg1;
-      alg1.refine = false;
-      alg1.select_devices = false;
-      std::vector<double> full_ms, alg1_ms;
-      plan::Plan full, only;
-      for (int r = 0; r < reps; ++r) {
-        full = plan::halda(p);
-        only = plan::halda(p, alg1);
-        full_ms.push_back(full.solve_ms);
-        alg1_ms.push_back(only.solve_ms);
-      }
-      fmt::print("{:>8} {:>14.1f} {:>8} {:>6} {:>16.1f} {:>8} {:>6} {:>12.1f}\n", M,
-                 median(full_ms), full.ilps, full.iterations, median(alg1_ms), only.ilps,
-                 only.iterations, full.predicted_tpot_ms);
-    }
+      p.devices = std::move(devices);
+      return p;
+    };
+    fmt::print("== cost model {} ==\n", plan::cost_model_name(cm));
     fmt::print(
-        "(halda = {} + device selection; algorithm1 = the paper's loop alone on all devices{})\n\n",
-        cm == plan::CostModel::kPaper ? "Algorithm 1 + exact set refinement" : "one MILP per k",
-        cm == plan::CostModel::kPaper ? "" : ", the same MILP here");
+        "solve time, generated fleets (paper Table 3 devices, +-30% jitter), {} seeds x {} reps\n",
+        seeds, reps);
+    fmt::print("{:>8} {:>16} {:>13} {:>6} {:>10} {:>8} {:>15}\n", "devices", "median_solve_ms",
+               "max_solve_ms", "ilps", "knapsacks", "members", "median_tpot_ms");
+    for (size_t M : kSizes) {
+      FleetRow row;
+      row.devices = M;
+      for (int s = 0; s < seeds; ++s) {
+        const auto p = problem(plan::jittered_fleet(table3, M, static_cast<uint64_t>(s)));
+        std::vector<double> ms;
+        plan::Plan h;
+        for (int r = 0; r < reps; ++r) {
+          h = plan::halda(p);
+          ms.push_back(h.solve_ms);
+        }
+        row.solve_ms.push_back(median(ms));
+        row.tpot_ms.push_back(h.feasible ? h.predicted_tpot_ms : 0.0);
+        row.ilps = h.ilps;
+        row.knapsacks = h.knapsacks;
+        row.members = 0;
+        for (const auto& d : h.devices) row.members += d.dropped ? 0 : 1;
+      }
+      const auto j = fleet_json(row);
+      fmt::print("{:>8} {:>16.1f} {:>13.1f} {:>6} {:>10} {:>8} {:>15.1f}\n", M,
+                 j["median_solve_ms"].get<double>(), j["max_solve_ms"].get<double>(), row.ilps,
+                 row.knapsacks, row.members, j["median_tpot_ms"].get<double>());
+      jm["fleets"].push_back(j);
+    }
+
+    if (monotonic_seeds > 0) {
+      // A fleet of seed s holds the smaller fleets of seed s as its first devices.
+      int worse = 0, checked = 0;
+      for (int s = 0; s < monotonic_seeds; ++s) {
+        double prev = 0;
+        size_t prev_m = 0;
+        for (size_t M : kSizes) {
+          const auto h = plan::halda(problem(plan::jittered_fleet(table3, M, 1000 + s)));
+          if (!h.feasible) continue;
+          if (prev > 0) {
+            ++checked;
+            if (h.predicted_tpot_ms > prev * (1 + 1e-9)) {
+              ++worse;
+              if (worse <= 5) {
+                fmt::print("  seed {}: {} devices predict {:.2f} ms, their first {} {:.2f} ms\n",
+                           1000 + s, M, h.predicted_tpot_ms, prev_m, prev);
+              }
+            }
+          }
+          prev = h.predicted_tpot_ms;
+          prev_m = M;
+        }
+      }
+      fmt::print(
+          "monotonicity: {} seeds, {} superset/subset pairs, {} where more devices are slower\n",
+          monotonic_seeds, checked, worse);
+      jm["monotonic"] = {{"seeds", monotonic_seeds}, {"pairs", checked}, {"worse", worse}};
+      failures += worse;
+    }
+    fmt::print("\n");
 
     fmt::print("Llama-3-70B Q4_K_M plans, predicted TPOT (ms), ctx 4096; split = device:w/n\n");
     for (const char* file : {"paper-table3-d1-d4.json", "paper-table3.json", "paper-table11.json",
                              "paper-a4.json", "paper-a10.json", "paper-a14.json"}) {
-      plan::Problem p;
-      p.model = model;
-      p.options.model = cm;
-      p.devices = profile::load_devices_file(testbeds + "/" + file).devices;
+      const auto p = problem(profile::load_devices_file(testbeds + "/" + file).devices);
       std::vector<double> solve_ms;
       plan::Plan h;
       for (int r = 0; r < reps; ++r) {
@@ -103,17 +175,24 @@ int run_bench_plan(const Args& args) {
         solve_ms.push_back(h.solve_ms);
       }
       fmt::print("{}: halda solved in {:.1f} ms (median of {})\n", file, median(solve_ms), reps);
+      jm["testbeds"].push_back({{"file", file},
+                                {"median_solve_ms", median(solve_ms)},
+                                {"tpot_ms", h.predicted_tpot_ms},
+                                {"k", h.k}});
       for (const auto& pl : {h, plan::memsched(p), plan::perfsched(p)}) {
         fmt::print("  {:<10} tpot {:>9.1f}  k={:<2} {}{}\n", pl.scheduler, pl.predicted_tpot_ms,
                    pl.k, split_text(pl), pl.feasible ? "" : "  [infeasible: " + pl.reason + "]");
       }
     }
     fmt::print("\n");
+    out["cost_models"].push_back(jm);
   }
-  return 0;
+  if (json) fmt::print("{}\n", out.dump());
+  return failures == 0 ? 0 : 1;
 }
 
-HEARTH_BENCH("plan", "Halda solve time (4-32 devices) and testbed plans vs MemSched/PerfSched",
+HEARTH_BENCH("plan",
+             "Halda solve time (4-64 devices), monotonicity, testbed plans vs MemSched/PerfSched",
              run_bench_plan);
 
 }  // namespace

@@ -67,30 +67,6 @@ TEST(Halda, EqualsExhaustiveOptimumOnRandomRings) {
   EXPECT_GT(t.feasible, 300);
 }
 
-// With device selection, the optimum may leave devices out; Halda's selection rule (drop
-// w <= 1, keep if faster) is a heuristic, so it must never beat the optimum and is compared.
-TEST(Halda, SelectionNeverBeatsTheOptimumWithDrops) {
-  for (CostModel cm : kModels) {
-    std::mt19937_64 rng(7);
-    int equal = 0, n = 0;
-    for (int i = 0; i < 120; ++i) {
-      auto p = random_problem(rng, std::array<uint32_t, 3>{4, 6, 8}[i % 3], 2 + i % 3, cm);
-      ExhaustiveOptions eo;
-      eo.allow_drop = true;
-      const auto opt = exhaustive(p, eo);
-      const auto h = halda(p);
-      ASSERT_EQ(h.feasible, opt.feasible) << "instance " << i << ": " << h.reason;
-      if (!h.feasible) continue;
-      ++n;
-      EXPECT_GE(h.predicted_tpot_ms, opt.predicted_tpot_ms * (1 - 1e-9));
-      equal +=
-          std::abs(h.predicted_tpot_ms - opt.predicted_tpot_ms) <= opt.predicted_tpot_ms * 1e-9;
-    }
-    std::printf("%s model, with device selection: Halda = optimum over all subsets on %d of %d\n",
-                std::string(cost_model_name(cm)).c_str(), equal, n);
-  }
-}
-
 Problem testbed(const std::string& file, std::string_view preset, CostModel cm) {
   Problem p;
   p.options.model = cm;

@@ -6,6 +6,7 @@
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 #include "hearth/plan/ilp.h"
+#include "hearth/plan/knapsack_search.h"
 #include "hearth/plan/limits.h"
 
 namespace hearth::plan {
@@ -67,15 +68,19 @@ struct Candidate {
 
 class Solver {
  public:
-  Solver(const Problem& p, const std::vector<bool>& active, uint32_t rounds, HaldaStats* stats)
-      : p_(p), active_(active), stats_(stats) {
+  // select: the overlap MILP decides which workers take part (solve_overlap_k).
+  Solver(const Problem& p, const std::vector<bool>& active, uint32_t rounds, HaldaStats* stats,
+         bool select = false)
+      : p_(p), active_(active), stats_(stats), select_(select) {
     for (size_t m = 0; m < active.size(); ++m) {
       if (active[m]) idx_.push_back(m);
     }
     // Under the overlap model the head may run no layers, so W >= members - 1 suffices.
     const bool overlap = p.options.model == CostModel::kOverlap;
-    ks_ = valid_rounds(p.model.n_layers,
-                       overlap ? std::max<size_t>(1, idx_.size() - 1) : idx_.size());
+    // With selection, any k leaving one layer per round will do: members are bounded by W.
+    ks_ = valid_rounds(p.model.n_layers, select_   ? 1
+                                         : overlap ? std::max<size_t>(1, idx_.size() - 1)
+                                                   : idx_.size());
     if (rounds != 0) std::erase_if(ks_, [&](uint32_t k) { return k != rounds; });
   }
 
@@ -165,39 +170,62 @@ class Solver {
   // predict() over all assignments at this k. Plain mmap (streaming off): z = 1 -> e = A / s.
   // Metal devices keep the paper's all-or-nothing reload, with the refinement's binary. Bytes
   // are in GiB so every row is of order one.
+  //
+  // Device selection (select_): each worker has a binary y, "in the ring", with y <= w <= W y,
+  // and every constant of its rows (the cost of taking part at all: fixed compute, its hops,
+  // its memory at zero layers) is written as a coefficient of y, so y = 0 removes the device
+  // from the ring exactly as predict() does for w = 0. At least one worker takes part (the
+  // head alone is solved apart). A solution of a subset is a solution here, so more devices
+  // never predict a slower token.
   std::optional<Candidate> solve_overlap_k(uint32_t k) {
     const uint32_t W = p_.model.n_layers / k;
     const bool ring = idx_.size() > 1;
     const double hops = ring ? k : 0.0;
-    // Workers always hold layers here, so with two or more of them a head without layers
-    // makes one hop per token (predict(): head_wraps), with layers one per round.
-    const bool head_wraps = idx_.size() >= 3 && k > 1;
     Ilp ilp;
     ilp.scale = false;
     const int tv = ilp.add_var(1.0, 0, kInf, false);
     IlpRow sum_w{{}, double(W), double(W)};
     IlpRow total{{{tv, -1.0}}, -kInf, 0.0};  // sum of device times - t <= 0
+    IlpRow workers{{}, 1.0, kInf};           // select_: sum of y >= 1
     std::vector<std::pair<int, int>> vars;
+    int head_u = -1;  // the head's [w >= 1] binary, when it has one
     for (size_t m : idx_) {
       const bool gpu = p_.devices[m].has_gpu();
       const bool head = m == 0;
+      const bool optional = select_ && !head;
       auto at = [&](double w, double n, double windows) {
         return overlap_terms(p_, m, k * w, k * n, windows, hops);
       };
       const auto o00 = at(0, 0, k), o10 = at(1, 0, k), o11 = gpu ? at(1, 1, k) : o10;
-      const int wv = ilp.add_var(0, head && ring ? 0 : 1, W, true);
+      const int wv = ilp.add_var(0, head && ring ? 0 : (optional ? 0 : 1), W, true);
       const int nv = ilp.add_var(0, 0, std::min<double>(W, gpu_window_cap(p_, m, k)), true);
       vars.emplace_back(wv, nv);
       sum_w.coefs.emplace_back(wv, 1.0);
       ilp.rows.push_back({{{nv, 1.0}, {wv, -1.0}}, -kInf, 0.0});
+      const int yv = optional ? ilp.add_var(0, 0, 1, true) : -1;
+      if (optional) {
+        ilp.rows.push_back({{{wv, 1.0}, {yv, -double(W)}}, -kInf, 0.0});  // w <= W y
+        ilp.rows.push_back({{{wv, 1.0}, {yv, -1.0}}, 0.0, kInf});         // w >= y
+        workers.coefs.emplace_back(yv, 1.0);
+      }
+      // A row's constant term: paid by a device of the ring, on y for an optional one.
+      auto constant = [yv](IlpRow& row, double c) {
+        if (yv >= 0) {
+          row.coefs.emplace_back(yv, c);
+        } else {
+          row.lo -= c;
+          row.hi -= c;
+        }
+      };
       const Lin pinned{o10.paper.pinned_need - o00.paper.pinned_need,
                        o11.paper.pinned_need - o10.paper.pinned_need, o00.paper.pinned_need};
-      ilp.rows.push_back({{{wv, pinned.w / kGiB}, {nv, pinned.n / kGiB}},
-                          -kInf,
-                          (o00.paper.pinned_cap - pinned.c) / kGiB});
+      IlpRow pinned_row{
+          {{wv, pinned.w / kGiB}, {nv, pinned.n / kGiB}}, -kInf, o00.paper.pinned_cap / kGiB};
+      constant(pinned_row, pinned.c / kGiB);
+      ilp.rows.push_back(pinned_row);
 
       if (p_.devices[m].gpu.kind == profile::GpuKind::kMetal) {
-        add_metal(ilp, total, m, k, W, ring, wv, nv);
+        add_metal(ilp, total, m, k, W, ring, wv, nv, yv);
         continue;
       }
       // T(w, n) as coefficients plus a constant. A head without layers pays no per-window
@@ -206,27 +234,32 @@ class Solver {
                                                {nv, o11.busy_s - o10.busy_s}};
       double busy_c = o00.busy_s;
       double comm = o00.paper.comm_s;
-      std::vector<std::pair<int, double>> comm_vars;  // comm paid only when a binary is 1
+      std::vector<std::pair<int, double>> comm_vars;  // comm that depends on a binary
       if (head && ring) {
         const double per_window = o00.busy_s - at(0, 0, 0).busy_s;
+        // A head without layers ahead of two or more workers hops once per token, not once per
+        // round (predict(): head_wraps): binary v = [w = 0 and two or more workers].
+        const bool may_wrap = k > 1 && (select_ || idx_.size() >= 3);
         const double wrap_saving =
-            head_wraps ? comm - overlap_terms(p_, m, 0, 0, k, 1.0).paper.comm_s : 0.0;
+            may_wrap ? comm - overlap_terms(p_, m, 0, 0, k, 1.0).paper.comm_s : 0.0;
         if (per_window > 0 || wrap_saving > 0) {
-          const int uv = ilp.add_var(0, 0, 1, true);
-          ilp.rows.push_back({{{wv, 1.0}, {uv, -double(W)}}, -kInf, 0.0});
+          head_u = ilp.add_var(0, 0, 1, true);
+          ilp.rows.push_back({{{wv, 1.0}, {head_u, -double(W)}}, -kInf, 0.0});
           if (per_window > 0) {
-            busy.emplace_back(uv, per_window);
+            busy.emplace_back(head_u, per_window);
             busy_c -= per_window;
           }
-          if (wrap_saving > 0) {
-            comm_vars.emplace_back(uv, wrap_saving);
-            comm -= wrap_saving;
-          }
+        }
+        if (wrap_saving > 0) {
+          const int vv = ilp.add_var(0, 0, 1, true);
+          ilp.rows.push_back({{{vv, 1.0}, {head_u, 1.0}}, -kInf, 1.0});  // v <= 1 - u
+          if (select_) workers.coefs.emplace_back(vv, -1.0);             // v <= sum y - 1
+          comm_vars.emplace_back(vv, -wrap_saving);
         }
       }
       for (const auto& [v, c] : busy) total.coefs.emplace_back(v, c);
       for (const auto& [v, c] : comm_vars) total.coefs.emplace_back(v, c);
-      total.hi -= busy_c + comm;
+      constant(total, busy_c + comm);
 
       // E(w, n) = A - cap and cap(w, n), in GiB.
       const Lin assigned{(o10.assigned_bytes - o00.assigned_bytes) / kGiB,
@@ -237,13 +270,15 @@ class Solver {
       const Lin excess{assigned.w - cap.w, assigned.n - cap.n, assigned.c - cap.c};
       const double excess_max =
           std::max(0.0, excess.w * W + std::max(0.0, excess.n) * W + excess.c);
-      IlpRow fits{{{wv, excess.w}, {nv, excess.n}}, -kInf, -kMargin - excess.c};
+      IlpRow fits{{{wv, excess.w}, {nv, excess.n}}, -kInf, 0.0};  // E + margin <= big z
+      constant(fits, excess.c + kMargin);
       if (o00.paper.slow_disk) {  // may not read weights per token: must fit
         ilp.rows.push_back(fits);
         continue;
       }
       const int zv = ilp.add_var(0, 0, 1, true);
-      fits.coefs.emplace_back(zv, -(excess_max + 2 * kMargin));  // E <= -margin + big * z
+      if (optional) ilp.rows.push_back({{{zv, 1.0}, {yv, -1.0}}, -kInf, 0.0});  // z <= y
+      fits.coefs.emplace_back(zv, -(excess_max + 2 * kMargin));
       ilp.rows.push_back(fits);
       const int ev = ilp.add_var(0, 0, kInf, false);
       total.coefs.emplace_back(ev, 1.0);
@@ -252,10 +287,10 @@ class Solver {
         const double s = disk_read_bps(p_.devices[m]) / kGiB;
         const double a_max =
             std::max(0.0, assigned.w * W + std::max(0.0, assigned.n) * W + assigned.c);
-        ilp.rows.push_back(
-            {{{ev, 1.0}, {wv, -assigned.w / s}, {nv, -assigned.n / s}, {zv, -a_max / s}},
-             (assigned.c - a_max) / s,
-             kInf});
+        IlpRow reads{
+            {{ev, 1.0}, {wv, -assigned.w / s}, {nv, -assigned.n / s}, {zv, -a_max / s}}, 0.0, kInf};
+        constant(reads, (a_max - assigned.c) / s);
+        ilp.rows.push_back(reads);
         continue;
       }
       const double s = p_.devices[m].disk_seq_read_bps / kGiB;  // GiB/s
@@ -264,16 +299,21 @@ class Solver {
       const int cv = ilp.add_var(0, 0, c_big, false);
       const int xv = ilp.add_var(0, 0, excess_max + c_big, false);
       const int hv = ilp.add_var(0, 0, kInf, false);
-      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_min}}, 0.0, kInf});                   // C >= C_min z
-      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_big}}, -kInf, 0.0});                  // C <= big z
-      ilp.rows.push_back({{{cv, 1.0}, {wv, -cap.w}, {nv, -cap.n}}, -kInf, cap.c});  // C <= cap
-      add_buffer_share(ilp, cv, wv, nv, W, c_min, c_big, o00, o10, o11);
-      ilp.rows.push_back(
-          {{{xv, 1.0}, {cv, -1.0}, {wv, -excess.w}, {nv, -excess.n}}, excess.c, kInf});
+      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_min}}, 0.0, kInf});              // C >= C_min z
+      ilp.rows.push_back({{{cv, 1.0}, {zv, -c_big}}, -kInf, 0.0});             // C <= big z
+      IlpRow within_cap{{{cv, 1.0}, {wv, -cap.w}, {nv, -cap.n}}, -kInf, 0.0};  // C <= cap
+      constant(within_cap, -cap.c);
+      ilp.rows.push_back(within_cap);
+      add_buffer_share(ilp, cv, wv, nv, W, c_min, c_big, o00, o10, o11, constant);
+      IlpRow read{{{xv, 1.0}, {cv, -1.0}, {wv, -excess.w}, {nv, -excess.n}}, 0.0, kInf};
+      constant(read, -excess.c);
+      ilp.rows.push_back(read);
       ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, 0.0});  // H <= k C
       ilp.rows.push_back({{{hv, 1.0}, {xv, -1.0}}, -kInf, 0.0});        // H <= X
-      IlpRow exposed{{{xv, 1.0}, {hv, -1.0}, {ev, -s}}, -kInf, s * busy_c};
-      IlpRow idle{{{hv, 1.0 / s}, {ev, 1.0}, {tv, -1.0}}, -kInf, -busy_c - comm};
+      IlpRow exposed{{{xv, 1.0}, {hv, -1.0}, {ev, -s}}, -kInf, 0.0};
+      constant(exposed, -s * busy_c);
+      IlpRow idle{{{hv, 1.0 / s}, {ev, 1.0}, {tv, -1.0}}, -kInf, 0.0};
+      constant(idle, busy_c + comm);
       for (const auto& [v, c] : busy) {
         exposed.coefs.emplace_back(v, -s * c);
         idle.coefs.emplace_back(v, c);
@@ -285,6 +325,7 @@ class Solver {
     }
     ilp.rows.push_back(sum_w);
     ilp.rows.push_back(total);
+    if (select_) ilp.rows.push_back(workers);
     if (stats_) ++stats_->ilps;
     const auto sol = solve_ilp(ilp);
     if (!sol.optimal) return std::nullopt;
@@ -294,38 +335,49 @@ class Solver {
   // C <= C_max(w, n) = max(C_min, share(w, n)), where the pressure target's share falls with
   // the KV cache of the device's layers (OverlapTerms::buffer_share_bytes). A maximum is not a
   // convex bound, so where the share can fall below C_min a binary b picks the side:
-  // C <= C_min + (big - C_min) b and C <= share + M (1 - b).
+  // C <= C_min + (big - C_min) b and C <= share + M (1 - b). `constant` adds a row's constant.
+  template <typename Constant>
   static void add_buffer_share(Ilp& ilp, int cv, int wv, int nv, uint32_t W, double c_min,
                                double c_big, const OverlapTerms& o00, const OverlapTerms& o10,
-                               const OverlapTerms& o11) {
+                               const OverlapTerms& o11, Constant constant) {
     const Lin share{(o10.buffer_share_bytes - o00.buffer_share_bytes) / kGiB,
                     (o11.buffer_share_bytes - o10.buffer_share_bytes) / kGiB,
                     o00.buffer_share_bytes / kGiB};
     const double low = share.c + std::min(0.0, share.w) * W + std::min(0.0, share.n) * W;
     if (low >= c_big) return;  // never below the constant bound
-    IlpRow row{{{cv, 1.0}, {wv, -share.w}, {nv, -share.n}}, -kInf, share.c};
+    IlpRow row{{{cv, 1.0}, {wv, -share.w}, {nv, -share.n}}, -kInf, 0.0};
     if (low >= c_min) {  // never below C_min: the share itself bounds C
+      constant(row, -share.c);
       ilp.rows.push_back(row);
       return;
     }
     const int bv = ilp.add_var(0, 0, 1, true);
-    ilp.rows.push_back({{{cv, 1.0}, {bv, -(c_big - c_min)}}, -kInf, c_min});
+    IlpRow low_side{{{cv, 1.0}, {bv, -(c_big - c_min)}}, -kInf, 0.0};
+    constant(low_side, -c_min);
+    ilp.rows.push_back(low_side);
     const double big = c_big - low;
     row.coefs.emplace_back(bv, big);
-    row.hi += big;
+    constant(row, -share.c - big);
     ilp.rows.push_back(row);
   }
 
   // A Metal device in the overlap MILP: the paper's terms and its all-or-nothing reload (as in
-  // the refinement), added to the TPOT row.
+  // the refinement), added to the TPOT row. yv: its "in the ring" binary, or -1.
   void add_metal(Ilp& ilp, IlpRow& total, size_t m, uint32_t k, uint32_t W, bool ring, int wv,
-                 int nv) {
+                 int nv, int yv) {
     const auto dm = linearize(p_, m, k, ring);
     total.coefs.emplace_back(wv, dm.fits.w);
     total.coefs.emplace_back(nv, dm.fits.n);
-    total.hi -= dm.fits.c;
     const double room = (dm.ram_cap - dm.ram.c) / kGiB;
-    IlpRow ram{{{wv, dm.ram.w / kGiB}, {nv, dm.ram.n / kGiB}}, -kInf, room - kMargin};
+    IlpRow ram{{{wv, dm.ram.w / kGiB}, {nv, dm.ram.n / kGiB}}, -kInf, dm.ram_cap / kGiB - kMargin};
+    if (yv >= 0) {
+      total.coefs.emplace_back(yv, dm.fits.c);
+      ram.coefs.emplace_back(yv, dm.ram.c / kGiB + kMargin);
+      ram.hi += kMargin;
+    } else {
+      total.hi -= dm.fits.c;
+      ram.hi -= dm.ram.c / kGiB;
+    }
     if (dm.slow) {
       ilp.rows.push_back(ram);
       return;
@@ -334,11 +386,18 @@ class Solver {
     const double big_t = std::max(0.0, d.w * W + std::max(0.0, d.n) * W + d.c);
     const double big_r =
         std::max(0.0, (dm.ram.w * W + std::max(0.0, dm.ram.n) * W) / kGiB - room) + 1;
-    const int yv = ilp.add_var(0, 0, kInf, false);
+    const int rv = ilp.add_var(0, 0, kInf, false);
     const int zv = ilp.add_var(0, 0, 1, true);
-    total.coefs.emplace_back(yv, 1.0);
-    // y >= d - big_t (1 - z); need <= cap + big_r z
-    ilp.rows.push_back({{{yv, 1.0}, {wv, -d.w}, {nv, -d.n}, {zv, -big_t}}, d.c - big_t, kInf});
+    total.coefs.emplace_back(rv, 1.0);
+    // r >= d - big_t (1 - z); need <= cap + big_r z. Off the ring (y = 0): z = 0, r >= 0.
+    IlpRow reload{{{rv, 1.0}, {wv, -d.w}, {nv, -d.n}, {zv, -big_t}}, -big_t, kInf};
+    if (yv >= 0) {
+      reload.coefs.emplace_back(yv, -d.c);
+      ilp.rows.push_back({{{zv, 1.0}, {yv, -1.0}}, -kInf, 0.0});  // z <= y
+    } else {
+      reload.lo += d.c;
+    }
+    ilp.rows.push_back(reload);
     ram.coefs.emplace_back(zv, -big_r);
     ilp.rows.push_back(ram);
   }
@@ -428,6 +487,7 @@ class Solver {
   const Problem& p_;
   std::vector<bool> active_;
   HaldaStats* stats_;
+  bool select_ = false;
   std::vector<size_t> idx_;
   std::vector<uint32_t> ks_;
 };
@@ -448,6 +508,26 @@ bool needs_calibration(const Problem& p, const Solver& s, const Assignment& a) {
     }
   }
   return false;
+}
+
+// The overlap model with device selection by the MILP (HaldaOptions::milp): the best of the
+// ring the MILP selects (one worker or more) and the head alone.
+std::optional<Assignment> overlap_select(const Problem& p, const HaldaOptions& options,
+                                         HaldaStats* stats) {
+  const size_t N = p.devices.size();
+  std::optional<Candidate> best;
+  if (N > 1) {
+    Solver ring(p, std::vector<bool>(N, true), options.rounds, stats, /*select=*/true);
+    if (ring.any_k()) best = ring.solve_overlap();
+  }
+  std::vector<bool> head_only(N, false);
+  head_only[0] = true;
+  Solver alone(p, head_only, options.rounds, stats);
+  if (alone.any_k()) {
+    if (auto c = alone.solve_overlap(); c && (!best || c->tpot < best->tpot)) best = std::move(c);
+  }
+  if (!best) return std::nullopt;
+  return best->a;
 }
 
 }  // namespace
@@ -569,8 +649,25 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   check_problem(p);
   HaldaStats stats;
   std::vector<bool> active(p.devices.size(), true);
-  auto best = halda_assign(p, active, options, &stats);
-  if (!best) {
+  // By default the knapsack search solves assignment and selection at once, under either
+  // model. With `milp`, the overlap model's MILP selects devices itself; the paper's model runs
+  // Algorithm 1 and the drop loop below.
+  const bool searched = options.select_devices && !options.milp;
+  const bool milp_selects =
+      options.select_devices && options.milp && p.options.model == CostModel::kOverlap;
+  std::optional<Assignment> best;
+  if (searched) {
+    if (auto found = knapsack_search(p, options.rounds)) {
+      stats.knapsacks = found->knapsacks;
+      best = std::move(found->a);
+    }
+  } else if (milp_selects) {
+    best = overlap_select(p, options, &stats);
+  } else {
+    best = halda_assign(p, active, options, &stats);
+  }
+  const bool selected = searched || milp_selects;
+  if (!best && !selected) {
     // Every device must take a window, so one that cannot hold even a single layer (its KV
     // cache does not fit, or it would overload a slow disk) makes the whole ring infeasible.
     bool dropped = false;
@@ -601,7 +698,7 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   }
   add_relays(p, *best);
   double cur = predict(p, best->w, best->n, best->relay).tpot_s;
-  while (options.select_devices) {
+  while (options.select_devices && !selected) {
     // Candidates: devices given one window or less (never the head). The paper drops them
     // all at once. A device can also end at w = 1 only because it ties with a better one, so
     // dropping each alone is tried as well (up to kMaxSingleDropTrials candidates, to bound
@@ -648,6 +745,7 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   plan.solve_ms = now_ms() - t0;
   plan.iterations = stats.iterations;
   plan.ilps = stats.ilps;
+  plan.knapsacks = stats.knapsacks;
   return plan;
 }
 

@@ -1,5 +1,11 @@
-// Halda (paper v2 Algorithm 1, §3.3): the layer-to-device assignment minimising predicted
-// TPOT, then device selection.
+// Halda (paper v2 §3.3): the layer-to-device assignment and the set of devices minimising
+// predicted TPOT.
+//
+// halda() solves both at once, exactly, by the knapsack search of knapsack_search.h (under
+// either cost model; about 2 ms at 64 devices, `hearth bench plan`): it finds the optimum over
+// every subset of devices that keeps the head, so more candidate devices never predict a
+// slower token. The ILPs below are the paper's way and the reference the search is tested
+// against; HaldaOptions::milp selects them, and halda_assign() is Algorithm 1 on a fixed set.
 //
 // Under the overlap cost model (cost_model.h) steps 1-4 are one MILP per valid k that is the
 // model itself (integer w, n; per device a binary fits/streams, its buffer, bytes read and
@@ -42,11 +48,15 @@ struct HaldaOptions {
   // plan against the best one with another k). No feasible plan when k does not divide L or
   // leaves fewer layers per round than the ring has members.
   uint32_t rounds = 0;
+  // Overlap model with selection: solve with one MILP per k (CBC) instead of the knapsack
+  // search (knapsack_search.h). Both are exact; the tests compare them.
+  bool milp = false;
 };
 
 struct HaldaStats {
   uint32_t iterations = 0;  // set assignments tried
   uint32_t ilps = 0;        // ILPs solved
+  uint32_t knapsacks = 0;   // knapsacks solved by the overlap search
 };
 
 // Algorithm 1 on the devices marked in `active` (index 0, the head, must be active); the

@@ -88,6 +88,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   }
   if (plan.iterations) j["iterations"] = plan.iterations;
   if (plan.ilps) j["ilps"] = plan.ilps;
+  if (plan.knapsacks) j["knapsacks"] = plan.knapsacks;
   return j;
 }
 

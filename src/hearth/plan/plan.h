@@ -40,8 +40,8 @@ struct Plan {
   double predicted_tpot_ms = 0;
   double solve_ms = 0;
   std::vector<PlanDevice> devices;  // ring order, head first
-  // Solver statistics (Halda): set-assignment iterations and ILPs solved.
-  uint32_t iterations = 0, ilps = 0;
+  // Solver statistics (Halda): set-assignment iterations, ILPs and knapsacks solved.
+  uint32_t iterations = 0, ilps = 0, knapsacks = 0;
 };
 
 // Costs `a` with the cost model and fills a Plan.
