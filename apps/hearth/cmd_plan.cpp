@@ -75,8 +75,14 @@ int run_plan(const Args& args) {
                "all its weights every token)");
   app.add_option("--slow-disk-gbps", slow_disk_gbps,
                  "disks slower than this may not be overloaded");
+  std::string solver = "search";
+  app.add_option("--solver", solver,
+                 "Halda: search (exact knapsack search over devices and layers) | ilp (CBC: "
+                 "the overlap model's MILP, or the paper's Algorithm 1 and drop loop)")
+      ->check(CLI::IsMember({"search", "ilp"}));
   app.add_flag("--no-refine", no_refine,
-               "Halda, paper cost model: the paper's Algorithm 1 only, without set refinement");
+               "Halda, paper cost model with --solver ilp or --no-select: the paper's Algorithm "
+               "1 only, without set refinement");
   app.add_flag("--no-select", no_select, "Halda: keep every device (no device selection)");
   app.add_option("--rounds", rounds,
                  "Halda: consider only k = this many rounds per token (default: Halda picks k)")
@@ -102,6 +108,7 @@ int run_plan(const Args& args) {
     opt.refine = !no_refine;
     opt.select_devices = !no_select;
     opt.rounds = rounds;
+    opt.milp = solver == "ilp";
     result = plan::halda(problem, opt);
   } else {
     result = plan::schedule(problem, scheduler);

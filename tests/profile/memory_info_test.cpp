@@ -30,7 +30,7 @@ class MemoryInfoTest : public ::testing::Test {
     write("meminfo",
           "MemTotal:       16777216 kB\nMemFree:         1000 kB\n"
           "MemAvailable:   12582912 kB\nSwapTotal:       4194304 kB\n"
-          "SwapFree:        2097152 kB\n");
+          "SwapFree:        2097152 kB\nAnonPages:       3145728 kB\n");
   }
   void TearDown() override { fs::remove_all(dir_); }
   void write(const fs::path& rel, const std::string& text) {
@@ -46,6 +46,7 @@ TEST_F(MemoryInfoTest, NoCgroupFileUsesMeminfo) {
   EXPECT_EQ(m.total_bytes, 16384 * kMiB);
   EXPECT_EQ(m.available_bytes, 12288 * kMiB);
   EXPECT_EQ(m.swap_free_bytes, 2048 * kMiB);
+  EXPECT_EQ(m.anon_bytes, 3072 * kMiB);  // Android's d^swapout
   EXPECT_EQ(m.cgroup_limit_bytes, 0u);
   EXPECT_EQ(m.source, "meminfo");
 }

@@ -127,10 +127,12 @@ ProbedWorker probe_worker(const std::string& addr, const std::string& where,
 // Runs Halda over out.devices (head first) with out.links and out.addresses filled in, and
 // derives the windows and the workers kept.
 void solve(AutoPlan& out, const profile::ModelProfile& model, const AutoPlanOptions& o) {
-  // Device m's link is the measured head -> device m+1 link; the last device's (back to the
-  // head) is the head's link to it.
-  for (size_t m = 0; m < out.devices.size(); ++m) {
-    const auto& l = out.links[std::min(m, out.links.size() - 1)];
+  // A device's link is the hop into it (profile::LinkProfile): a worker's is the measured
+  // head -> worker link, so whichever devices Halda keeps, each hop is costed by the link that
+  // reaches its receiver. The head's (the hop back from the last member) is the head's link to
+  // the last worker of the file, exact unless Halda drops that worker.
+  for (size_t m = 0; m < out.devices.size() && !out.links.empty(); ++m) {
+    const auto& l = out.links[m == 0 ? out.links.size() - 1 : m - 1];
     out.devices[m].link.rtt_s = l.rtt_s;
     out.devices[m].link.bandwidth_bps = l.bandwidth_bps;
   }

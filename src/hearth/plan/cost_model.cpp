@@ -180,7 +180,8 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
       t.disk_s += (t.ram_need - t.ram_cap) / s_disk;
     }
   }
-  // Eq. 19: one hidden state per window to the next device.
+  // Eq. 19: one hidden state per window. Each device receives as many hops as it sends, so
+  // the hops are costed with the link into this device (profile::LinkProfile).
   t.comm_s = hops * link_latency_s(d, mp.hidden_bytes);
   return t;
 }

@@ -90,7 +90,8 @@ struct DeviceTerms {
 DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, double windows,
                          double hops, MemCase mc);
 double disk_read_bps(const profile::DeviceProfile& d);  // the throughput the OS case uses
-double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);  // one hop
+// One hop into device d over its link.
+double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);
 
 // How a device gets its weights under the overlap model.
 enum class ReadMode {

@@ -51,7 +51,9 @@ struct GpuProfile {
   bool uma = false;          // CPU and GPU share memory: no host<->device copies
 };
 
-// The link from this device to the next one in the ring.
+// The link into this device: the hop from whichever device precedes it in the ring, so it
+// stays right when device selection changes the ring (a device receives one hop for each it
+// sends, so the cost model charges it to the receiver with the same counts).
 struct LinkProfile {
   double rtt_s = 0;          // round-trip time of a small message
   double bandwidth_bps = 0;  // bytes/s of a hidden-state-sized message

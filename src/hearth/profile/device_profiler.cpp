@@ -138,6 +138,10 @@ void apply_memory(DeviceProfile& d, const MemoryInfo& m) {
   d.ram_total_bytes = m.total_bytes;
   d.ram_available_bytes = m.available_bytes;
   d.swap_available_bytes = m.swap_free_bytes;
+  // d^swapout (paper v2 Eq. 17): Android swaps other apps' anonymous memory to zram before it
+  // drops our file pages. At profile time hearth itself holds little anonymous memory, so all
+  // of AnonPages is the figure; the cost model takes its minimum with the free swap.
+  if (d.os == OsClass::kAndroid) d.swappable_bytes = m.anon_bytes;
 }
 
 }  // namespace

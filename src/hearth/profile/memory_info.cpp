@@ -93,7 +93,7 @@ MemoryInfo read_memory_info(const MemoryRoots& roots) {
   MemoryInfo info;
   const auto meminfo = read_text(roots.meminfo);
   if (!meminfo) throw IoError(fmt::format("{}: cannot read", roots.meminfo));
-  std::optional<uint64_t> total, avail, swap_free;
+  std::optional<uint64_t> total, avail, swap_free, anon;
   {
     std::istringstream in(*meminfo);
     std::string line;
@@ -103,12 +103,16 @@ MemoryInfo read_memory_info(const MemoryRoots& roots) {
       const auto colon = line.find(':');
       if (colon == std::string::npos) continue;
       const std::string key = line.substr(0, colon);
-      if (key != "MemTotal" && key != "MemAvailable" && key != "SwapFree") continue;
+      if (key != "MemTotal" && key != "MemAvailable" && key != "SwapFree" && key != "AnonPages")
+        continue;
       // Values are in kB ("kB" is the kernel's KiB).
       const uint64_t v =
           parse_u64(line.substr(colon + 1), fmt::format("{} line {} ({})", roots.meminfo, n, key)) *
           1024;
-      (key == "MemTotal" ? total : key == "MemAvailable" ? avail : swap_free) = v;
+      (key == "MemTotal"       ? total
+       : key == "MemAvailable" ? avail
+       : key == "SwapFree"     ? swap_free
+                               : anon) = v;
     }
   }
   if (!total) throw FormatError(fmt::format("{}: no MemTotal line", roots.meminfo));
@@ -116,6 +120,7 @@ MemoryInfo read_memory_info(const MemoryRoots& roots) {
   info.total_bytes = *total;
   info.available_bytes = std::min(*avail, *total);
   info.swap_free_bytes = swap_free.value_or(0);
+  info.anon_bytes = anon.value_or(0);
   info.source = "meminfo";
 
   const auto cg = read_text(roots.self_cgroup);

@@ -21,6 +21,7 @@ struct MemoryInfo {
   uint64_t total_bytes = 0;         // min(MemTotal, tightest cgroup limit)
   uint64_t available_bytes = 0;     // what can still be mapped without reclaim pressure
   uint64_t swap_free_bytes = 0;     // SwapFree, narrowed by a v2 memory.swap.max
+  uint64_t anon_bytes = 0;          // AnonPages: anonymous memory of every process (swappable)
   uint64_t cgroup_limit_bytes = 0;  // 0: no cgroup limit found
   std::string source;               // "meminfo", "cgroup v1 /path", "cgroup v2 /path"
 };
