@@ -8,9 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "bench_registry.h"
+#include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/fleet.h"
 #include "hearth/plan/halda.h"
@@ -77,6 +80,11 @@ int run_bench_plan(const Args& args) {
       ->check(CLI::Range(0, 100000));
   app.add_option("--cost-model", which, "overlap | paper | both")
       ->check(CLI::IsMember({"overlap", "paper", "both"}));
+  std::string write_fleets;
+  app.add_option(
+      "--write-fleets", write_fleets,
+      "write the generated fleets as DEVICES.json files into this directory "
+      "(fleet-M-seedS.json) and exit; bench/plan/cli_time.sh times `hearth plan` on them");
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   if (auto code = parse(app, args)) return *code;
   std::vector<plan::CostModel> models;
@@ -90,6 +98,19 @@ int run_bench_plan(const Args& args) {
              model.total_weight_bytes() / (1024.0 * 1024 * 1024), model.n_layers);
   const auto table3 = profile::load_devices_file(testbeds + "/paper-table3.json").devices;
   constexpr size_t kSizes[] = {4, 8, 16, 32, 64};
+  if (!write_fleets.empty()) {
+    std::filesystem::create_directories(write_fleets);
+    for (size_t M : kSizes) {
+      for (int s = 0; s < seeds; ++s) {
+        const auto path = fmt::format("{}/fleet-{}-seed{}.json", write_fleets, M, s);
+        std::ofstream out(path);
+        out << profile::devices_to_json({plan::jittered_fleet(table3, M, s)}).dump(1) << "\n";
+        if (!out) throw IoError(path + ": cannot write");
+      }
+    }
+    fmt::print("wrote {} fleets to {}\n", seeds * std::size(kSizes), write_fleets);
+    return 0;
+  }
   nlohmann::json out{{"model", model.name}, {"L", model.n_layers}, {"cost_models", {}}};
   int failures = 0;
 
