@@ -290,6 +290,20 @@ struct RingSolution {
   std::vector<double> buffer, exposed;  // (devices of the ring) C, e
 };
 
+}  // namespace
+
+StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
+                   double buffer_max, double s, uint32_t k, double t) {
+  // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps.
+  const double km1 = static_cast<double>(k) - 1.0;
+  double c = buffer_min;
+  if (k >= 2)
+    c = std::max(buffer_min, std::min({buffer_max, excess / km1, s * (t - comm_s) - excess}));
+  return {c, std::max(0.0, (excess - km1 * c) / s - busy_s)};
+}
+
+namespace {
+
 // The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
 //   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k C,  H <= X   (H: bytes hidden in gaps)
 //   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= min(cap, C_max)
@@ -367,14 +381,10 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
     const auto& d = devs[i];
     sum += d.fixed_s;
     if (!d.streams) continue;
-    // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps.
-    double c = d.buffer_min;
-    if (k >= 2) {
-      c = std::min({d.buffer_max, d.excess / km1, d.s * (out.t - d.comm_s) - d.excess});
-      c = std::max(c, d.buffer_min);
-    }
-    out.buffer[i] = c;
-    out.exposed[i] = std::max(0.0, (d.excess - km1 * c) / d.s - d.busy_s);
+    const auto at =
+        stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s, k, out.t);
+    out.buffer[i] = at.buffer;
+    out.exposed[i] = at.exposed_s;
     sum += out.exposed[i];
   }
   // When the slowest reader's bound sets t, its reads take the slack: they are exposed.

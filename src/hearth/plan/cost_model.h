@@ -93,6 +93,17 @@ double disk_read_bps(const profile::DeviceProfile& d);  // the throughput the OS
 // One hop into device d over its link.
 double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);
 
+// A streaming device under the overlap model when the token takes t (the closed form of the
+// ring's LP, cost_model.cpp): the buffer it reads ahead into, the largest in [buffer_min,
+// buffer_max] whose read with the excess still fits in t - comm (at k = 1 the smallest: a
+// buffer cannot help), and the read time that neither its k - 1 idle gaps nor its own compute
+// hide. The caller checks that t >= comm + (excess + buffer_min) / s.
+struct StreamAt {
+  double buffer = 0, exposed_s = 0;
+};
+StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
+                   double buffer_max, double s, uint32_t k, double t);
+
 // How a device gets its weights under the overlap model.
 enum class ReadMode {
   kFits,         // A <= cap: everything resident, nothing read per token

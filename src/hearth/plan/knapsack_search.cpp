@@ -104,13 +104,12 @@ double cost(const Load& l, const Problem& p, uint32_t k, double w, double n, dou
   if (excess <= 0) return base;
   if (l.slow) return kNever;
   if (!p.options.streaming) return base + assigned / l.s_mmap;
-  if (cap < l.c_min) return kNever;                   // no room for the smallest buffer
-  const double room = l.s * (tau - l.comm) - excess;  // the largest buffer read within tau
+  if (cap < l.c_min) return kNever;  // no room for the smallest buffer
+  // The slowest reader bound: the excess and the smallest buffer must be read within tau.
+  const double room = l.s * (tau - l.comm) - excess;
   if (room < l.c_min) return kNever;
-  double c = l.c_min;
-  if (k >= 2) c = std::max(l.c_min, std::min({cap, std::max(l.c_min, l.share.at(w, n)), room}));
-  const double exposed = std::max(0.0, (excess - (k - 1.0) * c) / l.s - busy);
-  return base + exposed;
+  const double c_max = std::min(cap, std::max(l.c_min, l.share.at(w, n)));
+  return base + stream_at(excess, busy, l.comm, l.c_min, c_max, l.s, k, tau).exposed_s;
 }
 
 // The best cost of a device for each window w = 0..W at tau (over its GPU layers n), and the
