@@ -21,7 +21,8 @@ int run_synth(const Args& args) {
   int threads = 0;
   app.add_option("--preset", preset, "named real shape (tiny-llama, llama3-8b, qwen2.5-7b, ...)");
   app.add_option("--scale", scale, "shrink dim/heads/ffn by this factor, keeping the layers");
-  app.add_option("--arch", arch, "llama or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
+  app.add_option("--arch", arch, "llama, qwen2 or qwen3")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
   app.add_option("--layers", layers, "number of blocks");
   app.add_option("--dim", dim, "embedding length");
   app.add_option("--heads", heads, "query heads");
@@ -43,7 +44,9 @@ int run_synth(const Args& args) {
   if (!preset.empty()) {
     hp = model::scale_hparams(model::find_preset(preset).hparams, scale);
   } else {
-    hp.arch = arch == "qwen2" ? model::Arch::kQwen2 : model::Arch::kLlama;
+    hp.arch = arch == "qwen2"   ? model::Arch::kQwen2
+              : arch == "qwen3" ? model::Arch::kQwen3
+                                : model::Arch::kLlama;
     hp.n_layers = layers ? layers : 4;
     hp.dim = dim ? dim : 256;
     hp.n_heads = heads ? heads : 4;
@@ -52,8 +55,9 @@ int run_synth(const Args& args) {
     hp.vocab = vocab ? vocab : 1024;
     hp.ctx_train = 4096;
     hp.qkv_bias = hp.arch == model::Arch::kQwen2;
-    hp.rms_eps = hp.arch == model::Arch::kQwen2 ? 1e-6f : 1e-5f;
-    hp.rope_base = hp.arch == model::Arch::kQwen2 ? 1000000.0f : 500000.0f;
+    hp.qk_norm = hp.arch == model::Arch::kQwen3;
+    hp.rms_eps = model::is_qwen(hp.arch) ? 1e-6f : 1e-5f;
+    hp.rope_base = model::is_qwen(hp.arch) ? 1000000.0f : 500000.0f;
   }
   // Explicit flags override the preset.
   if (layers) hp.n_layers = layers;

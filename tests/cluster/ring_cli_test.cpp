@@ -45,11 +45,12 @@ std::string make_model(const std::string& file, const std::string& name,
   model::SynthOptions opt;
   opt.hp.arch = arch;
   opt.hp.qkv_bias = arch == model::Arch::kQwen2;
+  opt.hp.qk_norm = arch == model::Arch::kQwen3;
   opt.hp.n_layers = 8;
   opt.hp.dim = 256;
   opt.hp.n_heads = 4;
   opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = 64;
+  opt.hp.head_dim = arch == model::Arch::kQwen3 ? 128 : 64;
   opt.hp.ffn = 512;
   opt.hp.vocab = 512;
   opt.hp.ctx_train = 16384;
@@ -171,9 +172,10 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
   EXPECT_TRUE(w2.alive());
 }
 
-// qwen2 (neox rope, q/k/v biases) on four devices: k = 1, k = 2, and a partial last round.
-TEST(RingQwen2, FourDevicesGiveTheSingleDeviceIds) {
-  const std::string qwen = make_model("ring-qwen2.gguf", "hearth-ring-qwen2", model::Arch::kQwen2);
+// A Qwen family on four devices: k = 1, k = 2, and a partial last round.
+void four_devices_give_the_single_device_ids(model::Arch arch) {
+  const std::string name = model::arch_name(arch);
+  const std::string qwen = make_model("ring-" + name + ".gguf", "hearth-ring-" + name, arch);
   const auto base = run_head(qwen, "");
   ASSERT_EQ(base.status, 0) << base.err;
   const auto want = base.summary["ids"].get<std::vector<int>>();
@@ -187,6 +189,16 @@ TEST(RingQwen2, FourDevicesGiveTheSingleDeviceIds) {
     EXPECT_EQ(r.summary["plan"]["k"].get<int>(), k) << "plan " << plan;
     EXPECT_EQ(r.summary["plan"]["devices"].size(), 4u);
   }
+}
+
+// qwen2: neox rope, q/k/v biases.
+TEST(RingQwen2, FourDevicesGiveTheSingleDeviceIds) {
+  four_devices_give_the_single_device_ids(model::Arch::kQwen2);
+}
+
+// qwen3: per-head q/k norms, attention wider than the stream.
+TEST(RingQwen3, FourDevicesGiveTheSingleDeviceIds) {
+  four_devices_give_the_single_device_ids(model::Arch::kQwen3);
 }
 
 TEST_F(Ring, WorkerWithAnotherModelIsRefused) {

@@ -41,13 +41,15 @@ std::string make_model(const Case& c) {
   hp.dim = 256;
   hp.n_heads = c.heads;
   hp.n_kv_heads = c.kv_heads;
-  hp.head_dim = 256 / c.heads;
+  // qwen3 attends wider than its stream (heads x 128 > dim), as the real models do.
+  hp.head_dim = c.arch == Arch::kQwen3 ? 128 : 256 / c.heads;
   hp.ffn = 512;
   hp.vocab = 512;
   hp.ctx_train = 256;
   hp.rms_eps = 1e-5f;
   hp.rope_base = 10000.0f;
   hp.qkv_bias = c.arch == Arch::kQwen2;
+  hp.qk_norm = c.arch == Arch::kQwen3;
   hp.tied_embeddings = c.tied;
   hp.rope_freqs = c.rope_freqs;
   hp.rope_freq_scale = c.freq_scale;
@@ -134,7 +136,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 1.5e-1},
         Case{"llama_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 1.5e-1},
         Case{"qwen2_f32_bias", Arch::kQwen2, "f32", 4, 2, false, false, 1.0f, 1e-2},
-        Case{"qwen2_q4_k_m_tied", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 1.5e-1}),
+        Case{"qwen2_q4_k_m_tied", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 1.5e-1},
+        Case{"qwen3_f32_qknorm", Arch::kQwen3, "f32", 4, 2, false, false, 1.0f, 1e-2},
+        Case{"qwen3_q4_k_m_tied", Arch::kQwen3, "q4_k_m", 4, 1, true, false, 1.0f, 1.5e-1}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Engine, ContextFullAndBadTokensAreErrors) {
@@ -263,15 +267,16 @@ TEST_P(EngineBatched, SequencesAloneEqualBatchedBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, EngineBatched,
-    ::testing::Values(Case{"batch_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0},
-                      Case{"batch_f16_ropefreqs", Arch::kLlama, "f16", 4, 1, true, true, 0.5f, 0},
-                      Case{"batch_q8_0", Arch::kLlama, "q8_0", 4, 4, false, false, 1.0f, 0},
-                      Case{"batch_q4_k_m", Arch::kLlama, "q4_k_m", 8, 2, false, false, 1.0f, 0},
-                      Case{"batch_q4_0", Arch::kLlama, "q4_0", 4, 2, false, false, 1.0f, 0},
-                      Case{"batch_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 0},
-                      Case{"batch_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 0},
-                      Case{"batch_qwen2_q4_k_m", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f,
-                           0}),
+    ::testing::Values(
+        Case{"batch_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0},
+        Case{"batch_f16_ropefreqs", Arch::kLlama, "f16", 4, 1, true, true, 0.5f, 0},
+        Case{"batch_q8_0", Arch::kLlama, "q8_0", 4, 4, false, false, 1.0f, 0},
+        Case{"batch_q4_k_m", Arch::kLlama, "q4_k_m", 8, 2, false, false, 1.0f, 0},
+        Case{"batch_q4_0", Arch::kLlama, "q4_0", 4, 2, false, false, 1.0f, 0},
+        Case{"batch_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 0},
+        Case{"batch_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 0},
+        Case{"batch_qwen2_q4_k_m", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 0},
+        Case{"batch_qwen3_q4_k_m", Arch::kQwen3, "q4_k_m", 4, 2, false, false, 1.0f, 0}),
     [](const auto& info) { return info.param.name; });
 
 // Repacking into the rows16 layout (EngineOptions::repack) keeps the logits within the

@@ -1,4 +1,4 @@
-// An independent float32 reference of the llama/qwen2 forward pass for tests: plain loops in
+// An independent float32 reference of the llama/qwen2/qwen3 forward pass for tests: plain loops in
 // double-accumulated float, weights dequantized once, a float KV cache, no threads, no SIMD.
 // Written from the architecture description, not from the engine, so the two can disagree.
 #pragma once
@@ -39,6 +39,10 @@ class ReferenceModel {
         L.bk = deq(p + "attn_k.bias");
         L.bv = deq(p + "attn_v.bias");
       }
+      if (hp_.qk_norm) {
+        L.q_norm = deq(p + "attn_q_norm.weight");
+        L.k_norm = deq(p + "attn_k_norm.weight");
+      }
       L.ffn_norm = deq(p + "ffn_norm.weight");
       L.wg = deq(p + "ffn_gate.weight");
       L.wu = deq(p + "ffn_up.weight");
@@ -66,6 +70,10 @@ class ReferenceModel {
       if (hp_.qkv_bias) {
         for (size_t i = 0; i < q.size(); ++i) q[i] += L.bq[i];
         for (size_t i = 0; i < k.size(); ++i) k[i] += L.bk[i], v[i] += L.bv[i];
+      }
+      if (hp_.qk_norm) {  // qwen3: each head normalised on its own, before rope
+        for (int h = 0; h < nh; ++h) norm_head(&q[size_t(h) * hd], L.q_norm);
+        for (int h = 0; h < nkv; ++h) norm_head(&k[size_t(h) * hd], L.k_norm);
       }
       for (int h = 0; h < nh; ++h) rotate(&q[size_t(h) * hd], pos);
       for (int h = 0; h < nkv; ++h) rotate(&k[size_t(h) * hd], pos);
@@ -108,8 +116,14 @@ class ReferenceModel {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, wg, wu, wd;
+    std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, wg, wu, wd;
   };
+
+  void norm_head(float* v, const std::vector<float>& w) const {
+    const std::vector<float> head(v, v + hp_.head_dim);
+    const auto out = rmsnorm(head, w);
+    std::copy(out.begin(), out.end(), v);
+  }
 
   std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& w) const {
     double ss = 0;
@@ -133,7 +147,7 @@ class ReferenceModel {
     return y;
   }
 
-  // Rotary embedding of one head: llama rotates pairs (2i, 2i+1), qwen2 pairs (i, i + d/2).
+  // Rotary embedding of one head: llama rotates pairs (2i, 2i+1), qwen2/qwen3 pairs (i, i + d/2).
   void rotate(float* v, int pos) const {
     const int d = hp_.head_dim;
     for (int i = 0; i < d / 2; ++i) {
@@ -141,8 +155,9 @@ class ReferenceModel {
           pos * double(hp_.rope_freq_scale) * std::pow(double(hp_.rope_base), -2.0 * i / d);
       if (!rope_freqs_.empty()) theta /= rope_freqs_[i];
       const double c = std::cos(theta), s = std::sin(theta);
-      const int a = hp_.arch == model::Arch::kQwen2 ? i : 2 * i;
-      const int b = hp_.arch == model::Arch::kQwen2 ? i + d / 2 : 2 * i + 1;
+      const bool neox = hp_.arch != model::Arch::kLlama;
+      const int a = neox ? i : 2 * i;
+      const int b = neox ? i + d / 2 : 2 * i + 1;
       const double x0 = v[a], x1 = v[b];
       v[a] = float(x0 * c - x1 * s);
       v[b] = float(x0 * s + x1 * c);

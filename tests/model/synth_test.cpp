@@ -50,9 +50,10 @@ TEST(Synth, EveryPresetWritesAndReadsBack) {
     EXPECT_EQ(got.vocab, hp.vocab) << preset.name;
     EXPECT_EQ(got.tied_embeddings, hp.tied_embeddings) << preset.name;
     EXPECT_EQ(got.qkv_bias, hp.qkv_bias) << preset.name;
+    EXPECT_EQ(got.qk_norm, hp.qk_norm) << preset.name;
     EXPECT_FLOAT_EQ(got.rope_base, hp.rope_base) << preset.name;
     EXPECT_FLOAT_EQ(got.rms_eps, hp.rms_eps) << preset.name;
-    const size_t per_layer = 9 + (hp.qkv_bias ? 3 : 0);
+    const size_t per_layer = 9 + (hp.qkv_bias ? 3 : 0) + (hp.qk_norm ? 2 : 0);
     EXPECT_EQ(f.tensors().size(), 2 + per_layer * hp.n_layers + (hp.tied_embeddings ? 0 : 1))
         << preset.name;
     EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").shape, (std::vector<uint64_t>{hp.ffn, hp.dim}));

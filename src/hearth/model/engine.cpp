@@ -34,7 +34,7 @@ compute::RopeConfig rope_config(const ModelWeights& w) {
   c.freq_scale = hp.rope_freq_scale;
   // llama.cpp rotates adjacent pairs for llama (its converter permutes Q/K to match) and
   // halves (neox order) for qwen2.
-  c.order = hp.arch == Arch::kQwen2 ? compute::RopeOrder::kNeox : compute::RopeOrder::kNormal;
+  c.order = is_qwen(hp.arch) ? compute::RopeOrder::kNeox : compute::RopeOrder::kNormal;
   if (w.rope_freqs != nullptr) c.freq_factors.assign(w.rope_freqs, w.rope_freqs + hp.head_dim / 2);
   return c;
 }
@@ -128,6 +128,10 @@ void Engine::pin_small_tensors() {
       todo.emplace_back(&L.bq, hp.q_dim());
       todo.emplace_back(&L.bk, hp.kv_dim());
       todo.emplace_back(&L.bv, hp.kv_dim());
+    }
+    if (L.q_norm != nullptr) {
+      todo.emplace_back(&L.q_norm, hp.head_dim);
+      todo.emplace_back(&L.k_norm, hp.head_dim);
     }
   }
   todo.emplace_back(&weights_.output_norm, hp.dim);
@@ -366,6 +370,10 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
       compute::add(k_.data() + t * kv_dim, L.bk, k_.data() + t * kv_dim, kv_dim);
       compute::add(v_.data() + t * kv_dim, L.bv, v_.data() + t * kv_dim, kv_dim);
     }
+  }
+  if (L.q_norm != nullptr) {  // qwen3: every head of q and k is a row of head_dim
+    compute::rmsnorm(q_.data(), L.q_norm, q_.data(), n * hp.n_heads, hp.head_dim, hp.rms_eps);
+    compute::rmsnorm(k_.data(), L.k_norm, k_.data(), n * hp.n_kv_heads, hp.head_dim, hp.rms_eps);
   }
   compute::rope(q_.data(), 0, n, static_cast<int>(hp.n_heads), q_dim, rope_);
   compute::rope(k_.data(), 0, n, static_cast<int>(hp.n_kv_heads), kv_dim, rope_);

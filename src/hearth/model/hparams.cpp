@@ -8,7 +8,15 @@
 namespace hearth::model {
 
 const char* arch_name(Arch arch) {
-  return arch == Arch::kQwen2 ? "qwen2" : "llama";
+  switch (arch) {
+    case Arch::kQwen2:
+      return "qwen2";
+    case Arch::kQwen3:
+      return "qwen3";
+    case Arch::kLlama:
+      break;
+  }
+  return "llama";
 }
 
 namespace {
@@ -44,9 +52,12 @@ HParams load_hparams(const gguf::GgufFile& f) {
     hp.arch = Arch::kLlama;
   } else if (*arch == "qwen2") {
     hp.arch = Arch::kQwen2;
+  } else if (*arch == "qwen3") {
+    hp.arch = Arch::kQwen3;
   } else {
-    throw UsageError(fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2)",
-                                 f.path(), *arch));
+    throw UsageError(
+        fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3)",
+                    f.path(), *arch));
   }
   const std::string p = *arch + ".";
   hp.n_layers = require_u32(f, p + "block_count", kMaxLayers);
@@ -133,6 +144,7 @@ HParams load_hparams(const gguf::GgufFile& f) {
   }
   hp.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   hp.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  hp.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   hp.rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
   return hp;
 }

@@ -13,8 +13,14 @@ class GgufFile;
 
 namespace hearth::model {
 
-enum class Arch { kLlama, kQwen2 };
-const char* arch_name(Arch arch);  // "llama", "qwen2" (the GGUF general.architecture value)
+enum class Arch { kLlama, kQwen2, kQwen3 };
+// "llama", "qwen2", "qwen3" (the GGUF general.architecture value).
+const char* arch_name(Arch arch);
+// The Qwen families rotate pairs (i, i + d/2) (GGUF's NEOX rope) and share Qwen 2's tokenizer
+// rules and ChatML template.
+constexpr bool is_qwen(Arch arch) {
+  return arch == Arch::kQwen2 || arch == Arch::kQwen3;
+}
 
 struct HParams {
   Arch arch = Arch::kLlama;
@@ -31,6 +37,7 @@ struct HParams {
   float rope_freq_scale = 1.0f;  // linear scaling: positions multiplied by this
   bool tied_embeddings = false;  // no `output` tensor: token_embd is reused
   bool qkv_bias = false;         // qwen2: attn_q/k/v carry biases
+  bool qk_norm = false;          // qwen3: each head of q and k is RMS-normalised before rope
   bool rope_freqs = false;       // Llama 3.1+: a `rope_freqs` tensor divides frequencies
 
   uint32_t q_dim() const { return n_heads * head_dim; }

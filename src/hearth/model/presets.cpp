@@ -12,10 +12,10 @@ namespace hearth::model {
 namespace {
 
 // A transformer of the given size; the family fixes vocabulary, context, norm epsilon, rope
-// base and the q/k/v biases.
+// base, the q/k/v biases (qwen2) and the per-head q/k norms (qwen3).
 constexpr HParams shape(Arch arch, uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv,
                         uint32_t ffn, bool tied) {
-  const bool qwen = arch == Arch::kQwen2;
+  const bool qwen = is_qwen(arch);
   HParams hp;
   hp.arch = arch;
   hp.n_layers = layers;
@@ -29,7 +29,8 @@ constexpr HParams shape(Arch arch, uint32_t layers, uint32_t dim, uint32_t heads
   hp.rms_eps = qwen ? 1e-6f : 1e-5f;
   hp.rope_base = qwen ? 1000000.0f : 500000.0f;
   hp.tied_embeddings = tied;
-  hp.qkv_bias = qwen;
+  hp.qkv_bias = arch == Arch::kQwen2;
+  hp.qk_norm = arch == Arch::kQwen3;
   return hp;
 }
 
@@ -43,11 +44,28 @@ constexpr HParams qwen25(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t
   return shape(Arch::kQwen2, layers, dim, heads, kv, ffn, tied);
 }
 
+// Qwen 3: head_dim 128 whatever the width, vocabulary 151936, 40960 positions.
+constexpr HParams qwen3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
+                        bool tied) {
+  HParams hp = shape(Arch::kQwen3, layers, dim, heads, kv, ffn, tied);
+  hp.head_dim = 128;
+  hp.vocab = 151936;
+  hp.ctx_train = 40960;
+  return hp;
+}
+
 constexpr HParams tiny(Arch arch) {
   HParams hp = shape(arch, 4, 256, 4, 2, 512, false);
   hp.vocab = 1024;
   hp.ctx_train = 512;
   hp.rope_base = 10000.0f;
+  return hp;
+}
+
+// Qwen 3's attention is wider than its stream (heads x 128 > dim), as here.
+constexpr HParams tiny_qwen3() {
+  HParams hp = tiny(Arch::kQwen3);
+  hp.head_dim = 128;
   return hp;
 }
 
@@ -72,6 +90,8 @@ const std::array kPresets = {
     Preset{"tiny-llama", "4-layer llama for tests (dim 256, GQA 4/2)", tiny(Arch::kLlama)},
     Preset{"tiny-qwen2", "4-layer qwen2 for tests (dim 256, GQA 4/2, qkv bias)",
            tiny(Arch::kQwen2)},
+    Preset{"tiny-qwen3", "4-layer qwen3 for tests (dim 256, GQA 4/2, head dim 128, q/k norms)",
+           tiny_qwen3()},
     Preset{"llama3-1b-shape", "Llama 3.2 1B shape (16 layers, dim 2048, ffn 8192, tied)",
            llama3(16, 2048, 32, 8, 8192, true)},
     Preset{"llama3-8b", "Llama 3 8B (32 layers, dim 4096)", llama3(32, 4096, 32, 8, 14336, false)},
@@ -85,6 +105,12 @@ const std::array kPresets = {
            qwen25(64, 5120, 40, 8, 27648, false)},
     Preset{"qwen2.5-72b", "Qwen 2.5 72B (80 layers, dim 8192)",
            qwen25(80, 8192, 64, 8, 29568, false)},
+    Preset{"qwen3-0.6b", "Qwen 3 0.6B (28 layers, dim 1024, 16 heads of 128, tied)",
+           qwen3(28, 1024, 16, 8, 3072, true)},
+    Preset{"qwen3-8b", "Qwen 3 8B (36 layers, dim 4096)", qwen3(36, 4096, 32, 8, 12288, false)},
+    Preset{"qwen3-14b", "Qwen 3 14B (40 layers, dim 5120)", qwen3(40, 5120, 40, 8, 17408, false)},
+    Preset{"qwen3-32b", "Qwen 3 32B (64 layers, dim 5120, 64 heads of 128)",
+           qwen3(64, 5120, 64, 8, 25600, false)},
 };
 
 uint32_t round_to(double x, uint32_t multiple) {
@@ -118,7 +144,9 @@ HParams scale_hparams(const HParams& hp, double scale) {
   while ((kv * group * hp.head_dim) % 256 != 0) ++kv;
   out.n_kv_heads = kv;
   out.n_heads = kv * group;
-  out.dim = out.n_heads * hp.head_dim;
+  // The stream keeps its ratio to the attention width (equal for llama and qwen2; qwen3's
+  // 32B attends over 64 x 128 = 8192 from a stream of 5120).
+  out.dim = round_to(static_cast<double>(hp.dim) * out.n_heads / hp.n_heads, 256);
   out.ffn = round_to(hp.ffn * (static_cast<double>(out.dim) / hp.dim), 256);
   return out;
 }

@@ -235,6 +235,10 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
       add(p + "attn_k.bias", li, {hp.kv_dim()}, {0.0f, 0.1f});
       add(p + "attn_v.bias", li, {hp.kv_dim()}, {0.0f, 0.1f});
     }
+    if (hp.qk_norm) {
+      add(p + "attn_q_norm.weight", li, {hp.head_dim}, {1.0f, 0.1f});
+      add(p + "attn_k_norm.weight", li, {hp.head_dim}, {1.0f, 0.1f});
+    }
     add(p + "attn_output.weight", li, {hp.q_dim(), hp.dim},
         {0.0f, residual_scale / std::sqrt(static_cast<float>(hp.q_dim()))});
     add(p + "ffn_norm.weight", li, {hp.dim}, {1.0f, 0.1f});

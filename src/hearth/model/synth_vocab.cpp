@@ -94,7 +94,7 @@ std::string byte_to_unicode(uint8_t b) {
 SynthVocab make_synth_vocab(Arch arch, uint32_t vocab_size, uint64_t seed) {
   SynthVocab v;
   std::vector<std::string> specials;
-  if (arch == Arch::kQwen2) {
+  if (is_qwen(arch)) {
     v.pre = "qwen2";
     specials = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     v.add_bos = false;
@@ -171,7 +171,7 @@ SynthVocab make_synth_vocab(Arch arch, uint32_t vocab_size, uint64_t seed) {
     v.token_types.push_back(3);
   }
   const uint32_t first_special = n_normal;
-  if (arch == Arch::kQwen2) {
+  if (is_qwen(arch)) {
     v.bos = first_special;      // <|endoftext|> (never added: add_bos is false)
     v.eos = first_special;      // <|endoftext|>
     v.eot = first_special + 2;  // <|im_end|>

@@ -83,6 +83,10 @@ ModelWeights bind_weights(const gguf::GgufFile& file, const HParams& hp) {
       L.bk = b.vec(p + "attn_k.bias", hp.kv_dim(), s);
       L.bv = b.vec(p + "attn_v.bias", hp.kv_dim(), s);
     }
+    if (hp.qk_norm) {
+      L.q_norm = b.vec(p + "attn_q_norm.weight", hp.head_dim, s);
+      L.k_norm = b.vec(p + "attn_k_norm.weight", hp.head_dim, s);
+    }
     L.ffn_norm = b.vec(p + "ffn_norm.weight", hp.dim, s);
     L.w_gate = b.matrix(p + "ffn_gate.weight", hp.dim, hp.ffn, s);
     L.w_up = b.matrix(p + "ffn_up.weight", hp.dim, hp.ffn, s);

@@ -1,4 +1,4 @@
-// Binds a GGUF file's tensors to the weights of a llama/qwen2 transformer: views into the
+// Binds a GGUF file's tensors to the weights of a llama/qwen2/qwen3 transformer: views into the
 // mmap, no copies. Every shape is checked against the hyperparameters before use.
 #pragma once
 
@@ -18,6 +18,8 @@ struct LayerWeights {
   const float* bq = nullptr;              // (q_dim) f32, qwen2 only
   const float* bk = nullptr;              // (kv_dim) f32
   const float* bv = nullptr;              // (kv_dim) f32
+  const float* q_norm = nullptr;          // (head_dim) f32, qwen3 only: per-head RMS norm of q
+  const float* k_norm = nullptr;          // (head_dim) f32, of k
   const float* ffn_norm = nullptr;        // (dim) f32
   WeightView w_gate{}, w_up{}, w_down{};  // (ffn, dim) (ffn, dim) (dim, ffn)
   // Byte ranges of this layer inside the file mapping, for residency (prefetch/release).

@@ -39,9 +39,11 @@ void add_matrix(LayerProfile& lp, const Matrix& m) {
   lp.total_bytes += b;
 }
 
-// Elementwise work of one layer (two RMS norms, RoPE, SiLU-gate, residual adds), f32.
+// Elementwise work of one layer (two RMS norms, RoPE, SiLU-gate, residual adds, qwen3's
+// per-head q/k norms), f32.
 double elementwise_flops(const model::HParams& hp) {
-  return 2.0 * 4.0 * hp.dim + 3.0 * (hp.q_dim() + hp.kv_dim()) + 4.0 * hp.ffn + 2.0 * hp.dim;
+  return 2.0 * 4.0 * hp.dim + 3.0 * (hp.q_dim() + hp.kv_dim()) + 4.0 * hp.ffn + 2.0 * hp.dim +
+         (hp.qk_norm ? 4.0 * (hp.q_dim() + hp.kv_dim()) : 0.0);
 }
 
 }  // namespace
@@ -150,8 +152,9 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
         matrix_bytes(lt.ffn_gate, hp.ffn, hp.dim) + matrix_bytes(lt.ffn_up, hp.ffn, hp.dim),
         matrix_bytes(lt.ffn_down, hp.dim, hp.ffn)};
     for (uint64_t u : units) p.stream_unit_bytes = std::max(p.stream_unit_bytes, u);
-    // Norm weights (and qwen2's q/k/v biases) are f32 vectors.
-    const uint64_t vec = 2ull * hp.dim + (hp.qkv_bias ? hp.q_dim() + 2ull * hp.kv_dim() : 0);
+    // Norm weights (and qwen2's q/k/v biases, qwen3's per-head q/k norms) are f32 vectors.
+    const uint64_t vec = 2ull * hp.dim + (hp.qkv_bias ? hp.q_dim() + 2ull * hp.kv_dim() : 0) +
+                         (hp.qk_norm ? 2ull * hp.head_dim : 0);
     lp.bytes[TensorType::kF32] += 4 * vec;
     lp.total_bytes += 4 * vec;
     lp.flops[TensorType::kF32] += elementwise_flops(hp);
