@@ -35,16 +35,17 @@
 //   KvCache::store() must finish before attention reads those positions (the barrier
 //   between the K/V projections and attention); stores to different layers may overlap.
 //
-// The ISA enum is this folder's own: hearth::quant::Isa also knows NEON levels, and both
-// read the same HEARTH_ISA variable (scalar|avx2|avx512, and neon|dotprod on ARM).
+// The ISA enum is this folder's own (the x86 levels these ops have); the choice is not:
+// quant::detect_isa() reads the CPU and HEARTH_ISA once for the whole process, and these ops
+// run at its level (on ARM, whose NEON levels only the quant kernels have, scalar).
 #pragma once
 
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
-#include "hearth/base/cpu_features.h"
 #include "hearth/base/error.h"
+#include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
 
@@ -64,54 +65,31 @@ inline std::string_view isa_name(Isa isa) {
   return "unknown";
 }
 
-// True when this build has the variant and the CPU runs it (AVX2 also needs FMA and F16C;
-// AVX-512 needs F, BW, VL and DQ since the compiler may use any of them in those files).
+// True when this build has the variant and the CPU runs it: the quant kernels' level of the
+// same name (AVX2 with FMA, F16C and BMI2; AVX-512 F, BW, VL, DQ and VNNI).
 inline bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::kScalar:
       return true;
-#if defined(__x86_64__)
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             cpu_has_f16c();
+      return quant::isa_supported(quant::Isa::kAvx2);
     case Isa::kAvx512:
-      return isa_supported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq");
-#else
-    case Isa::kAvx2:
-    case Isa::kAvx512:
-      return false;
-#endif
+      return quant::isa_supported(quant::Isa::kAvx512);
   }
   return false;
 }
 
 namespace detail {
+// The ops' level for the quant kernels' level (quant::detect_isa(): HEARTH_ISA read now).
 inline Isa choose_isa() {
-  const char* forced = std::getenv("HEARTH_ISA");
-  if (forced == nullptr || *forced == '\0') {
-    if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
-    if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
-    return Isa::kScalar;
+  switch (quant::detect_isa()) {
+    case quant::Isa::kAvx512:
+      return Isa::kAvx512;
+    case quant::Isa::kAvx2:
+      return Isa::kAvx2;
+    default:
+      return Isa::kScalar;
   }
-#if defined(__aarch64__)
-  // The quant kernels have NEON variants (hearth::quant::Isa); these ops do not yet, so
-  // forcing either NEON level runs them scalar.
-  if (std::string_view(forced) == "neon" || std::string_view(forced) == "dotprod") {
-    return Isa::kScalar;
-  }
-#endif
-  for (Isa isa : kAllIsas) {
-    if (isa_name(isa) != forced) continue;
-    if (!isa_supported(isa)) {
-      throw UsageError(std::string("HEARTH_ISA=") + forced + ": this CPU or build cannot run it");
-    }
-    return isa;
-  }
-  throw UsageError(
-      std::string("HEARTH_ISA=") + forced +
-      ": unknown ISA for this build (expected scalar, avx2 or avx512; neon or dotprod on ARM)");
 }
 }  // namespace detail
 

@@ -60,8 +60,6 @@ const char* isa_name(Isa isa) {
   return "unknown";
 }
 
-namespace {
-
 Isa detect_isa() {
   if (const char* env = std::getenv("HEARTH_ISA"); env != nullptr && *env != '\0') {
     const std::string want = env;
@@ -79,8 +77,6 @@ Isa detect_isa() {
   }
   return Isa::kScalar;
 }
-
-}  // namespace
 
 Isa active_isa() {
   static const Isa isa = detect_isa();  // a throw here is retried on the next call

@@ -103,6 +103,10 @@ enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
 // Chosen once from CPUID / HWCAP: AVX-512 needs F+BW+VL+DQ+VNNI, AVX2 needs AVX2+FMA+F16C.
 // HEARTH_ISA=scalar|avx2|avx512|neon|dotprod forces one (UsageError if this CPU lacks it).
 Isa active_isa();
+// The best level this CPU runs, or the one HEARTH_ISA forces, read now (active_isa() keeps the
+// first answer). The process's only ISA detection: compute::active_isa() follows it.
+// UsageError for an unknown or unsupported HEARTH_ISA.
+Isa detect_isa();
 bool isa_supported(Isa isa);
 const char* isa_name(Isa isa);
 
