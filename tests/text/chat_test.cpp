@@ -64,6 +64,31 @@ TEST(ChatTemplate, RealTemplatesMatchReferenceRenderings) {
   EXPECT_EQ(rejected, 2);
 }
 
+// Variables beyond the conversation (chat_template_kwargs), as Qwen 3's enable_thinking:
+// renderings equal @huggingface/jinja's with the same variables.
+TEST(ChatTemplate, ExtraVariablesReachTheTemplate) {
+  const json fx = fixture();
+  int checked = 0;
+  for (const auto& c : fx.at("kwargs_cases")) {
+    const std::string tmpl = fx.at("templates").at(c.at("template").get<std::string>());
+    nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+    for (const auto& m : conversation(fx, c.at("conversation")))
+      msgs.push_back({{"role", m.role}, {"content", m.content}});
+    const auto kwargs = nlohmann::ordered_json::parse(c.at("kwargs").dump());
+    EXPECT_EQ(render_chat(tmpl, msgs, nullptr, true, "", "", kwargs), c.at("expected"))
+        << c.at("kwargs").dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+  // The variables hearth sets cannot be replaced.
+  const nlohmann::ordered_json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  EXPECT_THROW(render_chat("{{ messages }}", msgs, nullptr, true, "", "",
+                           nlohmann::ordered_json{{"add_generation_prompt", false}}),
+               UsageError);
+  EXPECT_THROW(render_chat("x", msgs, nullptr, true, "", "", nlohmann::ordered_json::array()),
+               UsageError);
+}
+
 TEST(ChatTemplate, BuiltinsMatchTheRealTemplates) {
   const json fx = fixture();
   const std::pair<const char*, const char*> pairs[] = {{"llama2", "llama2"},

@@ -35,7 +35,7 @@ TEST(ToolCalls, RealTemplatesRenderToolsLikeTheReference) {
         << c.at("template") << "/" << c.at("conversation");
     ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 6);
 }
 
 TEST(ToolCalls, FormatIsReadFromTheTemplate) {
@@ -43,6 +43,7 @@ TEST(ToolCalls, FormatIsReadFromTheTemplate) {
   const auto& t = fx.at("templates");
   EXPECT_EQ(detect_tool_format(t.at("llama3.1").get<std::string>()), ToolFormat::kLlama3Json);
   EXPECT_EQ(detect_tool_format(t.at("qwen2.5").get<std::string>()), ToolFormat::kHermes);
+  EXPECT_EQ(detect_tool_format(t.at("qwen3-2507").get<std::string>()), ToolFormat::kHermes);
   EXPECT_EQ(detect_tool_format(t.at("llama3").get<std::string>()), ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(t.at("chatml").get<std::string>()), ToolFormat::kNone);
   EXPECT_EQ(detect_tool_format(*builtin_chat_template("llama3")), ToolFormat::kNone);

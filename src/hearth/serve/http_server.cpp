@@ -228,7 +228,8 @@ struct Server::Impl {
     const std::string eos = tokenizer.eos() >= 0 ? tokenizer.piece(tokenizer.eos()) : "";
     std::string rendered;
     try {
-      rendered = text::render_chat(chat_template, r.messages, r.tools, true, bos, eos);
+      rendered =
+          text::render_chat(chat_template, r.messages, r.tools, true, bos, eos, r.template_kwargs);
     } catch (const Error& e) {
       throw ApiError(400, fmt::format("the chat template rejected the messages: {}", e.what()),
                      "invalid_request_error", "messages", "invalid_value");

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "hearth/base/error.h"
+#include "hearth/text/chat.h"
 #include "hearth/text/json_schema.h"
 
 namespace hearth::serve {
@@ -482,13 +483,28 @@ GenerationRequest parse_chat_request(std::string_view body) {
     r.messages.push_back(chat_message(m[i], tool_use ? &ordered["messages"][i] : nullptr, i));
   }
   parse_tools(j, ordered, r);
+  if (has(j, "chat_template_kwargs")) {
+    const json& k = j["chat_template_kwargs"];
+    if (!k.is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (k.size() > kMaxTemplateKwargs) {
+      bad("chat_template_kwargs",
+          fmt::format("'chat_template_kwargs' has more than {} entries", kMaxTemplateKwargs));
+    }
+    for (auto it = k.begin(); it != k.end(); ++it) {
+      if (text::is_reserved_chat_variable(it.key())) {
+        bad("chat_template_kwargs",
+            fmt::format("'chat_template_kwargs' may not set '{}': the server sets it", it.key()));
+      }
+    }
+    r.template_kwargs = nlohmann::ordered_json::parse(k.dump());
+  }
   return r;
 }
 
 GenerationRequest parse_completion_request(std::string_view body) {
   const json j = parse_body(body);
   GenerationRequest r;
-  for (const char* key : {"tools", "tool_choice"}) {
+  for (const char* key : {"tools", "tool_choice", "chat_template_kwargs"}) {
     if (has(j, key)) {
       throw ApiError(400, fmt::format("'{}' is for /v1/chat/completions", key),
                      "invalid_request_error", key, "unsupported_parameter");

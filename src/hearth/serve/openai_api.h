@@ -60,7 +60,13 @@ struct GenerationRequest {
   nlohmann::ordered_json tools;
   bool tool_required = false;
   std::string forced_tool;
+  // Chat: more variables for the chat template (chat_template_kwargs, e.g. Qwen 3's
+  // enable_thinking); null for none.
+  nlohmann::ordered_json template_kwargs;
 };
+
+// Most chat_template_kwargs entries per request.
+inline constexpr size_t kMaxTemplateKwargs = 64;
 
 // Most tools per request.
 inline constexpr size_t kMaxTools = 128;

@@ -82,14 +82,31 @@ std::string render_chat(std::string_view tmpl, const std::vector<ChatMessage>& m
   return render_chat(tmpl, msgs, nullptr, add_generation_prompt, bos_token, eos_token);
 }
 
+bool is_reserved_chat_variable(std::string_view name) {
+  for (const char* v : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+    if (name == v) return true;
+  }
+  return false;
+}
+
 std::string render_chat(std::string_view tmpl, const nlohmann::ordered_json& messages,
                         const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                        std::string_view bos_token, std::string_view eos_token) {
+                        std::string_view bos_token, std::string_view eos_token,
+                        const nlohmann::ordered_json& extra) {
   nlohmann::ordered_json ctx = {{"messages", messages},
                                 {"add_generation_prompt", add_generation_prompt},
                                 {"bos_token", std::string(bos_token)},
                                 {"eos_token", std::string(eos_token)}};
   if (!tools.is_null()) ctx["tools"] = tools;
+  if (!extra.is_null()) {
+    if (!extra.is_object()) throw UsageError("chat template variables must be an object");
+    for (auto it = extra.begin(); it != extra.end(); ++it) {
+      if (is_reserved_chat_variable(it.key())) {
+        throw UsageError("chat template variable '" + it.key() + "' is set by hearth itself");
+      }
+      ctx[it.key()] = it.value();
+    }
+  }
   return jinja::Template(tmpl).render(ctx);
 }
 

@@ -28,10 +28,16 @@ std::string render_chat(std::string_view tmpl, const std::vector<ChatMessage>& m
 // The same with the conversation as OpenAI clients send it: `messages` is a list of
 // {role, content, and for tool use tool_calls (arguments as JSON objects), tool_call_id,
 // name}; `tools` the request's list of {"type": "function", "function": {...}}, or null for
-// none (then `tools` is left undefined, as templates expect). Key order is kept.
+// none (then `tools` is left undefined, as templates expect). Key order is kept. `extra`: more
+// variables (an object, e.g. {"enable_thinking": false}; null for none), which may not
+// redefine the ones above (UsageError naming the key).
 std::string render_chat(std::string_view tmpl, const nlohmann::ordered_json& messages,
                         const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                        std::string_view bos_token, std::string_view eos_token);
+                        std::string_view bos_token, std::string_view eos_token,
+                        const nlohmann::ordered_json& extra = nullptr);
+
+// The variables render_chat sets itself, which `extra` may not name.
+bool is_reserved_chat_variable(std::string_view name);
 
 // Built-in templates: "llama2", "llama3", "chatml", "deepseek-r1". nullopt for other names.
 std::optional<std::string_view> builtin_chat_template(std::string_view name);
