@@ -64,6 +64,20 @@ TEST(OpenAiApi, BadChatBodiesNameTheParam) {
       std::make_pair(400, std::string("stream_options.include_usage")));
 }
 
+// Members of the wrong JSON type are a 400, never an escaping json exception (openai_fuzz found
+// "type": [...] in a tool and in tool_choice).
+TEST(OpenAiApi, ToolMembersOfTheWrongTypeAreRefused) {
+  const std::string msgs = R"("messages": [{"role":"user","content":"x"}])";
+  EXPECT_EQ(chat_error("{" + msgs + R"(, "tools": [{"type": [1], "function": {"name": "f"}}]})"),
+            std::make_pair(400, std::string("tools[0]")));
+  EXPECT_EQ(chat_error("{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": "f"}}],
+               "tool_choice": {"type": {"a": 1}, "function": {"name": "f"}}})"),
+            std::make_pair(400, std::string("tool_choice")));
+  EXPECT_EQ(
+      chat_error("{" + msgs + R"(, "tools": [{"type": "function", "function": {"name": 7}}]})"),
+      std::make_pair(400, std::string("tools[0].function.name")));
+}
+
 TEST(OpenAiApi, CompletionPromptForms) {
   EXPECT_EQ(parse_completion_request(R"({"prompt": "a"})").prompt, "a");
   EXPECT_EQ(parse_completion_request(R"({"prompt": ["b"]})").prompt, "b");

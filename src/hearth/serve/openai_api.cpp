@@ -295,6 +295,13 @@ nlohmann::ordered_json chat_message(const json& msg, const nlohmann::ordered_jso
   return out;
 }
 
+// {"type": "function", ...}: a "type" member that is the string "function".
+template <typename Json>
+bool is_function_type(const Json& o) {
+  const auto it = o.find("type");
+  return it != o.end() && it->is_string() && *it == "function";
+}
+
 // tools: [{"type": "function", "function": {"name", "description", "parameters"}}], and
 // tool_choice: "none" (the tools are left out), "auto", "required", or
 // {"type": "function", "function": {"name": ...}}.
@@ -313,7 +320,8 @@ void parse_tools(const json& j, const nlohmann::ordered_json& ordered, Generatio
   for (size_t k = 0; k < tools.size(); ++k) {
     const std::string p = fmt::format("tools[{}]", k);
     const auto& t = tools[k];
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+    // Every member's type is checked before use: json::value() throws on a wrong type.
+    if (!t.is_object() || !is_function_type(t) || !t.contains("function") ||
         !t["function"].is_object()) {
       bad(p, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", p));
     }
@@ -346,7 +354,7 @@ void parse_tools(const json& j, const nlohmann::ordered_json& ordered, Generatio
                                        "{{\"type\": \"function\", \"function\": {{\"name\"}}}}",
                                        choice.substr(0, 32)));
       }
-    } else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") &&
+    } else if (c.is_object() && is_function_type(c) && c.contains("function") &&
                c["function"].is_object() && c["function"].contains("name") &&
                c["function"]["name"].is_string()) {
       r.forced_tool = c["function"]["name"].get<std::string>();
