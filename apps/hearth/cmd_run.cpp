@@ -1,6 +1,9 @@
 // `hearth run`: generate a completion of a prompt on this device and stream it to stdout.
 #include <fmt/core.h>
+
 #include <unistd.h>
+#include <fstream>
+#include <sstream>
 
 #include <cstdio>
 #include <memory>
@@ -92,7 +95,11 @@ int run_run(const Args& args) {
   int32_t n_predict = 128;
   bool json = false, ignore_eos = false;
   add_model_options(app, mo);
-  app.add_option("-p,--prompt", prompt, "prompt text (\"\" = the BOS token alone)")->required();
+  std::string prompt_file;
+  auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text (\"\" = the BOS token alone)");
+  auto* f_opt = app.add_option("-f,--file", prompt_file, "read the prompt from this file");
+  p_opt->excludes(f_opt);
+  f_opt->excludes(p_opt);
   app.add_option("-n,--n-predict", n_predict,
                  "tokens to generate (-1: until end of text or context)")
       ->check(CLI::Range(-1, 1 << 24));
@@ -108,6 +115,15 @@ int run_run(const Args& args) {
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
+  if (p_opt->count() == 0 && f_opt->count() == 0)
+    throw UsageError("give the prompt with -p TEXT or -f FILE");
+  if (f_opt->count() > 0) {
+    std::ifstream in(prompt_file, std::ios::binary);
+    if (!in) throw UsageError(prompt_file + ": cannot open the prompt file");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
   // Before the model loads: a bad grammar file should not cost a model load to find out.
   const std::shared_ptr<const text::Grammar> grammar = load_grammar(so);
 
