@@ -66,7 +66,7 @@ int run_plan(const Args& args) {
   app.add_option("--devices", devices_path, "DEVICES.json with the device profiles")->required();
   app.add_option("--scheduler", scheduler, "halda | memsched | perfsched | exhaustive")
       ->check(CLI::IsMember({"halda", "memsched", "perfsched", "exhaustive"}));
-  app.add_option("-c,--ctx", ctx, "context length the KV cache is sized for");
+  app.add_option("-c,--ctx-size,--ctx", ctx, "context length the KV cache is sized for");
   app.add_option("--cost-model", cost_model,
                  "overlap (streaming engine, reads hidden behind compute) | paper (prima.cpp A.3)")
       ->check(CLI::IsMember({"paper", "overlap"}));
