@@ -31,6 +31,8 @@ int run_chat(const Args& args) {
   app.add_option("--system", system_prompt, "system message");
   ChatTemplateOptions ct;
   add_chat_template_options(app, ct);
+  app.add_option("--chat-template-kwargs", ct.kwargs,
+                 "JSON object of more template variables, e.g. '{\"enable_thinking\": false}'");
   app.add_option("-n,--n-predict", n_predict, "tokens per reply at most (-1: until end of turn)");
   add_sampling_options(app, so);
   if (auto code = parse(app, args)) return *code;
@@ -40,6 +42,7 @@ int run_chat(const Args& args) {
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::string tmpl = chat_template(ct, tokenizer.vocab());
+  const nlohmann::ordered_json kwargs = chat_template_kwargs(ct);
   warm_model_pages(file);
   model::Engine engine(file, engine_options(mo));
   model::LocalSource source(engine);
@@ -66,7 +69,9 @@ int run_chat(const Args& args) {
     if (line == "/exit") break;
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    const std::string rendered = text::render_chat(tmpl, messages, true, bos, eos);
+    nlohmann::ordered_json turns = nlohmann::ordered_json::array();
+    for (const auto& m : messages) turns.push_back({{"role", m.role}, {"content", m.content}});
+    const std::string rendered = text::render_chat(tmpl, turns, nullptr, true, bos, eos, kwargs);
     std::vector<int32_t> ids =
         tokenizer.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
     if (tokenizer.vocab().add_bos && tokenizer.bos() >= 0 &&

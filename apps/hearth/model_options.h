@@ -85,7 +85,23 @@ inline void add_sampling_options(CLI::App& app, SamplingOptions& o) {
 // Which chat template: a built-in by name, a Jinja file, or (neither) the model's own.
 struct ChatTemplateOptions {
   std::string name, file;
+  std::string kwargs;  // JSON object of extra template variables (hearth chat)
 };
+
+// --chat-template-kwargs: a JSON object of more template variables, e.g.
+// '{"enable_thinking": false}'; null when not given. UsageError naming the flag.
+inline nlohmann::ordered_json chat_template_kwargs(const ChatTemplateOptions& o) {
+  if (o.kwargs.empty()) return nullptr;
+  auto j = nlohmann::ordered_json::parse(o.kwargs, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw UsageError(
+        "--chat-template-kwargs must be a JSON object, e.g. '{\"enable_thinking\": false}'");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (text::is_reserved_chat_variable(it.key()))
+      throw UsageError(fmt::format("--chat-template-kwargs may not set '{}'", it.key()));
+  }
+  return j;
+}
 
 inline void add_chat_template_options(CLI::App& app, ChatTemplateOptions& o) {
   auto* n = app.add_option(

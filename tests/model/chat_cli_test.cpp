@@ -62,5 +62,19 @@ TEST(ChatCli, EndsOnEofAndRejectsUnknownTemplate) {
   EXPECT_NE(r.all().find("context"), std::string::npos) << r.out;
 }
 
+// --chat-template-kwargs: a JSON object of more template variables; anything else, or a
+// variable hearth sets itself, exits 2 naming the flag.
+TEST(ChatCli, TemplateKwargs) {
+  auto r =
+      chat("-m " + model() + " --temp 0 -n 3 --chat-template-kwargs '{\"enable_thinking\": false}'",
+           "hello\n");
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  for (const char* bad : {"'[1]'", "'{not json'", "'{\"messages\": []}'"}) {
+    r = chat("-m " + model() + " --chat-template-kwargs " + bad, "hello\n");
+    EXPECT_EQ(r.exit_code, 2) << bad << r.all();
+    EXPECT_NE(r.all().find("--chat-template-kwargs"), std::string::npos) << r.all();
+  }
+}
+
 }  // namespace
 }  // namespace hearth::model
