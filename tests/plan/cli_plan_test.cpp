@@ -64,6 +64,22 @@ TEST(CliPlan, JsonPlanOnTable3) {
   }
 }
 
+// --solver ilp (the MILP with CBC) reaches the plan cost of the default knapsack search on
+// the overlap model; an unknown solver is a usage error.
+TEST(CliPlan, SolverIlpAgreesWithTheSearch) {
+  const std::string base = "--preset llama3-70b --devices " + kTestbeds + "paper-a4.json --json";
+  const auto s = run(base);
+  const auto i = run(base + " --solver ilp");
+  ASSERT_EQ(s.code, 0) << s.out;
+  ASSERT_EQ(i.code, 0) << i.out;
+  const auto js = last_line_json(s.out), ji = last_line_json(i.out);
+  EXPECT_NEAR(js["predicted_tpot_ms"].get<double>(), ji["predicted_tpot_ms"].get<double>(),
+              1e-6 * js["predicted_tpot_ms"].get<double>());
+  EXPECT_GT(js["knapsacks"].get<int>(), 0);
+  EXPECT_GT(ji["ilps"].get<int>(), 0);
+  EXPECT_EQ(run(base + " --solver magic").code, 2);
+}
+
 TEST(CliPlan, CostModelPaperSumsEveryTermAndOverlapHidesReads) {
   const auto devices = " --json --preset llama3-70b --devices " + kTestbeds + "paper-table3.json";
   const auto paper = run("--cost-model paper" + devices);
