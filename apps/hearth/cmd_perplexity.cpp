@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "commands.h"
 #include "hearth/base/error.h"
@@ -84,14 +83,6 @@ void read_base_header(std::ifstream& in, const std::string& path, const BaseHead
   }
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open the text file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int run_perplexity(const Args& args) {
   CLI::App app{
       "Perplexity of a text file, chunked as llama.cpp's tool; KL divergence from a "
@@ -114,7 +105,7 @@ int run_perplexity(const Args& args) {
   if (kl && base_file.empty()) throw UsageError("--kl-divergence needs --kl-divergence-base FILE");
   if (mo.ctx < 4) throw UsageError("-c must be at least 4 for perplexity");
 
-  const std::string text = read_text_file(text_file);
+  const std::string text = read_user_file(text_file, "text file");
   const auto file = gguf::GgufFile::open(mo.model);
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   const std::vector<int32_t> tokens =

@@ -2,8 +2,6 @@
 #include <fmt/core.h>
 
 #include <unistd.h>
-#include <fstream>
-#include <sstream>
 
 #include <cstdio>
 #include <memory>
@@ -117,13 +115,7 @@ int run_run(const Args& args) {
   if (auto code = parse(app, args)) return *code;
   if (p_opt->count() == 0 && f_opt->count() == 0)
     throw UsageError("give the prompt with -p TEXT or -f FILE");
-  if (f_opt->count() > 0) {
-    std::ifstream in(prompt_file, std::ios::binary);
-    if (!in) throw UsageError(prompt_file + ": cannot open the prompt file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
-  }
+  if (f_opt->count() > 0) prompt = read_user_file(prompt_file, "prompt file");
   // Before the model loads: a bad grammar file should not cost a model load to find out.
   const std::shared_ptr<const text::Grammar> grammar = load_grammar(so);
 

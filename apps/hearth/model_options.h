@@ -113,6 +113,14 @@ inline void add_chat_template_options(CLI::App& app, ChatTemplateOptions& o) {
       ->excludes(n);
 }
 
+// A whole text file the user names (a prompt, a text to score); UsageError "PATH: cannot open
+// the WHAT" when it cannot be read.
+inline std::string read_user_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("{}: cannot open the {}", path, what));
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 // The template text; UsageError naming the file when it cannot be read.
 inline std::string chat_template(const ChatTemplateOptions& o, const text::VocabData& vocab) {
   if (o.file.empty()) return text::select_chat_template(o.name, vocab);

@@ -5,7 +5,6 @@
 #include <limits>
 #include <vector>
 
-#include "hearth/base/error.h"
 #include "hearth/plan/limits.h"
 
 namespace hearth::plan {
@@ -241,10 +240,7 @@ std::optional<SearchResult> knapsack_search(const Problem& p, uint32_t rounds) {
   auto offer = [&](const Assignment& a) -> double {
     const auto pred = predict(p, a.w, a.n);
     if (!pred.feasible) return kNever;
-    if (!best || pred.tpot_s < best->tpot_s) {
-      const uint32_t knapsacks = best ? best->knapsacks : 0;
-      best = SearchResult{a, pred.tpot_s, knapsacks};
-    }
+    if (!best || pred.tpot_s < best->tpot_s) best = SearchResult{a, pred.tpot_s, 0};
     return pred.tpot_s;
   };
   auto ks = valid_rounds(L, 1);
