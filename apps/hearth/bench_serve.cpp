@@ -240,6 +240,7 @@ int run_bench_serve(const Args& args) {
     ro.threads = mo.threads;
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
+    ro.kv_types = kv_types(mo);
     ro.n_seq_max = *std::max_element(levels.begin(), levels.end());
     cluster::RecoveringRing recovering(file, ro, cluster::proportional_replan(ro));
     const cluster::RingSource& source = recovering.ring();

@@ -67,6 +67,9 @@ int run_plan(const Args& args) {
   app.add_option("--scheduler", scheduler, "halda | memsched | perfsched | exhaustive")
       ->check(CLI::IsMember({"halda", "memsched", "perfsched", "exhaustive"}));
   app.add_option("-c,--ctx-size,--ctx", ctx, "context length the KV cache is sized for");
+  std::string cache_type_k = "f16", cache_type_v = "f16";
+  app.add_option("--cache-type-k", cache_type_k, "KV cache type of K: f16, f32, q8_0, q4_0 (-ctk)");
+  app.add_option("--cache-type-v", cache_type_v, "KV cache type of V (-ctv)");
   app.add_option("--cost-model", cost_model,
                  "overlap (streaming engine, reads hidden behind compute) | paper (prima.cpp A.3)")
       ->check(CLI::IsMember({"paper", "overlap"}));
@@ -96,6 +99,8 @@ int run_plan(const Args& args) {
   plan::Problem problem;
   problem.model = model_path.empty() ? profile::profile_preset(preset, scale, scheme)
                                      : profile::profile_model_file(model_path);
+  profile::set_kv_types(problem.model, {compute::parse_kv_type(cache_type_k, "--cache-type-k"),
+                                        compute::parse_kv_type(cache_type_v, "--cache-type-v")});
   problem.devices = profile::load_devices_file(devices_path).devices;
   problem.options.ctx = ctx;
   problem.options.slow_disk_bps = slow_disk_gbps * 1e9;

@@ -134,6 +134,7 @@ int run_run(const Args& args) {
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.prefetch = prefetch == "on";
     ro.n_ctx = mo.ctx;
+    ro.kv_types = kv_types(mo);
     if (local) {
       head.ring = std::make_unique<cluster::RecoveringRing>(
           file, ro, cluster::proportional_replan(ro), /*max_recoveries=*/0);

@@ -94,6 +94,7 @@ int run_serve(const Args& args) {
     apply_residency_options(rf, ro.residency);
     ro.residency.repack = model::parse_repack_mode(mo.repack);
     ro.n_ctx = mo.ctx;
+    ro.kv_types = kv_types(mo);
     ro.n_seq_max = so.scheduler.parallel;
     head = start_head_ring(file, mo, rg, ro, "hearth serve");
     backend = std::make_unique<serve::RingBackend>(*head.ring);

@@ -28,6 +28,7 @@ struct ModelOptions {
   int threads = 0;
   int64_t ctx = 0;
   std::string repack = "auto";
+  std::string cache_type_k = "f16", cache_type_v = "f16";  // compute::KvType names
 };
 
 inline void add_repack_option(CLI::App& app, std::string& repack) {
@@ -45,6 +46,18 @@ inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_require
   app.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: min(trained, 4096))")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   add_repack_option(app, o.repack);
+  // llama.cpp's -ctk / -ctv are translated to these before parsing (commands.cpp).
+  app.add_option("--cache-type-k", o.cache_type_k,
+                 "KV cache type of K: f16 (default), f32, q8_0, q4_0 (also -ctk); ring workers "
+                 "use the head's");
+  app.add_option("--cache-type-v", o.cache_type_v,
+                 "KV cache type of V: f16 (default), f32, q8_0, q4_0 (also -ctv)");
+}
+
+// The KV cache types the flags name; UsageError naming the flag.
+inline compute::KvTypes kv_types(const ModelOptions& o) {
+  return {compute::parse_kv_type(o.cache_type_k, "--cache-type-k"),
+          compute::parse_kv_type(o.cache_type_v, "--cache-type-v")};
 }
 
 // The engine options these flags ask for (layers: all).
@@ -53,6 +66,7 @@ inline model::EngineOptions engine_options(const ModelOptions& o) {
   e.threads = o.threads;
   e.n_ctx = o.ctx;
   e.repack = model::parse_repack_mode(o.repack);
+  e.kv_types = kv_types(o);
   return e;
 }
 

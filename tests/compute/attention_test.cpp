@@ -14,6 +14,7 @@
 #include "hearth/base/half.h"
 #include "hearth/compute/attention.h"
 #include "hearth/compute/kv_cache.h"
+#include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
 namespace {
@@ -24,6 +25,16 @@ class AttentionTest : public testing::TestWithParam<Isa> {
     if (!isa_supported(GetParam())) GTEST_SKIP() << isa_name(GetParam()) << " not on this CPU";
   }
 };
+
+// Element d of an f16 row.
+uint16_t half_bits(const uint8_t* row, int d) {
+  uint16_t h;
+  std::memcpy(&h, row + 2 * d, 2);
+  return h;
+}
+float half_at(const uint8_t* row, int d) {
+  return half_to_float(half_bits(row, d));
+}
 
 std::vector<float> random_vector(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -40,17 +51,21 @@ std::vector<float> naive_attention(const KvCache& cache, int layer, int n_heads,
   const int hd = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   std::vector<float> out(n_tokens * n_heads * hd);
+  // (n_kv_heads, positions, hd) the cache's rows as f32
+  const int64_t n_all = pos0 + n_tokens;
+  std::vector<float> k_all(kv.n_kv_heads * n_all * hd), v_all(k_all.size());
+  for (int kvh = 0; kvh < kv.n_kv_heads; ++kvh) {
+    for (int64_t p = 0; p < n_all; ++p) {
+      kv_row_to_float(kv.k_type, kv.k_row(kvh, p), hd, &k_all[(kvh * n_all + p) * hd]);
+      kv_row_to_float(kv.v_type, kv.v_row(kvh, p), hd, &v_all[(kvh * n_all + p) * hd]);
+    }
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t n = pos0 + t + 1;
     for (int h = 0; h < n_heads; ++h) {
       const int kvh = h / group;
-      std::vector<float> k(n * hd), v(n * hd);  // (n, hd) dequantized
-      for (int64_t p = 0; p < n; ++p) {
-        for (int d = 0; d < hd; ++d) {
-          k[p * hd + d] = half_to_float(kv.k[(kvh * kv.n_ctx + p) * hd + d]);
-          v[p * hd + d] = half_to_float(kv.v[(kvh * kv.n_ctx + p) * hd + d]);
-        }
-      }
+      const float* k = &k_all[kvh * n_all * hd];  // (n, hd)
+      const float* v = &v_all[kvh * n_all * hd];
       const float* qh = &q[(t * n_heads + h) * hd];
       std::vector<float> score(n);
       float max = -INFINITY;
@@ -146,6 +161,49 @@ TEST_P(AttentionTest, PrefillEqualsDecodeBitForBit) {
       attention(shape, cache.view(0), q.data() + t * row, single.data(), c.pos0 + t, 1, GetParam());
       ASSERT_EQ(std::memcmp(single.data(), block.data() + t * row, row * sizeof(float)), 0)
           << "heads " << c.n_heads << "/" << c.n_kv << " hd " << c.hd << " token " << t;
+    }
+  }
+}
+
+constexpr KvType kAllKvTypes[] = {KvType::kF32, KvType::kF16, KvType::kQ8_0, KvType::kQ4_0};
+
+// Every pair of K and V types against the naive attention over the cache's own rows (as the
+// cache holds them: rounded or quantized), decode across chunk edges and prefill, GQA 4;
+// and prefill equal to token-by-token decode bit for bit, as for f16.
+TEST_P(AttentionTest, EveryKvTypeMatchesNaive) {
+  for (KvType kt : kAllKvTypes) {
+    for (KvType vt : kAllKvTypes) {
+      for (int hd : {64, 96}) {
+        const int n_kv = 2, n_heads = 8;
+        const AttentionShape shape{n_heads, n_kv, hd, 0.0f};
+        KvCache cache(1, n_kv, hd, 320, {kt, vt});
+        fill_cache(cache, 300, 5 + hd);
+        const std::string where = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
+                                  " hd " + std::to_string(hd);
+        for (int64_t pos : {0, 127, 128, 299}) {
+          const auto q = random_vector(n_heads * hd, pos + 11);
+          std::vector<float> out(n_heads * hd);
+          attention(shape, cache.view(0), q.data(), out.data(), pos, 1, GetParam());
+          const auto expect = naive_attention(cache, 0, n_heads, q, pos, 1);
+          for (size_t i = 0; i < out.size(); ++i) {
+            ASSERT_NEAR(out[i], expect[i], kTol) << where << " decode pos " << pos << " i " << i;
+          }
+        }
+        const int64_t pos0 = 120, n_tokens = 17, row = int64_t{n_heads} * hd;
+        const auto q = random_vector(n_tokens * row, 12);
+        std::vector<float> block(n_tokens * row), single(row);
+        attention(shape, cache.view(0), q.data(), block.data(), pos0, n_tokens, GetParam());
+        const auto expect = naive_attention(cache, 0, n_heads, q, pos0, n_tokens);
+        for (size_t i = 0; i < block.size(); ++i) {
+          ASSERT_NEAR(block[i], expect[i], kTol) << where << " prefill i " << i;
+        }
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          attention(shape, cache.view(0), q.data() + t * row, single.data(), pos0 + t, 1,
+                    GetParam());
+          ASSERT_EQ(std::memcmp(single.data(), block.data() + t * row, row * sizeof(float)), 0)
+              << where << " token " << t;
+        }
+      }
     }
   }
 }
@@ -267,8 +325,8 @@ TEST_P(AttentionTest, KvStoreRoundsLikeScalarHalf) {
     for (int h = 0; h < 3; ++h) {
       for (int d = 0; d < hd; ++d) {
         const int64_t src = (t * 3 + h) * hd + d;
-        ASSERT_EQ(view.k_row(h, t)[d], float_to_half(k[src])) << "k " << k[src];
-        ASSERT_EQ(view.v_row(h, t)[d], float_to_half(v[src])) << "v " << v[src];
+        ASSERT_EQ(half_bits(view.k_row(h, t), d), float_to_half(k[src])) << "k " << k[src];
+        ASSERT_EQ(half_bits(view.v_row(h, t), d), float_to_half(v[src])) << "v " << v[src];
       }
     }
   }
@@ -312,12 +370,12 @@ TEST(KvCache, LengthsTruncationAndOverwrite) {
   EXPECT_THROW(cache.store(0, 7, 1, twos.data(), twos.data()), UsageError);  // gap at 6
   cache.store(0, 6, 2, twos.data(), twos.data());
   EXPECT_EQ(cache.length(0), 8);
-  EXPECT_EQ(half_to_float(cache.view(0).k_row(0, 5)[0]), 1.0f);
-  EXPECT_EQ(half_to_float(cache.view(0).k_row(0, 6)[0]), 2.0f);
+  EXPECT_EQ(half_at(cache.view(0).k_row(0, 5), 0), 1.0f);
+  EXPECT_EQ(half_at(cache.view(0).k_row(0, 6), 0), 2.0f);
   // Writing at 3 overwrites from there and drops later positions of that layer.
   cache.store(0, 3, 1, twos.data(), twos.data());
   EXPECT_EQ(cache.length(0), 4);
-  EXPECT_EQ(half_to_float(cache.view(0).v_row(0, 3)[3]), 2.0f);
+  EXPECT_EQ(half_at(cache.view(0).v_row(0, 3), 3), 2.0f);
   cache.truncate(100);  // beyond the length: no change
   EXPECT_EQ(cache.length(0), 4);
   cache.clear();
@@ -355,6 +413,64 @@ TEST(KvCache, BytesForPlanning) {
   EXPECT_THROW(KvCache::bytes_for(1 << 30, 1 << 30, 1 << 30, int64_t{1} << 40), UsageError);
 }
 
+// A quantized cache row holds exactly the GGUF blocks the type's quantizer makes of the input
+// row (what llama.cpp stores for -ctk q8_0 / q4_0), and f32 rows hold the input itself.
+TEST(KvCache, RowsHoldTheTypesBlocks) {
+  const int n_kv = 2, hd = 64, n = 5;
+  for (KvType t : kAllKvTypes) {
+    KvCache cache(2, n_kv, hd, 8, {t, KvType::kF16});
+    EXPECT_EQ(cache.bytes(), KvCache::bytes_for(2, n_kv, hd, 8, {t, KvType::kF16}));
+    const auto k = random_vector(n * n_kv * hd, 31), v = random_vector(n * n_kv * hd, 32);
+    cache.store(1, 0, n, k.data(), v.data());
+    const KvLayerView view = cache.view(1);
+    EXPECT_EQ(view.k_row_bytes, static_cast<int64_t>(kv_row_bytes(t, hd)));
+    std::vector<float> got(hd), expect(hd);
+    std::vector<uint8_t> blocks(kv_row_bytes(t, hd));
+    for (int64_t p = 0; p < n; ++p) {
+      for (int h = 0; h < n_kv; ++h) {
+        const float* src = &k[(p * n_kv + h) * hd];
+        kv_row_to_float(t, view.k_row(h, p), hd, got.data());
+        switch (t) {
+          case KvType::kF32: std::copy(src, src + hd, expect.begin()); break;
+          case KvType::kF16:
+            for (int d = 0; d < hd; ++d) expect[d] = half_to_float(float_to_half(src[d]));
+            break;
+          default: {
+            const auto& tr = quant::traits(t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
+                                                              : gguf::TensorType::kQ4_0);
+            tr.quantize(src, blocks.data(), hd);
+            EXPECT_EQ(std::memcmp(blocks.data(), view.k_row(h, p), blocks.size()), 0)
+                << kv_type_name(t) << " pos " << p << " head " << h;
+            tr.to_float(blocks.data(), expect.data(), hd);
+          }
+        }
+        for (int d = 0; d < hd; ++d) ASSERT_EQ(got[d], expect[d]) << kv_type_name(t) << " " << d;
+      }
+    }
+  }
+}
+
+TEST(KvCache, TypesParseAndFitTheHeads) {
+  EXPECT_EQ(parse_kv_type("q8_0"), KvType::kQ8_0);
+  EXPECT_EQ(parse_kv_type("Q4_0"), KvType::kQ4_0);
+  EXPECT_EQ(parse_kv_type("f32"), KvType::kF32);
+  try {
+    parse_kv_type("q5_1", "--cache-type-k");
+    FAIL() << "q5_1 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--cache-type-k"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+  }
+  // Block types need whole blocks of 32 per head row.
+  EXPECT_THROW(KvCache(1, 1, 40, 8, {KvType::kQ8_0, KvType::kF16}), UsageError);
+  EXPECT_THROW(KvCache::bytes_for(1, 1, 40, 8, {KvType::kF16, KvType::kQ4_0}), UsageError);
+  EXPECT_NO_THROW(KvCache(1, 1, 40, 8, {KvType::kF32, KvType::kF16}));
+  // Llama 3 8B per position and layer: 8 kv heads x 128 dims.
+  EXPECT_EQ((KvTypes{}.bytes_per_token(8, 128)), 4096u);
+  EXPECT_EQ((KvTypes{KvType::kQ8_0, KvType::kQ8_0}.bytes_per_token(8, 128)), 2u * 8 * 4 * 34);
+  EXPECT_EQ((KvTypes{KvType::kQ4_0, KvType::kF32}.bytes_per_token(8, 128)), 8u * (4 * 18 + 512));
+}
+
 TEST(KvCache, SequencesAreIndependent) {
   // Continuous batching keeps one cache per sequence; writes to one never show in another.
   KvCache a(1, 1, 8, 8), b(1, 1, 8, 8);
@@ -364,8 +480,8 @@ TEST(KvCache, SequencesAreIndependent) {
   b.store(0, 1, 1, y.data(), y.data());
   EXPECT_EQ(a.length(), 1);
   EXPECT_EQ(b.length(), 2);
-  EXPECT_EQ(half_to_float(a.view(0).k_row(0, 0)[7]), 0.25f);
-  EXPECT_EQ(half_to_float(b.view(0).k_row(0, 0)[7]), -0.5f);
+  EXPECT_EQ(half_at(a.view(0).k_row(0, 0), 7), 0.25f);
+  EXPECT_EQ(half_at(b.view(0).k_row(0, 0), 7), -0.5f);
 }
 
 TEST(KvCache, RowStrideReadsFromFusedBuffer) {
@@ -375,8 +491,8 @@ TEST(KvCache, RowStrideReadsFromFusedBuffer) {
   for (size_t i = 0; i < fused.size(); ++i) fused[i] = static_cast<float>(i);
   cache.store(0, 0, 2, fused.data(), fused.data(), 12);
   const KvLayerView view = cache.view(0);
-  EXPECT_EQ(half_to_float(view.k_row(1, 0)[2]), 6.0f);   // token 0, head 1, dim 2
-  EXPECT_EQ(half_to_float(view.k_row(0, 1)[1]), 13.0f);  // token 1, head 0, dim 1
+  EXPECT_EQ(half_at(view.k_row(1, 0), 2), 6.0f);   // token 0, head 1, dim 2
+  EXPECT_EQ(half_at(view.k_row(0, 1), 1), 13.0f);  // token 1, head 0, dim 1
   EXPECT_THROW(cache.store(0, 0, 1, fused.data(), fused.data(), 7), UsageError);
 }
 

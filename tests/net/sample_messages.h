@@ -55,6 +55,8 @@ inline std::vector<Message> sample_messages() {
   assign.n_threads = 8;
   assign.n_seq_max = 4;
   assign.n_gpu_layers = 0;
+  assign.kv_type_k = 2;  // q8_0
+  assign.kv_type_v = 3;  // q4_0
 
   Activations act = sample_activations(3, 8);
   act.hidden[5] = -0.0f;

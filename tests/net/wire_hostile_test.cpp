@@ -189,14 +189,14 @@ TEST(WireHostile, HugeCountsInsidePayloads) {
 TEST(WireHostile, InvalidFieldValues) {
   auto assign = [](uint32_t pos, uint32_t n_dev, uint32_t n_layers,
                    std::vector<std::pair<uint32_t, uint32_t>> win, uint8_t prefetch,
-                   uint32_t seq_max) {
+                   uint32_t seq_max, uint8_t kv_k = 1, uint8_t kv_v = 1) {
     return frame(MsgType::kAssign, payload([&](auto& w) {
                    w.u32(pos), w.u32(n_dev), w.u32(n_layers);
                    w.u32(static_cast<uint32_t>(win.size()));
                    for (auto [b, e] : win) w.u32(b), w.u32(e);
                    w.str("tcp://x:1"), w.str(""), w.u8(prefetch), w.u32(512), w.u32(4),
                        w.u32(seq_max),
-                       w.u32(0);
+                       w.u32(0), w.u8(kv_k), w.u8(kv_v);
                  }));
   };
   // A valid baseline, so each failure below is caused by the one bad field.
@@ -209,6 +209,10 @@ TEST(WireHostile, InvalidFieldValues) {
   expect_refused(assign(0, 1, 8, {{0, 4}}, 2, 1), {"prefetch", "boolean"}, "bool byte");
   expect_refused(assign(0, 1, 8, {{0, 4}}, 1, 0), {"n_seq_max"}, "seq max");
   expect_refused(assign(0, 1, kMaxLayers + 1, {}, 1, 1), {"n_layers"}, "layers");
+  EXPECT_NO_THROW(decode(assign(0, 1, 8, {{0, 4}}, 1, 1, 0, 3), "p"));
+  expect_refused(assign(0, 1, 8, {{0, 4}}, 1, 1, 4, 1), {"kv_type_k", "not a KV cache type"},
+                 "kv type k");
+  expect_refused(assign(0, 1, 8, {{0, 4}}, 1, 1, 1, 255), {"kv_type_v"}, "kv type v");
 
   expect_refused(frame(MsgType::kKvControl,
                        payload([](auto& w) { w.u32(1), w.u8(9), w.u32(0), w.u32(0), w.u32(0); })),

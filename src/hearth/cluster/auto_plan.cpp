@@ -187,7 +187,9 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
     out.links.push_back(probed.link);
     out.addresses.push_back(o.workers[i]);
   }
-  solve(out, profile::profile_model_file(file.path()), o);
+  profile::ModelProfile mp = profile::profile_model_file(file.path());
+  profile::set_kv_types(mp, o.kv_types);
+  solve(out, std::move(mp), o);
   return out;
 }
 

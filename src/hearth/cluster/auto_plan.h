@@ -27,6 +27,7 @@ namespace hearth::cluster {
 struct AutoPlanOptions {
   std::vector<std::string> workers;  // control addresses in ring order
   uint32_t ctx = 4096;               // context length the plan is costed for
+  compute::KvTypes kv_types = {};    // KV cache types the plan's memory terms count
   int handshake_timeout_ms = 5000;
   int profile_timeout_ms = 120000;  // a worker measuring itself for the first time
   int link_probes = 7;              // messages of each kind; the median is kept

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 #include <variant>
 
 #include "hearth/base/clock.h"
@@ -64,6 +66,7 @@ RingSource::RingSource(const gguf::GgufFile& file, RingOptions options)
   so.windows = windows[0];
   so.threads = opt_.threads;
   so.n_ctx = opt_.n_ctx;
+  so.kv_types = opt_.kv_types;
   so.with_output = true;
   so.residency = opt_.residency;
   so.residency.prefetch = opt_.prefetch;
@@ -160,6 +163,8 @@ void RingSource::connect_workers(int n_devices, int n_layers,
     a.n_ctx = static_cast<uint32_t>(engine().n_ctx());
     a.n_threads = 0;
     a.n_seq_max = static_cast<uint32_t>(std::max(1, opt_.n_seq_max));
+    a.kv_type_k = static_cast<uint8_t>(opt_.kv_types.k);
+    a.kv_type_v = static_cast<uint8_t>(opt_.kv_types.v);
     try {
       peers_[i].control->send(a);
     } catch (const Error& e) {
@@ -198,10 +203,18 @@ void RingSource::stop_all(const std::string& reason) noexcept {
 
 void RingSource::fail_peer(size_t i, const std::string& what) {
   // Which links are gone, whoever reported the failure (a worker whose successor died reports
-  // its own failed send): what a recovery must leave out.
-  lost_.clear();
-  for (size_t j = 0; j < peers_.size(); ++j) {
-    if (peers_[j].control && peers_[j].control->peer_lost()) lost_.push_back(j);
+  // its own failed send): what a recovery must leave out. That worker may hear of the death
+  // before the head's own link to the dead device does, so give the head's links a moment
+  // to show it before deciding that no device was lost.
+  constexpr double kLostGraceMs = 500;
+  const double until = now_ms() + kLostGraceMs;
+  for (;;) {
+    lost_.clear();
+    for (size_t j = 0; j < peers_.size(); ++j) {
+      if (peers_[j].control && peers_[j].control->peer_lost()) lost_.push_back(j);
+    }
+    if (!lost_.empty() || now_ms() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   throw NetError(fmt::format("worker {} (device {}): {}", peers_[i].address, i + 1, what));
 }

@@ -32,6 +32,7 @@ struct RingOptions {
   std::vector<int> plan;             // window size per device incl. the head; empty: even
   int threads = 0;                   // head's threads (0: all cores); workers decide their own
   int64_t n_ctx = 0;                 // 0: engine default
+  compute::KvTypes kv_types = {};    // every device's KV cache types (sent in Assign)
   int n_seq_max = 1;     // sequences the workers must hold KV caches for (serve: --parallel)
   bool prefetch = true;  // mmap mode: prefetch each device's next window (sent to the workers)
   ResidencyOptions residency;  // the head's own device (.prefetch is taken from `prefetch`)

@@ -98,7 +98,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   if (!layers.empty()) {
     kv_bytes_ = compute::KvCache::bytes_for(
         static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
-        static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096);
+        static_cast<int>(hp.head_dim), opt_.n_ctx > 0 ? opt_.n_ctx : 4096, opt_.kv_types);
   }
   // One reading of the device's memory serves the pressure target and the weight budget.
   const residency::MemoryStatus mem = residency::read_memory_status();
@@ -140,6 +140,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   model::EngineOptions eo;
   eo.threads = opt_.threads;
   eo.n_ctx = opt_.n_ctx;
+  eo.kv_types = opt_.kv_types;
   eo.layers = layers;
   eo.with_output = opt_.with_output;
   eo.repack = opt_.residency.repack;

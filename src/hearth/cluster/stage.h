@@ -65,6 +65,7 @@ struct StageOptions {
   std::vector<Window> windows;  // (k) this device's window per round; some may be empty
   int threads = 0;
   int64_t n_ctx = 0;
+  compute::KvTypes kv_types = {};
   bool with_output = false;  // the head: embedding and output layer
   ResidencyOptions residency;
 };

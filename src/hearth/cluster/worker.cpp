@@ -29,6 +29,11 @@ constexpr net::Millis kAssignWait{15000};
 // Checks an Assign against the model and this device before anything is allocated or
 // connected to: UsageError naming the field at fault. `own_endpoint` is this worker's control
 // address (the successor must use its scheme).
+// The head's KV cache types (the wire reader has checked that they are types).
+compute::KvTypes kv_types(const net::Assign& a) {
+  return {static_cast<compute::KvType>(a.kv_type_k), static_cast<compute::KvType>(a.kv_type_v)};
+}
+
 void check_assign(const net::Assign& a, const model::HParams& hp, const std::string& own_endpoint) {
   const uint32_t n_layers = hp.n_layers;
   if (a.n_layers != n_layers) {
@@ -81,7 +86,8 @@ void check_assign(const net::Assign& a, const model::HParams& hp, const std::str
   const uint64_t n_ctx = a.n_ctx != 0 ? a.n_ctx : std::min<uint64_t>(hp.ctx_train, 4096);
   const uint64_t kv =
       compute::KvCache::bytes_for(static_cast<int>(layers_here), static_cast<int>(hp.n_kv_heads),
-                                  static_cast<int>(hp.head_dim), static_cast<int64_t>(n_ctx)) *
+                                  static_cast<int>(hp.head_dim), static_cast<int64_t>(n_ctx),
+                                  kv_types(a)) *
       a.n_seq_max;
   const uint64_t total = residency::read_memory_status().total;
   if (kv > total) {
@@ -262,6 +268,7 @@ void Worker::run_session(const net::Incoming& hello_in) {
   StageOptions so;
   so.threads = opt_.threads > 0 ? opt_.threads : static_cast<int>(s.assign.n_threads);
   so.n_ctx = s.assign.n_ctx;
+  so.kv_types = kv_types(s.assign);
   for (const auto& w : s.assign.windows) {
     so.windows.push_back(Window{static_cast<int>(w.begin), static_cast<int>(w.end)});
   }

@@ -34,6 +34,10 @@ struct VecF {
   static VecF load_f16(const uint16_t* p) {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
   }
+  // (kLanes) int8 -> f32, exact.
+  static VecF load_i8(const int8_t* p) {
+    return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+  }
   // (kLanes/2) floats c0..c7 -> c0 c0 c1 c1 ... c7 c7, for the interleaved rope pairs.
   static VecF load_dup_pairs(const float* p) {
     const __m512i idx = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -124,6 +128,10 @@ struct VecF {
   static VecF load_partial(const float* p, int n) { return {_mm256_maskload_ps(p, tail_mask(n))}; }
   static VecF load_f16(const uint16_t* p) {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+  }
+  // (kLanes) int8 -> f32, exact.
+  static VecF load_i8(const int8_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
   }
   // (kLanes/2) floats c0..c3 -> c0 c0 c1 c1 c2 c2 c3 c3, for the interleaved rope pairs.
   static VecF load_dup_pairs(const float* p) {

@@ -30,6 +30,12 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
         fmt::format("attention: cache has {} kv heads of dim {}, the layer expects {} of dim {}",
                     kv.n_kv_heads, kv.head_dim, shape.n_kv_heads, shape.head_dim));
   }
+  if (!kv_type_fits(kv.k_type, kv.head_dim) || !kv_type_fits(kv.v_type, kv.head_dim) ||
+      kv.k_row_bytes != static_cast<int64_t>(kv_row_bytes(kv.k_type, kv.head_dim)) ||
+      kv.v_row_bytes != static_cast<int64_t>(kv_row_bytes(kv.v_type, kv.head_dim))) {
+    throw UsageError(fmt::format("attention: cache rows of {} / {} do not match head_dim {}",
+                                 kv_type_name(kv.k_type), kv_type_name(kv.v_type), kv.head_dim));
+  }
   if (kv.k == nullptr || kv.v == nullptr || kv.n_pos < 0 || kv.n_pos > kv.n_ctx) {
     throw UsageError(
         fmt::format("attention: invalid cache view ({} positions of {})", kv.n_pos, kv.n_ctx));
@@ -65,15 +71,37 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
   }
 }
 
+// Reads rows of one cache part as f32.
+struct RowReader {
+  RowReader(const detail::KvRows& r, int hd)
+      : data(r.data),
+        row_bytes(static_cast<int64_t>(kv_row_bytes(r.type, hd))),
+        f16(r.type == KvType::kF16),
+        convert(f16 ? nullptr : kv_row_converter(r.type)),
+        hd(hd) {}
+  // Row pos -> dst (hd).
+  void get(int64_t pos, float* dst) const {
+    const uint8_t* row = data + pos * row_bytes;
+    if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
+    convert(row, dst, hd);
+  }
+  const uint8_t* data;
+  int64_t row_bytes;
+  bool f16;
+  KvRowToFloat convert;
+  int hd;
+};
+
 // The Isa::kScalar kernel (CPUs without the x86 variants, e.g. ARM until NEON variants
 // exist): the chunked online softmax of attention_simd.h in plain loops, each K and V row
 // converted to float once for the whole group of query rows. Same contract as
 // detail::attend_rows_avx2; hd <= kAttentionMaxHeadDim.
 void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t* row_len,
-                          const uint16_t* k, const uint16_t* v, int hd, float scale) {
+                          const detail::KvRows& k, const detail::KvRows& v, int hd, float scale) {
   constexpr int kRows = 8;
   constexpr int kChunk = 128;
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
+  const RowReader k_rows(k, hd), v_rows(v, hd);
   for (int r0 = 0; r0 < n_rows; r0 += kRows) {
     const int nb = std::min(kRows, n_rows - r0);
     const int64_t* len = row_len + r0;                       // (nb)
@@ -93,7 +121,7 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
     for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
       const int n = static_cast<int>(std::min<int64_t>(kChunk, n_pos - c0));
       for (int p = 0; p < n; ++p) {
-        half_row_to_float(k + (c0 + p) * hd, row, hd);
+        k_rows.get(c0 + p, row);
         for (int j = 0; j < nb; ++j) {
           const float* qj = qb + j * hd;
           float dot = 0.0f;
@@ -114,7 +142,7 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
         }
       }
       for (int p = 0; p < n; ++p) {
-        half_row_to_float(v + (c0 + p) * hd, row, hd);
+        v_rows.get(c0 + p, row);
         for (int j = 0; j < nb; ++j) {
           const float w = s[j][p];
           for (int d = 0; d < hd; ++d) acc[j][d] += w * row[d];
@@ -152,6 +180,7 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
   const double scale = effective_scale(shape);
   std::vector<double> w;    // (n_pos) f64 softmax weights
   std::vector<double> acc;  // (head_dim) f64
+  std::vector<float> row(hd);  // (head_dim) one K or V row as f32
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t n_pos = pos0 + t + 1;  // causal: positions [0, pos0 + t]
     w.resize(n_pos);
@@ -161,9 +190,9 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
       const float* qh = q + t * q_stride + static_cast<int64_t>(h) * hd;  // (head_dim)
       double max = -INFINITY;
       for (int64_t p = 0; p < n_pos; ++p) {
-        const uint16_t* kp = kv.k_row(kvh, p);  // (head_dim) f16
+        kv_row_to_float(kv.k_type, kv.k_row(kvh, p), hd, row.data());
         double dot = 0.0;
-        for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * half_to_float(kp[d]);
+        for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * row[d];
         w[p] = dot * scale;
         max = std::max(max, w[p]);
       }
@@ -174,8 +203,8 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t p = 0; p < n_pos; ++p) {
-        const uint16_t* vp = kv.v_row(kvh, p);  // (head_dim) f16
-        for (int d = 0; d < hd; ++d) acc[d] += w[p] * half_to_float(vp[d]);
+        kv_row_to_float(kv.v_type, kv.v_row(kvh, p), hd, row.data());
+        for (int d = 0; d < hd; ++d) acc[d] += w[p] * row[d];
       }
       float* oh = out + t * out_stride + static_cast<int64_t>(h) * hd;  // (head_dim)
       for (int d = 0; d < hd; ++d) oh[d] = static_cast<float>(acc[d] / sum);
@@ -191,8 +220,8 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
   if (out_stride == 0) out_stride = row;
   validate(shape, kv, q_stride, out_stride, pos0, n_tokens, h_begin, h_end);
 
-  using Kernel = void (*)(const float*, float*, int, const int64_t*, const uint16_t*,
-                          const uint16_t*, int, float);
+  using Kernel = void (*)(const float*, float*, int, const int64_t*, const detail::KvRows&,
+                          const detail::KvRows&, int, float);
   Kernel kernel = &attend_rows_portable;
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512) kernel = &detail::attend_rows_avx512;
@@ -229,7 +258,8 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
             row_len[rows] = pos0 + t + 1;  // causal: positions [0, pos0 + t]
           }
         }
-        kernel(q_tile, out_tile, rows, row_len, kv.k_row(kvh, 0), kv.v_row(kvh, 0), hd, scale);
+        kernel(q_tile, out_tile, rows, row_len, {kv.k_row(kvh, 0), kv.k_type},
+               {kv.v_row(kvh, 0), kv.v_type}, hd, scale);
         rows = 0;
         for (int64_t t = t0; t < t0 + tokens; ++t) {
           for (int i = 0; i < tile_heads; ++i, ++rows) {

@@ -1,4 +1,5 @@
-// Causal multi-head attention with grouped-query heads over an f16 KvCache layer.
+// Causal multi-head attention with grouped-query heads over a KvCache layer (K and V rows
+// in f32, f16, q8_0 or q4_0).
 //
 // Query head h reads kv head h / (n_heads / n_kv_heads). Query token t of a block sits at
 // position pos0 + t and attends to cache positions [0, pos0 + t] with scores
@@ -18,7 +19,7 @@
 // The all-heads overload below is the same call as one plain loop on the calling thread.
 //
 // Kernels: every ISA (the kScalar one too) processes one kv head's query heads together,
-// so each K/V row is converted from f16 once per group and position, with an online
+// so each K/V row is converted to f32 once per group and position, with an online
 // softmax over chunks of 128 positions; they need under 128 KiB of stack, never allocate, and
 // give bit-identical results however heads are split or tokens are batched (prefill equals
 // token-by-token decode). ref::attention is the double-precision reference the tests use;
@@ -70,15 +71,21 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 }  // namespace ref
 
 namespace detail {
+// One kv head's rows of K or V: positions 0, 1, ... at kv_row_bytes(type, head_dim) apart.
+struct KvRows {
+  const uint8_t* data = nullptr;
+  KvType type = KvType::kF16;
+};
+
 // The kernels the dispatcher calls per kv head: n_rows query rows sharing that kv head,
 // row r attending to positions [0, row_len[r]) (>= 1; prefill tiles mix tokens, so
-// lengths differ). q, out: (n_rows, head_dim) f32 contiguous; k, v: (*, head_dim) f16
-// contiguous. head_dim <= kAttentionMaxHeadDim.
+// lengths differ). q, out: (n_rows, head_dim) f32 contiguous. head_dim <=
+// kAttentionMaxHeadDim.
 inline constexpr int kAttentionMaxHeadDim = 512;
 void attend_rows_avx2(const float* q, float* out, int n_rows, const int64_t* row_len,
-                      const uint16_t* k, const uint16_t* v, int head_dim, float scale);
+                      const KvRows& k, const KvRows& v, int head_dim, float scale);
 void attend_rows_avx512(const float* q, float* out, int n_rows, const int64_t* row_len,
-                        const uint16_t* k, const uint16_t* v, int head_dim, float scale);
+                        const KvRows& k, const KvRows& v, int head_dim, float scale);
 }  // namespace detail
 
 }  // namespace hearth::compute

@@ -5,7 +5,7 @@
 namespace hearth::compute::detail {
 
 void attend_rows_avx2(const float* q, float* out, int n_rows, const int64_t* row_len,
-                      const uint16_t* k, const uint16_t* v, int head_dim, float scale) {
+                      const KvRows& k, const KvRows& v, int head_dim, float scale) {
   simd::attend_rows_impl(q, out, n_rows, row_len, k, v, head_dim, scale);
 }
 

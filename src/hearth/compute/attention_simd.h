@@ -2,10 +2,13 @@
 // attention_avx512.cpp.
 //
 // One call handles the query rows of one kv head that share a causal length. Positions are
-// taken in chunks: scores of a chunk for every row (each K row converted from f16 once and
+// taken in chunks: scores of a chunk for every row (each K row converted to f32 once and
 // used by all rows), an online-softmax update (rescale the running sum and accumulator
 // when the running max grows), then the weighted V rows, four positions per pass over the
-// accumulator. Everything stays on the stack (under 20 KiB).
+// accumulator. K and V rows are read in place when f16 or f32; q8_0 / q4_0 rows are
+// converted four at a time into a scratch tile first (the conversion is exact, so the result
+// equals the kernel over f32 rows holding the same values). Everything stays on the stack
+// (under 40 KiB).
 #pragma once
 
 #include <cmath>
@@ -29,11 +32,86 @@ inline VecF load_f16_partial(const uint16_t* p, int n) {
   return VecF::load_f16(tmp);
 }
 
+// Loads of one K/V element type, full and partial vectors.
+inline VecF load_elem(const uint16_t* p) {
+  return VecF::load_f16(p);
+}
+inline VecF load_elem(const float* p) {
+  return VecF::load(p);
+}
+inline VecF load_elem_partial(const uint16_t* p, int n) {
+  return load_f16_partial(p, n);
+}
+inline VecF load_elem_partial(const float* p, int n) {
+  return VecF::load_partial(p, n);
+}
+
+// Where a kernel reads rows of K or V. rows(pos, n, scratch) returns n consecutive rows from
+// position pos, either in place (f16, f32) or converted into scratch (n * hd floats).
+struct F16Rows {
+  using Elem = uint16_t;
+  const uint16_t* base;
+  int hd;
+  const uint16_t* rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return base + pos * hd; }
+};
+struct F32Rows {
+  using Elem = float;
+  const float* base;
+  int hd;
+  const float* rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return base + pos * hd; }
+};
+
+// Q8_0 block: f16 scale, 32 int8 values (x = d * q).
+inline void q8_0_row_to_float(const uint8_t* row, int hd, float* dst) {
+  for (int b = 0; b < hd / 32; ++b, row += 34, dst += 32) {
+    uint16_t d16;
+    __builtin_memcpy(&d16, row, 2);
+    const VecF d = VecF::set1(_cvtsh_ss(d16));
+    const auto* q = reinterpret_cast<const int8_t*>(row + 2);
+    for (int i = 0; i < 32; i += VecF::kLanes) (d * VecF::load_i8(q + i)).store(dst + i);
+  }
+}
+
+// Q4_0 block: f16 scale, 16 bytes; value i < 16 is the low nibble of byte i, value 16 + i
+// its high nibble; x = d * (nibble - 8).
+inline void q4_0_row_to_float(const uint8_t* row, int hd, float* dst) {
+  const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int b = 0; b < hd / 32; ++b, row += 18, dst += 32) {
+    uint16_t d16;
+    __builtin_memcpy(&d16, row, 2);
+    const VecF d = VecF::set1(_cvtsh_ss(d16));
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2));
+    alignas(16) int8_t q[32];
+    _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(packed, low4), eight));
+    _mm_store_si128(reinterpret_cast<__m128i*>(q + 16),
+                    _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight));
+    for (int i = 0; i < 32; i += VecF::kLanes) (d * VecF::load_i8(q + i)).store(dst + i);
+  }
+}
+
+struct BlockRows {
+  using Elem = float;
+  const uint8_t* base;
+  int hd;
+  int64_t row_bytes;
+  bool q4;  // q4_0, else q8_0
+  const float* rows(int64_t pos, int n, float* scratch) const {
+    for (int i = 0; i < n; ++i) {
+      const uint8_t* row = base + (pos + i) * row_bytes;
+      if (q4)
+        q4_0_row_to_float(row, hd, scratch + i * hd);
+      else
+        q8_0_row_to_float(row, hd, scratch + i * hd);
+    }
+    return scratch;
+  }
+};
+
 // scores[j * score_stride + i] = scale * (q_j . k_i) for rows j < NB and positions i < P.
-// q: (NB, hd) f32; k: (P, hd) f16. A dot product's arithmetic does not depend on NB or P,
-// so results are identical however heads and tokens are grouped.
-template <int NB, int P>
-inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, float* scores,
+// q: (NB, hd) f32; k: (P, hd) f16 or f32. A dot product's arithmetic does not depend on NB
+// or P, so results are identical however heads and tokens are grouped.
+template <int NB, int P, typename Elem>
+inline void score_tile(const float* q, const Elem* k, int hd, float scale, float* scores,
                        int score_stride) {
   constexpr int kL = VecF::kLanes;
   constexpr int kN = NB * P;                 // dot products in the tile
@@ -44,7 +122,7 @@ inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, f
   for (int i = 0; i < kPadded; ++i) dot[i] = VecF::zero();
   for (int d = 0; d < full; d += kL) {
     for (int i = 0; i < P; ++i) {
-      const VecF kv = VecF::load_f16(k + i * hd + d);
+      const VecF kv = load_elem(k + i * hd + d);
       for (int j = 0; j < NB; ++j) {
         dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
       }
@@ -52,7 +130,7 @@ inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, f
   }
   if (rest != 0) {
     for (int i = 0; i < P; ++i) {
-      const VecF kv = load_f16_partial(k + i * hd + full, rest);
+      const VecF kv = load_elem_partial(k + i * hd + full, rest);
       for (int j = 0; j < NB; ++j) {
         dot[j * P + i] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j * P + i]);
       }
@@ -67,12 +145,12 @@ inline void score_tile(const float* q, const uint16_t* k, int hd, float scale, f
   }
 }
 
-// q, out: (NB, hd) f32; row j attends to positions [0, row_len[j]) of k, v: (*, hd) f16.
+// q, out: (NB, hd) f32; row j attends to positions [0, row_len[j]) of the rows of ks, vs.
 // Positions past a row's length but inside the block's longest get score -inf, hence
 // weight exactly 0, and leave that row's sums bit-identical to a call without them.
-template <int NB>
-void attend_block(const float* q, float* out, const int64_t* row_len, const uint16_t* k,
-                  const uint16_t* v, int hd, float scale) {
+template <int NB, typename KRows, typename VRows>
+void attend_block(const float* q, float* out, const int64_t* row_len, const KRows& ks,
+                  const VRows& vs, int hd, float scale) {
   constexpr int kL = VecF::kLanes;
   int64_t n_pos = 0;
   for (int j = 0; j < NB; ++j) n_pos = row_len[j] > n_pos ? row_len[j] : n_pos;
@@ -82,6 +160,7 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
   alignas(64) float acc[NB][kMaxHeadDim];  // (NB, hd) weighted V sum, unnormalised
   float run_max[NB];                       // running max score per row
   float run_sum[NB];                       // running sum of exp(score - run_max)
+  alignas(64) float tile[4 * kMaxHeadDim];  // (4, hd) converted K or V rows (block types)
   for (int j = 0; j < NB; ++j) {
     run_max[j] = -INFINITY;
     run_sum[j] = 0.0f;
@@ -96,9 +175,11 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
     constexpr int kTileP = NB >= 3 ? 1 : 4 / NB;
     int p = 0;
     for (; p + kTileP <= n; p += kTileP) {
-      score_tile<NB, kTileP>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
+      score_tile<NB, kTileP>(q, ks.rows(c0 + p, kTileP, tile), hd, scale, &s[0][0] + p, kChunk);
     }
-    for (; p < n; ++p) score_tile<NB, 1>(q, k + (c0 + p) * hd, hd, scale, &s[0][0] + p, kChunk);
+    for (; p < n; ++p) {
+      score_tile<NB, 1>(q, ks.rows(c0 + p, 1, tile), hd, scale, &s[0][0] + p, kChunk);
+    }
     for (int j = 0; j < NB; ++j) {
       for (int64_t i = row_len[j] - c0 < 0 ? 0 : row_len[j] - c0; i < n; ++i) s[j][i] = -INFINITY;
     }
@@ -113,10 +194,10 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
     }
 
     for (p = 0; p + 4 <= n; p += 4) {
-      const uint16_t* vp = v + (c0 + p) * hd;  // (4, hd) f16
+      const auto* vp = vs.rows(c0 + p, 4, tile);  // (4, hd)
       for (int d = 0; d < full; d += kL) {
-        const VecF v0 = VecF::load_f16(vp + d), v1 = VecF::load_f16(vp + hd + d);
-        const VecF v2 = VecF::load_f16(vp + 2 * hd + d), v3 = VecF::load_f16(vp + 3 * hd + d);
+        const VecF v0 = load_elem(vp + d), v1 = load_elem(vp + hd + d);
+        const VecF v2 = load_elem(vp + 2 * hd + d), v3 = load_elem(vp + 3 * hd + d);
         for (int j = 0; j < NB; ++j) {
           VecF a = VecF::load(acc[j] + d);
           a = fma(VecF::set1(s[j][p]), v0, a);
@@ -128,7 +209,7 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
       }
       if (rest != 0) {
         for (int i = 0; i < 4; ++i) {
-          const VecF vv = load_f16_partial(vp + i * hd + full, rest);
+          const VecF vv = load_elem_partial(vp + i * hd + full, rest);
           for (int j = 0; j < NB; ++j) {
             fma(VecF::set1(s[j][p + i]), vv, VecF::load_partial(acc[j] + full, rest))
                 .store_partial(acc[j] + full, rest);
@@ -137,15 +218,15 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
       }
     }
     for (; p < n; ++p) {
-      const uint16_t* vp = v + (c0 + p) * hd;  // (hd) f16
+      const auto* vp = vs.rows(c0 + p, 1, tile);  // (hd)
       for (int d = 0; d < full; d += kL) {
-        const VecF vv = VecF::load_f16(vp + d);
+        const VecF vv = load_elem(vp + d);
         for (int j = 0; j < NB; ++j) {
           fma(VecF::set1(s[j][p]), vv, VecF::load(acc[j] + d)).store(acc[j] + d);
         }
       }
       if (rest != 0) {
-        const VecF vv = load_f16_partial(vp + full, rest);
+        const VecF vv = load_elem_partial(vp + full, rest);
         for (int j = 0; j < NB; ++j) {
           fma(VecF::set1(s[j][p]), vv, VecF::load_partial(acc[j] + full, rest))
               .store_partial(acc[j] + full, rest);
@@ -163,24 +244,45 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const uint
   }
 }
 
-template <int NB>
+template <int NB, typename KRows, typename VRows>
 void attend_rows_upto(const float* q, float* out, int n_rows, const int64_t* row_len,
-                      const uint16_t* k, const uint16_t* v, int hd, float scale) {
+                      const KRows& ks, const VRows& vs, int hd, float scale) {
   if constexpr (NB > 1) {
-    if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, row_len, k, v, hd, scale);
+    if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, row_len, ks, vs, hd, scale);
   }
-  attend_block<NB>(q, out, row_len, k, v, hd, scale);
+  attend_block<NB>(q, out, row_len, ks, vs, hd, scale);
 }
 
-// q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k, v:
-// (*, hd) f16; hd <= kMaxHeadDim.
-inline void attend_rows_impl(const float* q, float* out, int n_rows, const int64_t* row_len,
-                             const uint16_t* k, const uint16_t* v, int hd, float scale) {
+template <typename KRows, typename VRows>
+void attend_rows_typed(const float* q, float* out, int n_rows, const int64_t* row_len,
+                       const KRows& ks, const VRows& vs, int hd, float scale) {
   for (int r = 0; r < n_rows; r += kMaxRows) {
     const int rows = n_rows - r < kMaxRows ? n_rows - r : kMaxRows;
     attend_rows_upto<kMaxRows>(q + static_cast<int64_t>(r) * hd, out + static_cast<int64_t>(r) * hd,
-                               rows, row_len + r, k, v, hd, scale);
+                               rows, row_len + r, ks, vs, hd, scale);
   }
+}
+
+// Calls f with the row source of one cache part.
+template <typename F>
+void with_rows(const detail::KvRows& r, int hd, F&& f) {
+  switch (r.type) {
+    case KvType::kF16: return f(F16Rows{reinterpret_cast<const uint16_t*>(r.data), hd});
+    case KvType::kF32: return f(F32Rows{reinterpret_cast<const float*>(r.data), hd});
+    case KvType::kQ8_0:
+    case KvType::kQ4_0:
+      return f(BlockRows{r.data, hd, static_cast<int64_t>(kv_row_bytes(r.type, hd)),
+                         r.type == KvType::kQ4_0});
+  }
+}
+
+// q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k, v:
+// (*, hd) rows of their types; hd <= kMaxHeadDim.
+inline void attend_rows_impl(const float* q, float* out, int n_rows, const int64_t* row_len,
+                             const detail::KvRows& k, const detail::KvRows& v, int hd, float scale) {
+  with_rows(k, hd, [&](const auto& ks) {
+    with_rows(v, hd, [&](const auto& vs) { attend_rows_typed(q, out, n_rows, row_len, ks, vs, hd, scale); });
+  });
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// The key/value cache of one sequence: per layer, K and V rows of every past position as
-// f16.
+// The key/value cache of one sequence: per layer, K and V rows of every past position, each
+// in its own element type (KvType: f32, f16 by default, or the GGUF block types q8_0 and q4_0,
+// which hold 32 values in 34 and 18 bytes).
 //
-// Layout per layer: K and V each (n_kv_heads, n_ctx, head_dim) f16, head-major. Decode
+// Layout per layer: K and V each (n_kv_heads, n_ctx, head_dim) in their type, head-major; a
+// row is one head's head_dim values at one position (kv_row_bytes). Decode
 // attention for one kv head then reads one contiguous block of length * head_dim halves
 // for K and one for V, and a thread given a range of heads streams its own disjoint region
 // (hardware prefetchers follow it, no two threads share a cache line). Position-major
@@ -16,48 +18,86 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "hearth/compute/ops.h"
 
 namespace hearth::compute {
 
+// Element type of K or V rows. The quantized types are the GGUF blocks of the same name
+// (quant/block_formats.h), so a row is quantized exactly as llama.cpp quantizes its cache.
+enum class KvType : uint8_t { kF32, kF16, kQ8_0, kQ4_0 };
+
+// "f32", "f16", "q8_0", "q4_0" (llama.cpp's spellings; case-insensitive) -> type; UsageError
+// listing the choices otherwise. `what` names the option in the message.
+KvType parse_kv_type(const std::string& text, const std::string& what = "KV cache type");
+const char* kv_type_name(KvType t);
+// Bytes of one row of head_dim values. UsageError when the type cannot hold such a row
+// (the block types need head_dim to be a multiple of 32).
+uint64_t kv_row_bytes(KvType t, int head_dim);
+// Whether kv_row_bytes(t, head_dim) is defined.
+bool kv_type_fits(KvType t, int head_dim);
+
+// The element types of a cache: K and V separately (llama.cpp's -ctk / -ctv).
+struct KvTypes {
+  KvType k = KvType::kF16;
+  KvType v = KvType::kF16;
+  // Bytes one position takes in one layer: K and V rows of every kv head.
+  uint64_t bytes_per_token(int n_kv_heads, int head_dim) const;
+  bool operator==(const KvTypes&) const = default;
+};
+
 // Read-only view of one layer, what attention() consumes.
 struct KvLayerView {
-  const uint16_t* k = nullptr;  // (n_kv_heads, n_ctx, head_dim) f16
-  const uint16_t* v = nullptr;  // (n_kv_heads, n_ctx, head_dim) f16
+  const uint8_t* k = nullptr;  // (n_kv_heads, n_ctx, head_dim) in k_type
+  const uint8_t* v = nullptr;  // (n_kv_heads, n_ctx, head_dim) in v_type
   int n_kv_heads = 0;
   int head_dim = 0;
-  int64_t n_ctx = 0;  // capacity in positions = row stride between heads
+  int64_t n_ctx = 0;  // capacity in positions = rows between heads
   int64_t n_pos = 0;  // valid positions [0, n_pos)
+  KvType k_type = KvType::kF16;
+  KvType v_type = KvType::kF16;
+  int64_t k_row_bytes = 0;  // kv_row_bytes(k_type, head_dim)
+  int64_t v_row_bytes = 0;
 
-  const uint16_t* k_row(int head, int64_t pos) const {
-    return k + (static_cast<int64_t>(head) * n_ctx + pos) * head_dim;
+  const uint8_t* k_row(int head, int64_t pos) const {
+    return k + (static_cast<int64_t>(head) * n_ctx + pos) * k_row_bytes;
   }
-  const uint16_t* v_row(int head, int64_t pos) const {
-    return v + (static_cast<int64_t>(head) * n_ctx + pos) * head_dim;
+  const uint8_t* v_row(int head, int64_t pos) const {
+    return v + (static_cast<int64_t>(head) * n_ctx + pos) * v_row_bytes;
   }
 };
+
+// Row `pos` of head `head` of K (or V) as f32: dst (head_dim). For tests and references; the
+// attention kernels convert rows themselves.
+void kv_row_to_float(KvType t, const uint8_t* row, int head_dim, float* dst);
+// The converter kv_row_to_float uses for t, to look up once outside a loop over rows.
+using KvRowToFloat = void (*)(const void* row, float* dst, int64_t n);
+KvRowToFloat kv_row_converter(KvType t);
 
 class KvCache {
  public:
   // n_layers: layers this cache holds (a ring stage holds only its own; the caller maps
-  // model layer indices to 0..n_layers-1). Throws UsageError on non-positive sizes or a
-  // size that overflows.
-  KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx);
+  // model layer indices to 0..n_layers-1). Throws UsageError on non-positive sizes, a size
+  // that overflows, or a type that cannot hold rows of head_dim values.
+  KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvTypes types = {});
 
   // Bytes a cache of this shape reserves, for memory planning without allocating:
-  // 2 (K and V) * n_layers * n_kv_heads * n_ctx * head_dim * sizeof(f16).
-  // Same validation and errors as the constructor.
-  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx);
+  // n_layers * n_ctx * types.bytes_per_token(n_kv_heads, head_dim), each layer's K and V
+  // rounded up to whole cache lines. Same validation and errors as the constructor.
+  static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx,
+                            KvTypes types = {});
 
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
   int64_t n_ctx() const { return n_ctx_; }
-  size_t bytes() const { return n_elems_total_ * sizeof(uint16_t); }
+  KvTypes types() const { return types_; }
+  size_t bytes() const { return static_cast<size_t>(n_layers_) * layer_stride_; }
 
-  // Writes positions [pos, pos + n_tokens) of `layer` from f32 rows, rounding to f16, and
+  // Writes positions [pos, pos + n_tokens) of `layer` from f32 rows, converting to the
+  // cache's types (f16 rounds to nearest even, q8_0 / q4_0 quantize per 32 values), and
   // sets that layer's length to pos + n_tokens (later positions are dropped: writing at
   // pos overwrites from there, as after a rejected speculative draft).
   // k, v: token t's row at k + t * row_stride holds (n_kv_heads, head_dim) f32;
@@ -77,9 +117,9 @@ class KvCache {
   void clear() { truncate(0); }
 
   KvLayerView view(int layer) const;
-  // Mutable raw access (tests, future serialisation): (n_kv_heads, n_ctx, head_dim) f16.
-  uint16_t* k_data(int layer);
-  uint16_t* v_data(int layer);
+  // Mutable raw access (tests, future serialisation): (n_kv_heads, n_ctx) rows of the type.
+  uint8_t* k_data(int layer);
+  uint8_t* v_data(int layer);
 
  private:
   void check_layer(int layer) const;
@@ -88,10 +128,12 @@ class KvCache {
   int n_kv_heads_;
   int head_dim_;
   int64_t n_ctx_;
-  size_t n_elems_layer_;  // n_kv_heads * n_ctx * head_dim, per K or per V
-  size_t n_elems_total_;  // 2 * n_layers * n_elems_layer_
-  std::unique_ptr<uint16_t[], void (*)(void*)> data_;  // (n_layers, 2 [K,V], layer) f16
-  std::vector<int64_t> length_;                        // (n_layers)
+  KvTypes types_;
+  uint64_t k_row_bytes_ = 0, v_row_bytes_ = 0;  // one head's row at one position
+  size_t k_bytes_ = 0;       // K of one layer, rounded up to whole cache lines
+  size_t layer_stride_ = 0;  // K and V of one layer, each rounded up to whole cache lines
+  std::unique_ptr<uint8_t[], void (*)(void*)> data_;  // (n_layers) of [K, V]
+  std::vector<int64_t> length_;                       // (n_layers)
 };
 
 // Rounds f32 to f16 (nearest even). src: (n) f32, dst: (n) f16 bits.

@@ -48,6 +48,7 @@ void grow(std::vector<float>& v, size_t n) {
 Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
     : weights_(bind_weights(file, load_hparams(file))),
       n_ctx_(options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(weights_.hp.ctx_train, 4096)),
+      kv_types_(options.kv_types),
       pool_(default_threads(options.threads)),
       rope_(rope_config(weights_)) {
   const int n_layers = static_cast<int>(weights_.hp.n_layers);
@@ -66,6 +67,9 @@ Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
     local_index_[layers_[i]] = static_cast<int>(i);
   }
   if (n_ctx_ <= 0) throw UsageError("context size must be positive");
+  // Refuse a cache type the model's heads cannot use now, not at the first token.
+  compute::kv_row_bytes(kv_types_.k, static_cast<int>(weights_.hp.head_dim));
+  compute::kv_row_bytes(kv_types_.v, static_cast<int>(weights_.hp.head_dim));
   repack(options.repack, options.with_output);
 }
 
@@ -171,9 +175,9 @@ compute::KvCache& Engine::cache_for(int64_t seq) {
   auto it = caches_.find(seq);
   if (it == caches_.end()) {
     const HParams& hp = weights_.hp;
-    auto cache = std::make_unique<compute::KvCache>(static_cast<int>(layers_.size()),
-                                                    static_cast<int>(hp.n_kv_heads),
-                                                    static_cast<int>(hp.head_dim), n_ctx_);
+    auto cache = std::make_unique<compute::KvCache>(
+        static_cast<int>(layers_.size()), static_cast<int>(hp.n_kv_heads),
+        static_cast<int>(hp.head_dim), n_ctx_, kv_types_);
     it = caches_.emplace(seq, std::move(cache)).first;
   }
   return *it->second;

@@ -49,6 +49,7 @@ struct EngineOptions {
   bool no_layers = false;   // none at all (a ring head that only embeds and computes logits)
   RepackMode repack = RepackMode::kAuto;
   bool with_output = true;  // false: logits() is never called (ring workers): skip its repack
+  compute::KvTypes kv_types = {};  // element types of every sequence's K and V cache
 };
 
 // "auto", "on", "off" -> mode; UsageError naming the value otherwise.
@@ -62,6 +63,7 @@ class Engine {
   const HParams& hparams() const { return weights_.hp; }
   const ModelWeights& weights() const { return weights_; }
   int64_t n_ctx() const { return n_ctx_; }
+  compute::KvTypes kv_types() const { return kv_types_; }
   compute::ThreadPool& pool() { return pool_; }
   // Bytes of matrices this engine copied into the rows16 layout at load (0: none; every
   // matrix is read from the file mapping).
@@ -136,6 +138,7 @@ class Engine {
   std::vector<float> pinned_;  // pin_small_tensors(): copies the norm/bias pointers point to
   uint64_t repacked_bytes_ = 0;
   int64_t n_ctx_;
+  compute::KvTypes kv_types_;
   std::vector<int> layers_;       // owned model layers, ascending
   std::vector<int> local_index_;  // (n_layers) model layer -> cache layer, -1 if not owned
   compute::ThreadPool pool_;

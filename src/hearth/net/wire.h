@@ -31,11 +31,12 @@
 namespace hearth::net {
 
 inline constexpr uint32_t kMagic = 0x48545248u;  // "HRTH" read as a little-endian u32
-inline constexpr uint16_t kProtocolVersion = 3;  // 3: Assign carries wrap_endpoint
+inline constexpr uint16_t kProtocolVersion = 4;  // 4: Assign carries the KV cache types
 inline constexpr size_t kHeaderBytes = 32;
 inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 30;  // 1 GiB, any type
 inline constexpr size_t kMaxStringBytes = 64 * 1024;             // any string field
 inline constexpr uint32_t kMaxHiddenDim = 1u << 20;              // Activations.dim
+inline constexpr uint8_t kMaxKvType = 3;  // Assign.kv_type_*: compute::KvType::kQ4_0
 inline constexpr uint32_t kMaxLayers = 1u << 16;                 // layer indices and ranges
 inline constexpr uint32_t kMaxSegments = 1u << 16;               // Activations.segments
 
@@ -131,6 +132,10 @@ struct Assign {
   uint32_t n_threads = 0;
   uint32_t n_seq_max = 1;  // sequences the KV cache must hold (continuous batching)
   uint32_t n_gpu_layers = 0;
+  // KV cache element types of K and V (compute::KvType: 0 f32, 1 f16, 2 q8_0, 3 q4_0); every
+  // device of a ring uses the head's, so a sequence's results do not depend on the plan.
+  uint8_t kv_type_k = 1;
+  uint8_t kv_type_v = 1;
   bool operator==(const Assign&) const = default;
 };
 

@@ -54,12 +54,23 @@ uint64_t stage_working_bytes(const model::HParams& hp) {
 
 namespace {
 
+}  // namespace
+
+void set_kv_types(ModelProfile& p, compute::KvTypes types) {
+  p.kv_bytes_per_token =
+      types.bytes_per_token(static_cast<int>(p.n_kv_heads), static_cast<int>(p.head_dim));
+}
+
+namespace {
+
 void fill_common(ModelProfile& p, const model::HParams& hp) {
   p.n_layers = hp.n_layers;
   p.dim = hp.dim;
   p.vocab = hp.vocab;
   p.attn_flops_per_kv_token = 4.0 * hp.n_heads * hp.head_dim;
-  p.kv_bytes_per_token = 2ull * 2ull * hp.n_kv_heads * hp.head_dim;
+  p.n_kv_heads = hp.n_kv_heads;
+  p.head_dim = hp.head_dim;
+  set_kv_types(p, {});
   p.hidden_bytes = 4ull * hp.dim;
   p.compute_buffer_cpu = 4ull * 512ull * (4ull * hp.dim + 2ull * hp.ffn);
   p.compute_buffer_gpu = p.compute_buffer_cpu;

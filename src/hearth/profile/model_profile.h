@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hearth/compute/kv_cache.h"
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/model/hparams.h"
 
@@ -59,7 +60,8 @@ struct ModelProfile {
   // Attention score and value mixing per layer per cached token, computed on the f16 KV
   // cache: 4 * n_heads * head_dim FLOPs (Q.K and P.V).
   double attn_flops_per_kv_token = 0;
-  uint64_t kv_bytes_per_token = 0;  // per layer, f16 K and V: 2 * 2 * n_kv_heads * head_dim
+  uint64_t kv_bytes_per_token = 0;  // per layer, K and V (f16: 2 * 2 * n_kv_heads * head_dim)
+  uint32_t n_kv_heads = 0, head_dim = 0;
   uint64_t hidden_bytes = 0;        // one f32 hidden state on the wire: 4 * dim
   // Working buffers that are not weights and cannot be reclaimed (c^cpu, c^gpu): the
   // activations of a 512-token prompt batch through one layer, 4 * 512 * (4 dim + 2 ffn).
@@ -92,6 +94,9 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
                            std::string name);
 // Opens a GGUF file and profiles it (hyperparameters via model::load_hparams).
 ModelProfile profile_model_file(const std::string& path);
+// Counts the KV cache in these element types (profiles count f16 K and V by default).
+// UsageError when a type cannot hold the model's head rows.
+void set_kv_types(ModelProfile& p, compute::KvTypes types);
 // A named preset (model/presets.h), optionally scaled, with a quantization scheme.
 ModelProfile profile_preset(std::string_view preset, double scale, std::string_view scheme);
 
