@@ -95,8 +95,9 @@ int run_bench_e2e(const Args& args) {
   app.add_option("--reps", reps, "timed runs per figure (median reported)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--seed", seed, "seed of the random prompt ids");
-  std::string repack = "auto";
+  std::string repack = "auto", cache_type_k = "f16", cache_type_v = "f16";
   add_repack_option(app, repack);
+  add_kv_type_options(app, cache_type_k, cache_type_v);
   if (auto code = parse(app, args)) return *code;
   for (int t : thread_counts) {
     if (t < 1 || t > 1024) {
@@ -115,6 +116,7 @@ int run_bench_e2e(const Args& args) {
     eo.threads = threads;
     eo.n_ctx = n_ctx;
     eo.repack = model::parse_repack_mode(repack);
+    eo.kv_types = {compute::parse_kv_type(cache_type_k), compute::parse_kv_type(cache_type_v)};
     model::Engine engine(file, eo);
     repacked_bytes = engine.repacked_bytes();
     const auto& hp = engine.hparams();
@@ -188,6 +190,8 @@ int run_bench_e2e(const Args& args) {
                           {"weight_bytes_per_token", bytes_per_token},
                           {"isa", quant::isa_name(quant::active_isa())},
                           {"repacked_bytes", repacked_bytes},
+                          {"cache_type_k", cache_type_k},
+                          {"cache_type_v", cache_type_v},
                           {"reps", reps},
                           {"rows", jrows}};
     fmt::print("{}\n", out.dump());

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "model_options.h"
 #include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/halda.h"
@@ -68,8 +69,7 @@ int run_plan(const Args& args) {
       ->check(CLI::IsMember({"halda", "memsched", "perfsched", "exhaustive"}));
   app.add_option("-c,--ctx-size,--ctx", ctx, "context length the KV cache is sized for");
   std::string cache_type_k = "f16", cache_type_v = "f16";
-  app.add_option("--cache-type-k", cache_type_k, "KV cache type of K: f16, f32, q8_0, q4_0 (-ctk)");
-  app.add_option("--cache-type-v", cache_type_v, "KV cache type of V (-ctv)");
+  add_kv_type_options(app, cache_type_k, cache_type_v);
   app.add_option("--cost-model", cost_model,
                  "overlap (streaming engine, reads hidden behind compute) | paper (prima.cpp A.3)")
       ->check(CLI::IsMember({"paper", "overlap"}));

@@ -38,6 +38,28 @@ inline void add_repack_option(CLI::App& app, std::string& repack) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 
+// --cache-type-k / --cache-type-v; llama.cpp's -ctk / -ctv are translated to these before
+// parsing (commands.cpp). A bad type is a parse error naming the flag.
+inline void add_kv_type_options(CLI::App& app, std::string& k, std::string& v) {
+  const CLI::Validator kv_type(
+      [](std::string& s) -> std::string {
+        try {
+          compute::parse_kv_type(s);
+          return "";
+        } catch (const UsageError& e) {
+          return e.what();
+        }
+      },
+      "f16|f32|q8_0|q4_0");
+  app.add_option("--cache-type-k", k,
+                 "KV cache type of K: f16 (default), f32, q8_0, q4_0 (also -ctk); ring workers "
+                 "use the head's")
+      ->check(kv_type);
+  app.add_option("--cache-type-v", v,
+                 "KV cache type of V: f16 (default), f32, q8_0, q4_0 (also -ctv)")
+      ->check(kv_type);
+}
+
 inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_required = true) {
   auto* m = app.add_option("-m,--model", o.model, "GGUF model file");
   if (model_required) m->required();
@@ -46,12 +68,7 @@ inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_require
   app.add_option("-c,--ctx-size", o.ctx, "context size in tokens (default: min(trained, 4096))")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   add_repack_option(app, o.repack);
-  // llama.cpp's -ctk / -ctv are translated to these before parsing (commands.cpp).
-  app.add_option("--cache-type-k", o.cache_type_k,
-                 "KV cache type of K: f16 (default), f32, q8_0, q4_0 (also -ctk); ring workers "
-                 "use the head's");
-  app.add_option("--cache-type-v", o.cache_type_v,
-                 "KV cache type of V: f16 (default), f32, q8_0, q4_0 (also -ctv)");
+  add_kv_type_options(app, o.cache_type_k, o.cache_type_v);
 }
 
 // The KV cache types the flags name; UsageError naming the flag.

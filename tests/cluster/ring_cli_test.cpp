@@ -201,6 +201,27 @@ TEST(RingQwen3, FourDevicesGiveTheSingleDeviceIds) {
   four_devices_give_the_single_device_ids(model::Arch::kQwen3);
 }
 
+// The head's KV cache types reach every worker (Assign.kv_type_*): a ring with quantized
+// caches gives the ids of one device with the same caches, which differ from the f16 ids.
+TEST_F(Ring, WorkersUseTheHeadsKvCacheTypes) {
+  const std::string types = "-ctk q4_0 -ctv q4_0";
+  const auto local = run_head(*model_, types, 24);
+  ASSERT_EQ(local.status, 0) << local.err;
+  const auto want = local.summary["ids"].get<std::vector<int>>();
+  const auto f16 = run_head(*model_, "", 24);
+  ASSERT_EQ(f16.status, 0) << f16.err;
+  // Otherwise this test could not tell whether the workers quantize.
+  ASSERT_NE(f16.summary["ids"].get<std::vector<int>>(), want);
+  WorkerProc w1(*model_), w2(*model_);
+  for (const std::string plan : {"1,1,2", "1,1,1"}) {
+    const auto r = run_head(*model_,
+                            types + " --workers " + w1.address() + "," + w2.address() + " --plan " + plan,
+                            24);
+    ASSERT_EQ(r.status, 0) << plan << "\n" << r.err << "\n" << w1.log() << w2.log();
+    EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want) << "plan " << plan;
+  }
+}
+
 TEST_F(Ring, WorkerWithAnotherModelIsRefused) {
   const std::string other = make_model("other.gguf", "some-other-model");
   WorkerProc w(other);
