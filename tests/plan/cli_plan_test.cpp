@@ -64,6 +64,24 @@ TEST(CliPlan, JsonPlanOnTable3) {
   }
 }
 
+// The KV cache types enter the memory terms: at a 32K context the 70B's f16 cache takes
+// 10 GiB of the testbed's memory, and smaller types leave more of it to the weights, so the
+// predicted TPOT falls with them. A bad type is a usage error naming the flag.
+TEST(CliPlan, KvCacheTypesFreeMemoryForWeights) {
+  double last = 1e300;
+  for (const char* t : {"f16", "q8_0", "q4_0"}) {
+    const auto r = run("--preset llama3-70b --devices " + kTestbeds +
+                       "paper-table3.json -c 32768 --json -ctk " + t + " --cache-type-v " + t);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const double tpot = last_line_json(r.out)["predicted_tpot_ms"].get<double>();
+    EXPECT_LT(tpot, last) << t;
+    last = tpot;
+  }
+  const auto bad = run("--preset llama3-70b --devices " + kTestbeds + "paper-table3.json -ctk q9");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--cache-type-k"), std::string::npos) << bad.out;
+}
+
 // --solver ilp (the MILP with CBC) reaches the plan cost of the default knapsack search on
 // the overlap model; an unknown solver is a usage error.
 TEST(CliPlan, SolverIlpAgreesWithTheSearch) {
