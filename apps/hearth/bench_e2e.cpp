@@ -3,9 +3,13 @@
 // bandwidth). Prints figures only; comparing them with llama.cpp is docs/benchmarks.md's job.
 //
 // The runs mirror llama-bench so the two can be read side by side:
-//   prefill: one batch of --prompt-tokens random valid ids into an empty sequence;
-//   decode:  --gen-tokens single-token evaluations into an empty sequence.
-// Each figure is the median of --reps timed runs after one untimed warm-up.
+//   prefill: one batch of --prompt-tokens random valid ids into a sequence at depth d;
+//   decode:  --gen-tokens single-token evaluations into a sequence at depth d;
+// where the sequence first holds d positions (--depth, llama-bench's -d: an untimed prefill
+// of d random ids, in batches of 512; each timed run truncates back to d). Each figure is
+// the median of --reps timed runs after one untimed warm-up. At depth the roofline counts
+// the KV cache bytes a decoded token reads (K and V of every layer at the mean position of
+// the run) beside the weights.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -72,6 +76,8 @@ std::vector<int32_t> random_tokens(int64_t n, uint32_t vocab, uint64_t seed) {
 
 struct Row {
   int threads = 0;
+  int64_t depth = 0;
+  uint64_t kv_bytes_per_token = 0;  // KV cache bytes a decoded token reads at this depth
   double prefill_tok_s = 0, decode_tok_s = 0;
   double mem_read_gbps = 0, roofline_tok_s = 0;
   std::vector<double> prefill_runs, decode_runs;  // tok/s of each timed run
@@ -82,6 +88,7 @@ int run_bench_e2e(const Args& args) {
   std::string model_path;
   bool json = false;
   std::vector<int> thread_counts{1, 2};
+  std::vector<int64_t> depths{0};
   int64_t prompt_tokens = 512, gen_tokens = 128;
   int reps = 3;
   uint64_t seed = 1;
@@ -95,6 +102,11 @@ int run_bench_e2e(const Args& args) {
   app.add_option("--reps", reps, "timed runs per figure (median reported)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--seed", seed, "seed of the random prompt ids");
+  app.add_option("--depth", depths,
+                 "positions already in the KV cache before each timed run, e.g. 0,2048,8192 "
+                 "(llama-bench's -d)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   std::string repack = "auto", cache_type_k = "f16", cache_type_v = "f16";
   add_repack_option(app, repack);
   add_kv_type_options(app, cache_type_k, cache_type_v);
@@ -107,7 +119,8 @@ int run_bench_e2e(const Args& args) {
   }
 
   const auto file = gguf::GgufFile::open(model_path);
-  const int64_t n_ctx = std::max<int64_t>({prompt_tokens, gen_tokens, 1});
+  const int64_t n_ctx = *std::max_element(depths.begin(), depths.end()) +
+                        std::max<int64_t>({prompt_tokens, gen_tokens, 1});
 
   std::vector<Row> rows;
   uint64_t bytes_per_token = 0, repacked_bytes = 0;
@@ -129,52 +142,74 @@ int run_bench_e2e(const Args& args) {
           static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
           std::thread::hardware_concurrency(), static_cast<double>(repacked_bytes) / (1 << 20));
     }
-    Row row;
-    row.threads = engine.pool().size();
-    row.mem_read_gbps = compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
-    row.roofline_tok_s = row.mem_read_gbps * 1e9 / static_cast<double>(bytes_per_token);
-
+    const double mem_read_gbps = compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
+    const uint64_t kv_per_position =
+        engine.kv_types().bytes_per_token(static_cast<int>(hp.n_kv_heads),
+                                          static_cast<int>(hp.head_dim)) *
+        engine.layers().size();
     std::vector<float> logits(hp.vocab);  // (vocab) f32
     constexpr int64_t kSeq = 0;
-    if (prompt_tokens > 0) {
-      const auto prompt = random_tokens(prompt_tokens, hp.vocab, seed);
-      for (int r = -1; r < reps; ++r) {  // one warm-up run
-        engine.drop(kSeq);
-        const double t0 = now_seconds();
-        engine.eval(kSeq, prompt, logits.data());
-        const double s = now_seconds() - t0;
-        if (r >= 0) row.prefill_runs.push_back(static_cast<double>(prompt_tokens) / s);
+    for (int64_t depth : depths) {
+      Row row;
+      row.threads = engine.pool().size();
+      row.depth = depth;
+      row.mem_read_gbps = mem_read_gbps;
+      row.kv_bytes_per_token = static_cast<uint64_t>(
+          static_cast<double>(kv_per_position) * (static_cast<double>(depth) + gen_tokens / 2.0));
+      row.roofline_tok_s = row.mem_read_gbps * 1e9 /
+                           static_cast<double>(bytes_per_token + row.kv_bytes_per_token);
+      // The context the timed runs start from.
+      engine.drop(kSeq);
+      const auto context = random_tokens(depth, hp.vocab, seed + 2);
+      for (int64_t at = 0; at < depth; at += 512) {
+        const int64_t n = std::min<int64_t>(512, depth - at);
+        engine.eval(kSeq, std::span<const int32_t>(context.data() + at, static_cast<size_t>(n)),
+                    nullptr);
       }
-      row.prefill_tok_s = median(row.prefill_runs);
-    }
-    if (gen_tokens > 0) {
-      const auto ids = random_tokens(gen_tokens, hp.vocab, seed + 1);
-      for (int r = -1; r < reps; ++r) {
-        engine.drop(kSeq);
-        // A warm-up of a few tokens is enough to page the weights in and spin the pool up.
-        const int64_t n = r < 0 ? std::min<int64_t>(gen_tokens, 4) : gen_tokens;
-        const double t0 = now_seconds();
-        for (int64_t i = 0; i < n; ++i)
-          engine.eval(kSeq, std::span<const int32_t>(&ids[static_cast<size_t>(i)], 1),
-                      logits.data());
-        const double s = now_seconds() - t0;
-        if (r >= 0) row.decode_runs.push_back(static_cast<double>(n) / s);
+      if (prompt_tokens > 0) {
+        const auto prompt = random_tokens(prompt_tokens, hp.vocab, seed);
+        for (int r = -1; r < reps; ++r) {  // one warm-up run
+          engine.truncate(kSeq, depth);
+          const double t0 = now_seconds();
+          engine.eval(kSeq, prompt, logits.data());
+          const double s = now_seconds() - t0;
+          if (r >= 0) row.prefill_runs.push_back(static_cast<double>(prompt_tokens) / s);
+        }
+        row.prefill_tok_s = median(row.prefill_runs);
       }
-      row.decode_tok_s = median(row.decode_runs);
+      if (gen_tokens > 0) {
+        const auto ids = random_tokens(gen_tokens, hp.vocab, seed + 1);
+        for (int r = -1; r < reps; ++r) {
+          engine.truncate(kSeq, depth);
+          // A warm-up of a few tokens is enough to page the weights in and spin the pool up.
+          const int64_t n = r < 0 ? std::min<int64_t>(gen_tokens, 4) : gen_tokens;
+          const double t0 = now_seconds();
+          for (int64_t i = 0; i < n; ++i)
+            engine.eval(kSeq, std::span<const int32_t>(&ids[static_cast<size_t>(i)], 1),
+                        logits.data());
+          const double s = now_seconds() - t0;
+          if (r >= 0) row.decode_runs.push_back(static_cast<double>(n) / s);
+        }
+        row.decode_tok_s = median(row.decode_runs);
+      }
+      rows.push_back(std::move(row));
     }
     engine.drop(kSeq);
-    rows.push_back(std::move(row));
   }
 
-  fmt::print("\n{:>7} {:>13} {:>12} {:>10} {:>13} {:>8}\n", "threads",
+  fmt::print("\nKV cache {}/{}\n{:>7} {:>7} {:>13} {:>12} {:>10} {:>9} {:>13} {:>8}\n",
+             cache_type_k, cache_type_v, "threads", "depth",
              fmt::format("pp{} tok/s", prompt_tokens), fmt::format("tg{} tok/s", gen_tokens),
-             "mem GB/s", "roofline t/s", "ratio");
+             "mem GB/s", "KV MiB/t", "roofline t/s", "ratio");
   nlohmann::json jrows = nlohmann::json::array();
   for (const Row& r : rows) {
     const double ratio = r.roofline_tok_s > 0 ? r.decode_tok_s / r.roofline_tok_s : 0.0;
-    fmt::print("{:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>13.2f} {:>8.2f}\n", r.threads,
-               r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps, r.roofline_tok_s, ratio);
+    fmt::print("{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f}\n",
+               r.threads, r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
+               static_cast<double>(r.kv_bytes_per_token) / (1 << 20), r.roofline_tok_s, ratio);
     jrows.push_back({{"threads", r.threads},
+                     {"depth", r.depth},
+                     {"kv_bytes_per_token", r.kv_bytes_per_token},
                      {"prompt_tokens", prompt_tokens},
                      {"gen_tokens", gen_tokens},
                      {"prefill_tok_s", r.prefill_tok_s},
