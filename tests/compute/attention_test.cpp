@@ -105,6 +105,23 @@ void fill_cache(KvCache& cache, int64_t n, uint32_t seed) {
 // ~1e-2 or more.
 constexpr float kTol = 2e-5f;
 
+// One decoded token at each position of `positions` (query seeded by pos + seed) against the
+// naive attention over layer `layer` of the cache.
+void expect_decode_matches_naive(const AttentionShape& shape, const KvCache& cache, int layer,
+                                 std::initializer_list<int64_t> positions, uint32_t seed,
+                                 const std::string& where, Isa isa) {
+  const int row = shape.n_heads * shape.head_dim;
+  for (int64_t pos : positions) {
+    const auto q = random_vector(row, static_cast<uint32_t>(pos) + seed);
+    std::vector<float> out(row);
+    attention(shape, cache.view(layer), q.data(), out.data(), pos, 1, isa);
+    const auto expect = naive_attention(cache, layer, shape.n_heads, q, pos, 1);
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_NEAR(out[i], expect[i], kTol) << where << " decode pos " << pos << " i " << i;
+    }
+  }
+}
+
 TEST_P(AttentionTest, MatchesNaiveForGqaRatiosDecodeAndPrefill) {
   for (int ratio : {1, 2, 4, 8}) {
     for (int hd : {64, 128, 40}) {
@@ -115,15 +132,8 @@ TEST_P(AttentionTest, MatchesNaiveForGqaRatiosDecodeAndPrefill) {
       const std::string where = "ratio " + std::to_string(ratio) + " hd " + std::to_string(hd);
 
       // Decode: one token at several positions (chunk edges at 128, 256).
-      for (int64_t pos : {0, 1, 5, 127, 128, 129, 299}) {
-        const auto q = random_vector(n_heads * hd, pos + 7);
-        std::vector<float> out(n_heads * hd);
-        attention(shape, cache.view(1), q.data(), out.data(), pos, 1, GetParam());
-        const auto expect = naive_attention(cache, 1, n_heads, q, pos, 1);
-        for (size_t i = 0; i < out.size(); ++i) {
-          ASSERT_NEAR(out[i], expect[i], kTol) << where << " decode pos " << pos << " i " << i;
-        }
-      }
+      expect_decode_matches_naive(shape, cache, 1, {0, 1, 5, 127, 128, 129, 299}, 7, where,
+                                  GetParam());
       // Prefill: blocks at the start and over earlier positions, crossing chunk edges.
       for (auto [pos0, n_tokens] : {std::pair<int64_t, int64_t>{0, 9}, {100, 33}, {250, 50}}) {
         const auto q = random_vector(n_tokens * n_heads * hd, pos0 + 3);
@@ -180,15 +190,7 @@ TEST_P(AttentionTest, EveryKvTypeMatchesNaive) {
         fill_cache(cache, 300, 5 + hd);
         const std::string where = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
                                   " hd " + std::to_string(hd);
-        for (int64_t pos : {0, 127, 128, 299}) {
-          const auto q = random_vector(n_heads * hd, pos + 11);
-          std::vector<float> out(n_heads * hd);
-          attention(shape, cache.view(0), q.data(), out.data(), pos, 1, GetParam());
-          const auto expect = naive_attention(cache, 0, n_heads, q, pos, 1);
-          for (size_t i = 0; i < out.size(); ++i) {
-            ASSERT_NEAR(out[i], expect[i], kTol) << where << " decode pos " << pos << " i " << i;
-          }
-        }
+        expect_decode_matches_naive(shape, cache, 0, {0, 127, 128, 299}, 11, where, GetParam());
         const int64_t pos0 = 120, n_tokens = 17, row = int64_t{n_heads} * hd;
         const auto q = random_vector(n_tokens * row, 12);
         std::vector<float> block(n_tokens * row), single(row);
