@@ -400,6 +400,48 @@ TEST_F(ServeTest, CancelById) {
   EXPECT_EQ(s.finish_reason, "cancelled");
 }
 
+// Generation that runs into the end of the context stops there with finish_reason "length"
+// (plain and streamed, two at once), and the server goes on serving. The server runs with
+// q8_0 K and V caches, as `-ctk q8_0 -ctv q8_0` asks.
+TEST(ServeContext, FillingTheContextEndsWithLength) {
+  ServeProc server({"--parallel", "2", "-c", "64", "-ctk", "q8_0", "-ctv", "q8_0"});
+  const json body = {{"messages", {{{"role", "user"}, {"content", "count to a thousand"}}}},
+                     {"max_tokens", 1000},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  std::string stream_body;
+  std::thread t([&] {
+    auto c = server.client();
+    auto r = c.Post("/v1/chat/completions", streamed.dump(), "application/json");
+    if (r && r->status == 200) stream_body = r->body;
+  });
+  auto c = server.client();
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  t.join();
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const int total = j["usage"]["total_tokens"].get<int>();
+  EXPECT_GE(total, 63) << r->body;  // prompt + completion fill the 64 positions
+  EXPECT_LE(total, 65) << r->body;
+  const SseStream s = parse_sse(stream_body);
+  EXPECT_TRUE(s.done) << stream_body;
+  EXPECT_EQ(s.finish_reason, "length");
+  ASSERT_TRUE(s.usage.is_object()) << stream_body;
+  EXPECT_EQ(s.usage["total_tokens"], j["usage"]["total_tokens"]);
+  const json small = {{"prompt", "hi"}, {"max_tokens", 3}, {"temperature", 0}};
+  auto after = c.Post("/v1/completions", small.dump(), "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200) << after->body;
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 // A second server with a key, a small body limit, a short read timeout and a queue of one.
 class GuardedServeTest : public ::testing::Test {
  protected:
