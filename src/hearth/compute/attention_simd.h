@@ -5,13 +5,14 @@
 // taken in chunks: scores of a chunk for every row (each K row converted to f32 once and
 // used by all rows), an online-softmax update (rescale the running sum and accumulator
 // when the running max grows), then the weighted V rows, four positions per pass over the
-// accumulator. K and V rows are read in place when f16 or f32; q8_0 / q4_0 rows are
-// converted four at a time into a scratch tile first (the conversion is exact, so the result
-// equals the kernel over f32 rows holding the same values). Everything stays on the stack
-// (under 40 KiB).
+// accumulator. K and V rows are read in place when f16, f32 or q8_0 (each vector converted as
+// it is loaded); q4_0 rows are converted four at a time into a scratch tile first. Every
+// conversion is exact, so the result equals the kernel over f32 rows holding the same values.
+// Everything stays on the stack (under 40 KiB).
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "hearth/compute/activation_simd.h"
 #include "hearth/compute/attention.h"
@@ -32,45 +33,60 @@ inline VecF load_f16_partial(const uint16_t* p, int n) {
   return VecF::load_f16(tmp);
 }
 
-// Loads of one K/V element type, full and partial vectors.
-inline VecF load_elem(const uint16_t* p) {
-  return VecF::load_f16(p);
-}
-inline VecF load_elem(const float* p) {
-  return VecF::load(p);
-}
-inline VecF load_elem_partial(const uint16_t* p, int n) {
-  return load_f16_partial(p, n);
-}
-inline VecF load_elem_partial(const float* p, int n) {
-  return VecF::load_partial(p, n);
-}
+// A run of K or V rows from one position on: load(i, d) is row i's values [d, d + kLanes) as
+// f32, load_partial the first n of them (the rest 0).
+struct F16View {
+  const uint16_t* p;
+  int hd;
+  VecF load(int i, int d) const { return VecF::load_f16(p + i * hd + d); }
+  VecF load_partial(int i, int d, int n) const { return load_f16_partial(p + i * hd + d, n); }
+};
+struct F32View {
+  const float* p;
+  int hd;
+  VecF load(int i, int d) const { return VecF::load(p + i * hd + d); }
+  VecF load_partial(int i, int d, int n) const { return VecF::load_partial(p + i * hd + d, n); }
+};
+// Q8_0 rows in place (34-byte blocks: f16 scale d, 32 int8 q; x = d * q). kLanes divides 32,
+// so a vector never straddles two blocks, and head_dim is a multiple of 32, so no partial
+// vector is ever asked for.
+struct Q8View {
+  const uint8_t* p;
+  int64_t row_bytes;
+  VecF load(int i, int d) const { return scale(i, d) * values(i, d); }
+  // The scale of the block holding element d, and the block's int8 values from d on: the
+  // kernels take the scale once per block.
+  VecF scale(int i, int d) const {
+    uint16_t d16;
+    __builtin_memcpy(&d16, p + i * row_bytes + (d >> 5) * 34, 2);
+    return VecF::set1(_cvtsh_ss(d16));
+  }
+  VecF values(int i, int d) const {
+    return VecF::load_i8(
+        reinterpret_cast<const int8_t*>(p + i * row_bytes + (d >> 5) * 34 + 2 + (d & 31)));
+  }
+  VecF load_partial(int /*i*/, int /*d*/, int /*n*/) const { return VecF::zero(); }
+};
 
-// Where a kernel reads rows of K or V. rows(pos, n, scratch) returns n consecutive rows from
-// position pos, either in place (f16, f32) or converted into scratch (n * hd floats).
+// Where a kernel reads rows of K or V: rows(pos, n, scratch) is a view of n consecutive rows
+// from position pos, in place or (q4_0) converted into scratch (n * hd floats).
 struct F16Rows {
-  using Elem = uint16_t;
   const uint16_t* base;
   int hd;
-  const uint16_t* rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return base + pos * hd; }
+  F16View rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return {base + pos * hd, hd}; }
 };
 struct F32Rows {
-  using Elem = float;
   const float* base;
   int hd;
-  const float* rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return base + pos * hd; }
+  F32View rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return {base + pos * hd, hd}; }
 };
-
-// Q8_0 block: f16 scale, 32 int8 values (x = d * q).
-inline void q8_0_row_to_float(const uint8_t* row, int hd, float* dst) {
-  for (int b = 0; b < hd / 32; ++b, row += 34, dst += 32) {
-    uint16_t d16;
-    __builtin_memcpy(&d16, row, 2);
-    const VecF d = VecF::set1(_cvtsh_ss(d16));
-    const auto* q = reinterpret_cast<const int8_t*>(row + 2);
-    for (int i = 0; i < 32; i += VecF::kLanes) (d * VecF::load_i8(q + i)).store(dst + i);
+struct Q8Rows {
+  const uint8_t* base;
+  int64_t row_bytes;
+  Q8View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
+    return {base + pos * row_bytes, row_bytes};
   }
-}
+};
 
 // Q4_0 block: f16 scale, 16 bytes; value i < 16 is the low nibble of byte i, value 16 + i
 // its high nibble; x = d * (nibble - 8).
@@ -89,29 +105,21 @@ inline void q4_0_row_to_float(const uint8_t* row, int hd, float* dst) {
   }
 }
 
-struct BlockRows {
-  using Elem = float;
+struct Q4Rows {
   const uint8_t* base;
   int hd;
   int64_t row_bytes;
-  bool q4;  // q4_0, else q8_0
-  const float* rows(int64_t pos, int n, float* scratch) const {
-    for (int i = 0; i < n; ++i) {
-      const uint8_t* row = base + (pos + i) * row_bytes;
-      if (q4)
-        q4_0_row_to_float(row, hd, scratch + i * hd);
-      else
-        q8_0_row_to_float(row, hd, scratch + i * hd);
-    }
-    return scratch;
+  F32View rows(int64_t pos, int n, float* scratch) const {
+    for (int i = 0; i < n; ++i) q4_0_row_to_float(base + (pos + i) * row_bytes, hd, scratch + i * hd);
+    return {scratch, hd};
   }
 };
 
 // scores[j * score_stride + i] = scale * (q_j . k_i) for rows j < NB and positions i < P.
-// q: (NB, hd) f32; k: (P, hd) f16 or f32. A dot product's arithmetic does not depend on NB
-// or P, so results are identical however heads and tokens are grouped.
-template <int NB, int P, typename Elem>
-inline void score_tile(const float* q, const Elem* k, int hd, float scale, float* scores,
+// q: (NB, hd) f32; k: a view of P rows. A dot product's arithmetic does not depend on NB or
+// P, so results are identical however heads and tokens are grouped.
+template <int NB, int P, typename View>
+inline void score_tile(const float* q, const View& k, int hd, float scale, float* scores,
                        int score_stride) {
   constexpr int kL = VecF::kLanes;
   constexpr int kN = NB * P;                 // dot products in the tile
@@ -120,17 +128,32 @@ inline void score_tile(const float* q, const Elem* k, int hd, float scale, float
   const int rest = hd - full;
   VecF dot[kPadded];
   for (int i = 0; i < kPadded; ++i) dot[i] = VecF::zero();
-  for (int d = 0; d < full; d += kL) {
-    for (int i = 0; i < P; ++i) {
-      const VecF kv = load_elem(k + i * hd + d);
-      for (int j = 0; j < NB; ++j) {
-        dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
+  if constexpr (std::is_same_v<View, Q8View>) {
+    for (int b = 0; b < full; b += 32) {  // one scale per row and block
+      VecF sc[P];
+      for (int i = 0; i < P; ++i) sc[i] = k.scale(i, b);
+      for (int d = b; d < b + 32; d += kL) {
+        for (int i = 0; i < P; ++i) {
+          const VecF kv = sc[i] * k.values(i, d);
+          for (int j = 0; j < NB; ++j) {
+            dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
+          }
+        }
+      }
+    }
+  } else {
+    for (int d = 0; d < full; d += kL) {
+      for (int i = 0; i < P; ++i) {
+        const VecF kv = k.load(i, d);
+        for (int j = 0; j < NB; ++j) {
+          dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
+        }
       }
     }
   }
   if (rest != 0) {
     for (int i = 0; i < P; ++i) {
-      const VecF kv = load_elem_partial(k + i * hd + full, rest);
+      const VecF kv = k.load_partial(i, full, rest);
       for (int j = 0; j < NB; ++j) {
         dot[j * P + i] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j * P + i]);
       }
@@ -194,10 +217,9 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
     }
 
     for (p = 0; p + 4 <= n; p += 4) {
-      const auto* vp = vs.rows(c0 + p, 4, tile);  // (4, hd)
-      for (int d = 0; d < full; d += kL) {
-        const VecF v0 = load_elem(vp + d), v1 = load_elem(vp + hd + d);
-        const VecF v2 = load_elem(vp + 2 * hd + d), v3 = load_elem(vp + 3 * hd + d);
+      const auto vp = vs.rows(c0 + p, 4, tile);  // 4 rows
+      // acc[j][d..] += s[j][p + i] * v_i[d..] for the 4 rows, in row order.
+      auto accumulate4 = [&](int d, VecF v0, VecF v1, VecF v2, VecF v3) {
         for (int j = 0; j < NB; ++j) {
           VecF a = VecF::load(acc[j] + d);
           a = fma(VecF::set1(s[j][p]), v0, a);
@@ -206,10 +228,24 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
           a = fma(VecF::set1(s[j][p + 3]), v3, a);
           a.store(acc[j] + d);
         }
+      };
+      if constexpr (std::is_same_v<std::decay_t<decltype(vp)>, Q8View>) {
+        for (int b = 0; b < full; b += 32) {  // one scale per row and block
+          const VecF s0 = vp.scale(0, b), s1 = vp.scale(1, b);
+          const VecF s2 = vp.scale(2, b), s3 = vp.scale(3, b);
+          for (int d = b; d < b + 32; d += kL) {
+            accumulate4(d, s0 * vp.values(0, d), s1 * vp.values(1, d), s2 * vp.values(2, d),
+                        s3 * vp.values(3, d));
+          }
+        }
+      } else {
+        for (int d = 0; d < full; d += kL) {
+          accumulate4(d, vp.load(0, d), vp.load(1, d), vp.load(2, d), vp.load(3, d));
+        }
       }
       if (rest != 0) {
         for (int i = 0; i < 4; ++i) {
-          const VecF vv = load_elem_partial(vp + i * hd + full, rest);
+          const VecF vv = vp.load_partial(i, full, rest);
           for (int j = 0; j < NB; ++j) {
             fma(VecF::set1(s[j][p + i]), vv, VecF::load_partial(acc[j] + full, rest))
                 .store_partial(acc[j] + full, rest);
@@ -218,15 +254,15 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
       }
     }
     for (; p < n; ++p) {
-      const auto* vp = vs.rows(c0 + p, 1, tile);  // (hd)
+      const auto vp = vs.rows(c0 + p, 1, tile);  // 1 row
       for (int d = 0; d < full; d += kL) {
-        const VecF vv = load_elem(vp + d);
+        const VecF vv = vp.load(0, d);
         for (int j = 0; j < NB; ++j) {
           fma(VecF::set1(s[j][p]), vv, VecF::load(acc[j] + d)).store(acc[j] + d);
         }
       }
       if (rest != 0) {
-        const VecF vv = load_elem_partial(vp + full, rest);
+        const VecF vv = vp.load_partial(0, full, rest);
         for (int j = 0; j < NB; ++j) {
           fma(VecF::set1(s[j][p]), vv, VecF::load_partial(acc[j] + full, rest))
               .store_partial(acc[j] + full, rest);
@@ -270,9 +306,9 @@ void with_rows(const detail::KvRows& r, int hd, F&& f) {
     case KvType::kF16: return f(F16Rows{reinterpret_cast<const uint16_t*>(r.data), hd});
     case KvType::kF32: return f(F32Rows{reinterpret_cast<const float*>(r.data), hd});
     case KvType::kQ8_0:
+      return f(Q8Rows{r.data, static_cast<int64_t>(kv_row_bytes(r.type, hd))});
     case KvType::kQ4_0:
-      return f(BlockRows{r.data, hd, static_cast<int64_t>(kv_row_bytes(r.type, hd)),
-                         r.type == KvType::kQ4_0});
+      return f(Q4Rows{r.data, hd, static_cast<int64_t>(kv_row_bytes(r.type, hd))});
   }
 }
 
