@@ -46,6 +46,11 @@ int run_serve(const Args& args) {
   app.add_option("--prefill-chunk", so.scheduler.prefill_chunk,
                  "prompt tokens per step, so long prompts do not stall running streams")
       ->check(CLI::Range(1, 1 << 20));
+  bool no_prompt_cache = false;
+  app.add_flag("--no-prompt-cache", no_prompt_cache,
+               "start every request from an empty cache (default: a finished request's "
+               "sequence is kept while slots are free, and a request whose prompt starts "
+               "with the same tokens computes only the rest)");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY' on every request");
   app.add_option("--alias", alias, "model name to report and accept (default: file name stem)");
   ChatTemplateOptions ct;
@@ -68,6 +73,7 @@ int run_serve(const Args& args) {
   ResidencyFlags rf;  // with --workers: the head's own device
   add_residency_options(app, rf);
   if (auto code = parse(app, args)) return *code;
+  so.scheduler.prompt_cache = !no_prompt_cache;
   if (!cors.empty()) so.cors_origins = serve::parse_cors_origins(cors);
   host_given = host_opt->count() > 0;
   if (!host_given) so.host = "127.0.0.1";

@@ -442,6 +442,46 @@ TEST(ServeContext, FillingTheContextEndsWithLength) {
   EXPECT_EQ(health->status, 200);
 }
 
+// A chat client resends the whole conversation each turn: the second turn reuses the first
+// turn's cached prompt (and what it generated) and computes only the rest, with the same
+// greedy answer as a server that starts every request from nothing.
+TEST(ServePromptCache, TheNextTurnReusesTheConversationsCache) {
+  ServeProc cached({"--parallel", "2"}), fresh({"--parallel", "2", "--no-prompt-cache"});
+  auto cached_tokens = [](ServeProc& server) {
+    auto c = server.client();
+    auto r = c.Get("/metrics");
+    const std::string name = "\nhearth_prompt_tokens_cached_total ";
+    const size_t at = r ? r->body.find(name) : std::string::npos;
+    return at == std::string::npos ? -1.0 : std::stod(r->body.substr(at + name.size()));
+  };
+  auto ask = [](ServeProc& server, const json& messages) {
+    auto c = server.client();
+    const json body = {{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body) : json();
+  };
+  json turn = json::array({{{"role", "system"}, {"content", "be brief"}},
+                           {{"role", "user"}, {"content", "tell me about the hearth fire"}}});
+  const json a = ask(cached, turn);
+  EXPECT_EQ(cached_tokens(cached), 0.0);
+  const std::string answer = a["choices"][0]["message"]["content"].get<std::string>();
+  turn.push_back({{"role", "assistant"}, {"content", answer}});
+  turn.push_back({{"role", "user"}, {"content", "and the smoke?"}});
+  const json b = ask(cached, turn);
+  const double reused = cached_tokens(cached);
+  // At least the whole first prompt came from the cache, short of the second prompt.
+  EXPECT_GE(reused, a["usage"]["prompt_tokens"].get<double>()) << b.dump();
+  EXPECT_LT(reused, b["usage"]["prompt_tokens"].get<double>()) << b.dump();
+  EXPECT_EQ(b["choices"][0]["message"]["content"],
+            ask(fresh, turn)["choices"][0]["message"]["content"]);
+  EXPECT_EQ(cached_tokens(fresh), 0.0);
+  // The same request again: everything but its last prompt token is reused, same answer.
+  const json again = ask(cached, turn);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+  EXPECT_EQ(cached_tokens(cached), reused + b["usage"]["prompt_tokens"].get<double>() - 1);
+}
+
 // A second server with a key, a small body limit, a short read timeout and a queue of one.
 class GuardedServeTest : public ::testing::Test {
  protected:

@@ -46,6 +46,10 @@ void RingBackend::drop(int64_t seq) {
   tracked([&] { ring_.drop(seq); });
 }
 
+void RingBackend::truncate(int64_t seq, int64_t n_pos) {
+  tracked([&] { ring_.truncate(seq, n_pos); });
+}
+
 void RingBackend::idle() {
   try {
     ring_.try_rejoin();

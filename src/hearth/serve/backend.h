@@ -38,6 +38,8 @@ class Backend {
   // would do it alone, bitwise. Items name distinct sequences.
   virtual void eval_batch(std::span<const model::EvalItem> items) = 0;
   virtual void drop(int64_t seq) = 0;  // frees the sequence's cache on every device
+  // Forgets the sequence's positions >= n_pos on every device (a kept prompt reused).
+  virtual void truncate(int64_t seq, int64_t n_pos) = 0;
   virtual int64_t vocab() const = 0;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t seq_length(int64_t seq) const = 0;
@@ -60,6 +62,7 @@ class LocalBackend : public Backend {
   }
   void eval_batch(std::span<const model::EvalItem> items) override { engine_.eval_batch(items); }
   void drop(int64_t seq) override { engine_.drop(seq); }
+  void truncate(int64_t seq, int64_t n_pos) override { engine_.truncate(seq, n_pos); }
   int64_t vocab() const override { return engine_.hparams().vocab; }
   int64_t n_ctx() const override { return engine_.n_ctx(); }
   int64_t seq_length(int64_t seq) const override { return engine_.seq_length(seq); }
@@ -80,6 +83,7 @@ class RingBackend : public Backend {
   void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
   void eval_batch(std::span<const model::EvalItem> items) override;
   void drop(int64_t seq) override;
+  void truncate(int64_t seq, int64_t n_pos) override;
   int64_t vocab() const override { return ring_.vocab(); }
   int64_t n_ctx() const override { return ring_.n_ctx(); }
   int64_t seq_length(int64_t seq) const override { return ring_.seq_length(seq); }

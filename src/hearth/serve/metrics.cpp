@@ -54,6 +54,10 @@ void Metrics::prompt_tokens(int64_t n) {
   std::lock_guard lock(mu_);
   prompt_tokens_ += static_cast<uint64_t>(n);
 }
+void Metrics::prompt_tokens_cached(int64_t n) {
+  std::lock_guard lock(mu_);
+  prompt_tokens_cached_ += static_cast<uint64_t>(n);
+}
 void Metrics::generated_tokens(int64_t n) {
   std::lock_guard lock(mu_);
   generated_tokens_ += static_cast<uint64_t>(n);
@@ -121,7 +125,10 @@ std::string Metrics::render() const {
   counter("hearth_requests_total", "Generation requests accepted.", requests_);
   counter("hearth_requests_rejected_total", "Requests refused because the queue was full.",
           rejected_);
-  counter("hearth_prompt_tokens_total", "Prompt tokens evaluated.", prompt_tokens_);
+  counter("hearth_prompt_tokens_total", "Prompt tokens of accepted requests.", prompt_tokens_);
+  counter("hearth_prompt_tokens_cached_total",
+          "Prompt tokens not computed again: a finished request's cache held them.",
+          prompt_tokens_cached_);
   counter("hearth_tokens_generated_total", "Tokens generated.", generated_tokens_);
   out +=
       "# HELP hearth_requests_finished_total Requests finished, by finish reason.\n"

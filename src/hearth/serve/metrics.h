@@ -54,6 +54,7 @@ class Metrics {
   void request_finished(const std::string& finish_reason);
   void rejected();  // queue full
   void prompt_tokens(int64_t n);
+  void prompt_tokens_cached(int64_t n);  // prompt tokens whose KV a finished request left
   void generated_tokens(int64_t n);
   void ttft(double seconds);
   void tpot(double seconds);
@@ -68,6 +69,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   uint64_t requests_ = 0, rejected_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;
+  uint64_t prompt_tokens_cached_ = 0;
   std::vector<std::pair<std::string, uint64_t>> finished_;  // finish reason -> count
   Histogram ttft_, tpot_;
   double last_tpot_s_ = 0;

@@ -29,8 +29,9 @@ struct Scheduler::Slot {
     if (job->params().grammar) constraint.emplace(job->params().grammar, tok);
   }
   std::shared_ptr<Job> job;
-  int64_t seq;           // the job's sequence (KV cache) id
-  size_t prefilled = 0;  // prompt tokens evaluated so far
+  int64_t seq;                  // the job's sequence (KV cache) id
+  size_t prefilled = 0;         // prompt tokens in the cache so far (evaluated or kept)
+  std::vector<int32_t> tokens;  // what the sequence's cache holds, in order
   text::Sampler sampler;
   text::StreamDecoder decoder;
   StopMatcher stop;
@@ -112,11 +113,62 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
   if (s.n_generated > 1) {
     metrics_.tpot((now_ms() - s.t_first_ms) / 1e3 / static_cast<double>(s.n_generated - 1));
   }
+  // An error may leave the cache short of what `tokens` says: only a clean end is kept.
+  keep_or_drop(s, reason != "error");
+}
+
+void Scheduler::drop_sequence(int64_t seq) {
   try {
-    backend_.drop(s.seq);
+    backend_.drop(seq);
   } catch (const std::exception& e) {
-    log::warn("serve: dropping sequence {}: {}", s.seq, e.what());
+    log::warn("serve: dropping sequence {}: {}", seq, e.what());
   }
+}
+
+void Scheduler::keep_or_drop(Slot& s, bool keep) {
+  if (!keep || !opt_.prompt_cache || s.tokens.empty()) return drop_sequence(s.seq);
+  kept_.push_back({s.seq, std::move(s.tokens)});
+  while (static_cast<int>(kept_.size()) > opt_.parallel) {
+    drop_sequence(kept_.front().seq);
+    kept_.pop_front();
+  }
+}
+
+int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* reused) {
+  *reused = 0;
+  // The longest common prefix, short of the whole prompt: its last token must be evaluated
+  // now to give the logits of the first generated one.
+  auto best = kept_.end();
+  size_t best_len = 0;
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    const size_t n = std::min(it->tokens.size(), prompt.size() - std::min<size_t>(prompt.size(), 1));
+    size_t common = 0;
+    while (common < n && it->tokens[common] == prompt[common]) ++common;
+    if (common > best_len) {
+      best = it;
+      best_len = common;
+    }
+  }
+  if (best != kept_.end()) {
+    const int64_t seq = best->seq;
+    kept_.erase(best);
+    try {
+      backend_.truncate(seq, static_cast<int64_t>(best_len));
+      *reused = best_len;
+      metrics_.prompt_tokens_cached(static_cast<int64_t>(best_len));
+      return seq;
+    } catch (const std::exception& e) {
+      log::warn("serve: reusing sequence {}: {}", seq, e.what());
+      drop_sequence(seq);
+    }
+  }
+  // A new sequence: the backend holds at most --parallel (kept ones included).
+  while (!kept_.empty() &&
+         static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
+    drop_sequence(kept_.front().seq);
+    kept_.pop_front();
+  }
+  return next_seq_++;
 }
 
 void Scheduler::sample_next(Slot& s) {
@@ -177,8 +229,9 @@ void Scheduler::step() {
     }
     const auto& prompt = s.job->params().prompt;
     if (s.prefilled < prompt.size()) {
-      // Chunks always start at multiples of prefill_chunk in the prompt, whatever else runs,
-      // so a request is computed in the same pieces alone or among others. Short prompts
+      // Chunks always start at multiples of prefill_chunk from the first prompt token not
+      // already cached, whatever else runs, so a request is computed in the same pieces alone
+      // or among others. Short prompts
       // share a step while their chunks fit the budget; the first one always runs.
       const size_t n = std::min(prompt.size() - s.prefilled, chunk_max);
       if (prefill_used > 0 && prefill_used + n > chunk_max) continue;  // a later step
@@ -220,6 +273,7 @@ void Scheduler::step() {
   }());
   for (size_t i = 0; i < batch.size(); ++i) {
     Slot& s = *batch[i];
+    s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
     try {
       if (chunk[i] > 0) {
         s.prefilled += chunk[i];
@@ -245,6 +299,7 @@ void Scheduler::poll_devices() {
 void Scheduler::loop() {
   double last_poll_ms = now_ms();
   poll_devices();
+  std::vector<std::shared_ptr<Job>> admitted;  // jobs leaving the queue this round
   while (true) {
     {
       std::unique_lock lock(mu_);
@@ -263,11 +318,25 @@ void Scheduler::loop() {
           ++it;
         }
       }
-      while (!waiting_.empty() && static_cast<int>(active_.size()) < opt_.parallel) {
-        active_.push_back(std::make_unique<Slot>(std::move(waiting_.front()), next_seq_++,
-                                                 tokenizer_, backend_.vocab()));
+      while (!waiting_.empty() &&
+             static_cast<int>(active_.size() + admitted.size()) < opt_.parallel) {
+        admitted.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
       }
+    }
+    // Sequences are claimed outside the lock: reusing or dropping one talks to the ring.
+    for (auto& job : admitted) {
+      size_t reused = 0;
+      const int64_t seq = claim_sequence(job->params().prompt, &reused);
+      auto slot = std::make_unique<Slot>(std::move(job), seq, tokenizer_, backend_.vocab());
+      slot->prefilled = reused;
+      slot->tokens.assign(slot->job->params().prompt.begin(),
+                          slot->job->params().prompt.begin() + static_cast<std::ptrdiff_t>(reused));
+      active_.push_back(std::move(slot));
+    }
+    if (!admitted.empty()) {
+      admitted.clear();
+      std::lock_guard lock(mu_);
       metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
                          static_cast<int64_t>(active_.size()));
     }
@@ -291,6 +360,8 @@ void Scheduler::loop() {
   }
   // Shutting down: nobody will compute the rest.
   for (auto& s : active_) finish(*s, "error", "the server is shutting down");
+  for (const auto& k : kept_) drop_sequence(k.seq);
+  kept_.clear();
   std::lock_guard lock(mu_);
   for (auto& j : waiting_) j->finish("error", "the server is shutting down");
   waiting_.clear();

@@ -36,6 +36,9 @@ struct SchedulerOptions {
   // false: the step's sequences go through the backend one by one (one forward pass each),
   // the pre-batching behaviour; kept as the baseline `hearth bench serve --compare` measures.
   bool batched = true;
+  // Keep finished requests' sequences while slots are free and reuse the longest common
+  // prompt prefix (llama-server's cache_prompt). Off: every request starts from nothing.
+  bool prompt_cache = true;
 };
 
 class Scheduler {
@@ -63,6 +66,7 @@ class Scheduler {
                         // pass over the active sequences
   void sample_next(Slot& s);
   void finish(Slot& s, const std::string& reason, const std::string& error = {});
+  void drop_sequence(int64_t seq);
 
   Backend& backend_;
   const text::Tokenizer& tokenizer_;
@@ -76,6 +80,20 @@ class Scheduler {
   bool stopping_ = false;                            // guarded by mu_
   std::vector<std::unique_ptr<Slot>> active_;        // scheduler thread only
   int64_t next_seq_ = 1;                             // scheduler thread only
+  // Sequences of finished requests kept with their KV cache, so that a request whose prompt
+  // starts with the same tokens (a chat resending its conversation) computes only the rest.
+  // At most parallel - active of them: the backend never holds more than --parallel
+  // sequences (ring workers refuse more). Scheduler thread only; oldest first.
+  struct KeptSequence {
+    int64_t seq;
+    std::vector<int32_t> tokens;  // what its cache holds, in order
+  };
+  std::deque<KeptSequence> kept_;
+  // A sequence for `prompt`: the kept one sharing the longest prefix with it (truncated to
+  // that prefix; *reused = its length), else a new one. Drops kept sequences as needed to
+  // stay within --parallel.
+  int64_t claim_sequence(const std::vector<int32_t>& prompt, size_t* reused);
+  void keep_or_drop(Slot& s, bool keep);
   std::thread thread_;
 };
 
