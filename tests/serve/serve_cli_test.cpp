@@ -480,6 +480,11 @@ TEST(ServePromptCache, TheNextTurnReusesTheConversationsCache) {
   const json again = ask(cached, turn);
   EXPECT_EQ(again["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
   EXPECT_EQ(cached_tokens(cached), reused + b["usage"]["prompt_tokens"].get<double>() - 1);
+  // OpenAI's usage field says the same per request.
+  EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<double>(), reused);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"],
+            b["usage"]["prompt_tokens"].get<int>() - 1);
 }
 
 // A second server with a key, a small body limit, a short read timeout and a queue of one.

@@ -109,7 +109,8 @@ int64_t unix_now() {
 json usage_json(const JobOutput& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
-          {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+          {"total_tokens", o.prompt_tokens + o.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
 json finish_json(const std::string& reason) {
@@ -479,6 +480,7 @@ struct Server::Impl {
     auto usage = [&] {
       JobOutput total;
       total.prompt_tokens = choices.front().last.prompt_tokens;
+      total.cached_tokens = choices.front().last.cached_tokens;
       for (const auto& c : choices) total.completion_tokens += c.last.completion_tokens;
       return usage_json(total);
     };

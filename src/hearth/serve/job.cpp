@@ -25,6 +25,11 @@ void Job::emit(std::string_view text, int64_t completion_tokens,
   cv_.notify_all();
 }
 
+void Job::set_cached_tokens(int64_t n) {
+  std::lock_guard lock(mu_);
+  pending_.cached_tokens = n;
+}
+
 void Job::finish(const std::string& reason, const std::string& error) {
   {
     std::lock_guard lock(mu_);

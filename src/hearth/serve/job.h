@@ -40,6 +40,7 @@ struct JobOutput {
   std::string finish_reason;
   std::string error;
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens a kept sequence already held (prompt cache)
   int64_t completion_tokens = 0;
 };
 
@@ -63,6 +64,7 @@ class Job {
   void emit(std::string_view text, int64_t completion_tokens,
             std::vector<text::TokenLogprobs> logprobs = {});
   void finish(const std::string& reason, const std::string& error = {});
+  void set_cached_tokens(int64_t n);
 
  private:
   const std::string id_;

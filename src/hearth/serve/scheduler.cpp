@@ -330,6 +330,7 @@ void Scheduler::loop() {
       const int64_t seq = claim_sequence(job->params().prompt, &reused);
       auto slot = std::make_unique<Slot>(std::move(job), seq, tokenizer_, backend_.vocab());
       slot->prefilled = reused;
+      slot->job->set_cached_tokens(static_cast<int64_t>(reused));
       slot->tokens.assign(slot->job->params().prompt.begin(),
                           slot->job->params().prompt.begin() + static_cast<std::ptrdiff_t>(reused));
       active_.push_back(std::move(slot));
