@@ -142,7 +142,8 @@ int run_bench_e2e(const Args& args) {
           static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
           std::thread::hardware_concurrency(), static_cast<double>(repacked_bytes) / (1 << 20));
     }
-    const double mem_read_gbps = compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
+    const double mem_read_gbps =
+        compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
     const uint64_t kv_per_position =
         engine.kv_types().bytes_per_token(static_cast<int>(hp.n_kv_heads),
                                           static_cast<int>(hp.head_dim)) *
@@ -156,8 +157,8 @@ int run_bench_e2e(const Args& args) {
       row.mem_read_gbps = mem_read_gbps;
       row.kv_bytes_per_token = static_cast<uint64_t>(
           static_cast<double>(kv_per_position) * (static_cast<double>(depth) + gen_tokens / 2.0));
-      row.roofline_tok_s = row.mem_read_gbps * 1e9 /
-                           static_cast<double>(bytes_per_token + row.kv_bytes_per_token);
+      row.roofline_tok_s =
+          row.mem_read_gbps * 1e9 / static_cast<double>(bytes_per_token + row.kv_bytes_per_token);
       // The context the timed runs start from.
       engine.drop(kSeq);
       const auto context = random_tokens(depth, hp.vocab, seed + 2);
@@ -204,8 +205,8 @@ int run_bench_e2e(const Args& args) {
   nlohmann::json jrows = nlohmann::json::array();
   for (const Row& r : rows) {
     const double ratio = r.roofline_tok_s > 0 ? r.decode_tok_s / r.roofline_tok_s : 0.0;
-    fmt::print("{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f}\n",
-               r.threads, r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
+    fmt::print("{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f}\n", r.threads,
+               r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
                static_cast<double>(r.kv_bytes_per_token) / (1 << 20), r.roofline_tok_s, ratio);
     jrows.push_back({{"threads", r.threads},
                      {"depth", r.depth},

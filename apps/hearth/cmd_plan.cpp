@@ -5,11 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "model_options.h"
 #include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/halda.h"
 #include "hearth/profile/model_profile.h"
+#include "model_options.h"
 
 namespace hearth::cli {
 namespace {

@@ -214,9 +214,8 @@ TEST_F(Ring, WorkersUseTheHeadsKvCacheTypes) {
   ASSERT_NE(f16.summary["ids"].get<std::vector<int>>(), want);
   WorkerProc w1(*model_), w2(*model_);
   for (const std::string plan : {"1,1,2", "1,1,1"}) {
-    const auto r = run_head(*model_,
-                            types + " --workers " + w1.address() + "," + w2.address() + " --plan " + plan,
-                            24);
+    const auto r = run_head(
+        *model_, types + " --workers " + w1.address() + "," + w2.address() + " --plan " + plan, 24);
     ASSERT_EQ(r.status, 0) << plan << "\n" << r.err << "\n" << w1.log() << w2.log();
     EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want) << "plan " << plan;
   }

@@ -188,8 +188,8 @@ TEST_P(AttentionTest, EveryKvTypeMatchesNaive) {
         const AttentionShape shape{n_heads, n_kv, hd, 0.0f};
         KvCache cache(1, n_kv, hd, 320, {kt, vt});
         fill_cache(cache, 300, 5 + hd);
-        const std::string where = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) +
-                                  " hd " + std::to_string(hd);
+        const std::string where =
+            std::string(kv_type_name(kt)) + "/" + kv_type_name(vt) + " hd " + std::to_string(hd);
         expect_decode_matches_naive(shape, cache, 0, {0, 127, 128, 299}, 11, where, GetParam());
         const int64_t pos0 = 120, n_tokens = 17, row = int64_t{n_heads} * hd;
         const auto q = random_vector(n_tokens * row, 12);
@@ -433,7 +433,9 @@ TEST(KvCache, RowsHoldTheTypesBlocks) {
         const float* src = &k[(p * n_kv + h) * hd];
         kv_row_to_float(t, view.k_row(h, p), hd, got.data());
         switch (t) {
-          case KvType::kF32: std::copy(src, src + hd, expect.begin()); break;
+          case KvType::kF32:
+            std::copy(src, src + hd, expect.begin());
+            break;
           case KvType::kF16:
             for (int d = 0; d < hd; ++d) expect[d] = half_to_float(float_to_half(src[d]));
             break;

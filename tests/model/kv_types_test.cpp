@@ -92,8 +92,8 @@ TEST(KvTypes, DivergenceFromF16GrowsWithTheTypesCoarseness) {
   EXPECT_LT(kl_q8, 2e-4);
   EXPECT_LT(kl_q4, 5e-2);
   // K and V each matter: quantizing only one of them is between f16 and both.
-  const double kl_k_only = mean_kl(f16, next_token_log_probs(file, {KvType::kQ4_0, KvType::kF16},
-                                                             tokens));
+  const double kl_k_only =
+      mean_kl(f16, next_token_log_probs(file, {KvType::kQ4_0, KvType::kF16}, tokens));
   EXPECT_GT(kl_k_only, 0.0);
   EXPECT_LT(kl_k_only, kl_q4);
 }

@@ -195,8 +195,7 @@ TEST(WireHostile, InvalidFieldValues) {
                    w.u32(static_cast<uint32_t>(win.size()));
                    for (auto [b, e] : win) w.u32(b), w.u32(e);
                    w.str("tcp://x:1"), w.str(""), w.u8(prefetch), w.u32(512), w.u32(4),
-                       w.u32(seq_max),
-                       w.u32(0), w.u8(kv_k), w.u8(kv_v);
+                       w.u32(seq_max), w.u32(0), w.u8(kv_k), w.u8(kv_v);
                  }));
   };
   // A valid baseline, so each failure below is caused by the one bad field.

@@ -36,7 +36,8 @@ struct VecF {
   }
   // (kLanes) int8 -> f32, exact.
   static VecF load_i8(const int8_t* p) {
-    return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+    return {_mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
   }
   // (kLanes/2) floats c0..c7 -> c0 c0 c1 c1 ... c7 c7, for the interleaved rope pairs.
   static VecF load_dup_pairs(const float* p) {
@@ -131,7 +132,8 @@ struct VecF {
   }
   // (kLanes) int8 -> f32, exact.
   static VecF load_i8(const int8_t* p) {
-    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+    return {_mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
   }
   // (kLanes/2) floats c0..c3 -> c0 c0 c1 c1 c2 c2 c3 c3, for the interleaved rope pairs.
   static VecF load_dup_pairs(const float* p) {

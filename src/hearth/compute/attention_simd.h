@@ -98,7 +98,8 @@ inline void q4_0_row_to_float(const uint8_t* row, int hd, float* dst) {
     const VecF d = VecF::set1(_cvtsh_ss(d16));
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2));
     alignas(16) int8_t q[32];
-    _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(_mm_and_si128(packed, low4), eight));
+    _mm_store_si128(reinterpret_cast<__m128i*>(q),
+                    _mm_sub_epi8(_mm_and_si128(packed, low4), eight));
     _mm_store_si128(reinterpret_cast<__m128i*>(q + 16),
                     _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight));
     for (int i = 0; i < 32; i += VecF::kLanes) (d * VecF::load_i8(q + i)).store(dst + i);
@@ -110,7 +111,8 @@ struct Q4Rows {
   int hd;
   int64_t row_bytes;
   F32View rows(int64_t pos, int n, float* scratch) const {
-    for (int i = 0; i < n; ++i) q4_0_row_to_float(base + (pos + i) * row_bytes, hd, scratch + i * hd);
+    for (int i = 0; i < n; ++i)
+      q4_0_row_to_float(base + (pos + i) * row_bytes, hd, scratch + i * hd);
     return {scratch, hd};
   }
 };
@@ -303,8 +305,10 @@ void attend_rows_typed(const float* q, float* out, int n_rows, const int64_t* ro
 template <typename F>
 void with_rows(const detail::KvRows& r, int hd, F&& f) {
   switch (r.type) {
-    case KvType::kF16: return f(F16Rows{reinterpret_cast<const uint16_t*>(r.data), hd});
-    case KvType::kF32: return f(F32Rows{reinterpret_cast<const float*>(r.data), hd});
+    case KvType::kF16:
+      return f(F16Rows{reinterpret_cast<const uint16_t*>(r.data), hd});
+    case KvType::kF32:
+      return f(F32Rows{reinterpret_cast<const float*>(r.data), hd});
     case KvType::kQ8_0:
       return f(Q8Rows{r.data, static_cast<int64_t>(kv_row_bytes(r.type, hd))});
     case KvType::kQ4_0:
@@ -315,9 +319,12 @@ void with_rows(const detail::KvRows& r, int hd, F&& f) {
 // q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k, v:
 // (*, hd) rows of their types; hd <= kMaxHeadDim.
 inline void attend_rows_impl(const float* q, float* out, int n_rows, const int64_t* row_len,
-                             const detail::KvRows& k, const detail::KvRows& v, int hd, float scale) {
+                             const detail::KvRows& k, const detail::KvRows& v, int hd,
+                             float scale) {
   with_rows(k, hd, [&](const auto& ks) {
-    with_rows(v, hd, [&](const auto& vs) { attend_rows_typed(q, out, n_rows, row_len, ks, vs, hd, scale); });
+    with_rows(v, hd, [&](const auto& vs) {
+      attend_rows_typed(q, out, n_rows, row_len, ks, vs, hd, scale);
+    });
   });
 }
 

@@ -29,10 +29,14 @@ uint8_t* allocate_bytes(uint64_t bytes) {
 
 gguf::TensorType tensor_type(KvType t) {
   switch (t) {
-    case KvType::kF32: return gguf::TensorType::kF32;
-    case KvType::kF16: return gguf::TensorType::kF16;
-    case KvType::kQ8_0: return gguf::TensorType::kQ8_0;
-    case KvType::kQ4_0: return gguf::TensorType::kQ4_0;
+    case KvType::kF32:
+      return gguf::TensorType::kF32;
+    case KvType::kF16:
+      return gguf::TensorType::kF16;
+    case KvType::kQ8_0:
+      return gguf::TensorType::kQ8_0;
+    case KvType::kQ4_0:
+      return gguf::TensorType::kQ4_0;
   }
   return gguf::TensorType::kF16;
 }
@@ -70,10 +74,14 @@ KvType parse_kv_type(const std::string& text, const std::string& what) {
 
 const char* kv_type_name(KvType t) {
   switch (t) {
-    case KvType::kF32: return "f32";
-    case KvType::kF16: return "f16";
-    case KvType::kQ8_0: return "q8_0";
-    case KvType::kQ4_0: return "q4_0";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kF16:
+      return "f16";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }
@@ -92,16 +100,21 @@ uint64_t kv_row_bytes(KvType t, int head_dim) {
   }
   const uint64_t n = static_cast<uint64_t>(head_dim);
   switch (t) {
-    case KvType::kF32: return 4 * n;
-    case KvType::kF16: return 2 * n;
-    case KvType::kQ8_0: return n / 32 * 34;
-    case KvType::kQ4_0: return n / 32 * 18;
+    case KvType::kF32:
+      return 4 * n;
+    case KvType::kF16:
+      return 2 * n;
+    case KvType::kQ8_0:
+      return n / 32 * 34;
+    case KvType::kQ4_0:
+      return n / 32 * 18;
   }
   return 2 * n;
 }
 
 uint64_t KvTypes::bytes_per_token(int n_kv_heads, int head_dim) const {
-  return static_cast<uint64_t>(n_kv_heads) * (kv_row_bytes(k, head_dim) + kv_row_bytes(v, head_dim));
+  return static_cast<uint64_t>(n_kv_heads) *
+         (kv_row_bytes(k, head_dim) + kv_row_bytes(v, head_dim));
 }
 
 KvRowToFloat kv_row_converter(KvType t) {
@@ -204,9 +217,15 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
   uint8_t* vd = v_data(layer);
   auto put = [&](KvType type, uint64_t row_bytes, const float* src, uint8_t* dst) {
     switch (type) {
-      case KvType::kF32: std::memcpy(dst, src, row_bytes); break;
-      case KvType::kF16: f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), head_dim_, isa); break;
-      default: quant::traits(tensor_type(type)).quantize(src, dst, head_dim_); break;
+      case KvType::kF32:
+        std::memcpy(dst, src, row_bytes);
+        break;
+      case KvType::kF16:
+        f32_to_f16(src, reinterpret_cast<uint16_t*>(dst), head_dim_, isa);
+        break;
+      default:
+        quant::traits(tensor_type(type)).quantize(src, dst, head_dim_);
+        break;
     }
   };
   for (int64_t t = 0; t < n_tokens; ++t) {

@@ -130,7 +130,7 @@ class KvCache {
   int64_t n_ctx_;
   KvTypes types_;
   uint64_t k_row_bytes_ = 0, v_row_bytes_ = 0;  // one head's row at one position
-  size_t k_bytes_ = 0;       // K of one layer, rounded up to whole cache lines
+  size_t k_bytes_ = 0;                          // K of one layer, rounded up to whole cache lines
   size_t layer_stride_ = 0;  // K and V of one layer, each rounded up to whole cache lines
   std::unique_ptr<uint8_t[], void (*)(void*)> data_;  // (n_layers) of [K, V]
   std::vector<int64_t> length_;                       // (n_layers)

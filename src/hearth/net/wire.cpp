@@ -144,8 +144,10 @@ void read_assign(Reader& r, Assign& m) {
   m.n_gpu_layers = r.u32("n_gpu_layers");
   m.kv_type_k = r.u8("kv_type_k");
   m.kv_type_v = r.u8("kv_type_v");
-  if (m.kv_type_k > kMaxKvType) r.fail("kv_type_k", fmt::format("{} is not a KV cache type", m.kv_type_k));
-  if (m.kv_type_v > kMaxKvType) r.fail("kv_type_v", fmt::format("{} is not a KV cache type", m.kv_type_v));
+  if (m.kv_type_k > kMaxKvType)
+    r.fail("kv_type_k", fmt::format("{} is not a KV cache type", m.kv_type_k));
+  if (m.kv_type_v > kMaxKvType)
+    r.fail("kv_type_v", fmt::format("{} is not a KV cache type", m.kv_type_v));
   check_windows(
       m, [&r](std::string_view field, const std::string& problem) { r.fail(field, problem); });
 }

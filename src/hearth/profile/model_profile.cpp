@@ -52,9 +52,7 @@ uint64_t stage_working_bytes(const model::HParams& hp) {
   return 4ull * kStageRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 void set_kv_types(ModelProfile& p, compute::KvTypes types) {
   p.kv_bytes_per_token =

@@ -141,7 +141,8 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
   auto best = kept_.end();
   size_t best_len = 0;
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-    const size_t n = std::min(it->tokens.size(), prompt.size() - std::min<size_t>(prompt.size(), 1));
+    const size_t n =
+        std::min(it->tokens.size(), prompt.size() - std::min<size_t>(prompt.size(), 1));
     size_t common = 0;
     while (common < n && it->tokens[common] == prompt[common]) ++common;
     if (common > best_len) {
@@ -163,8 +164,7 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
     }
   }
   // A new sequence: the backend holds at most --parallel (kept ones included).
-  while (!kept_.empty() &&
-         static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
+  while (!kept_.empty() && static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
     drop_sequence(kept_.front().seq);
     kept_.pop_front();
   }
