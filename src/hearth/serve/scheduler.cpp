@@ -231,8 +231,8 @@ void Scheduler::step() {
     if (s.prefilled < prompt.size()) {
       // Chunks always start at multiples of prefill_chunk from the first prompt token not
       // already cached, whatever else runs, so a request is computed in the same pieces alone
-      // or among others. Short prompts
-      // share a step while their chunks fit the budget; the first one always runs.
+      // or among others. Short prompts share a step while their chunks fit the budget; the
+      // first one always runs.
       const size_t n = std::min(prompt.size() - s.prefilled, chunk_max);
       if (prefill_used > 0 && prefill_used + n > chunk_max) continue;  // a later step
       // The HTTP layer refuses prompts that do not fit; should one slip through, it fails
@@ -335,8 +335,8 @@ void Scheduler::loop() {
                           slot->job->params().prompt.begin() + static_cast<std::ptrdiff_t>(reused));
       active_.push_back(std::move(slot));
     }
-    if (!admitted.empty()) {
-      admitted.clear();
+    admitted.clear();
+    {
       std::lock_guard lock(mu_);
       metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
                          static_cast<int64_t>(active_.size()));
