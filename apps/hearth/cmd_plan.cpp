@@ -99,8 +99,7 @@ int run_plan(const Args& args) {
   plan::Problem problem;
   problem.model = model_path.empty() ? profile::profile_preset(preset, scale, scheme)
                                      : profile::profile_model_file(model_path);
-  profile::set_kv_types(problem.model, {compute::parse_kv_type(cache_type_k, "--cache-type-k"),
-                                        compute::parse_kv_type(cache_type_v, "--cache-type-v")});
+  profile::set_kv_types(problem.model, kv_types(cache_type_k, cache_type_v));
   problem.devices = profile::load_devices_file(devices_path).devices;
   problem.options.ctx = ctx;
   problem.options.slow_disk_bps = slow_disk_gbps * 1e9;

@@ -71,10 +71,12 @@ inline void add_model_options(CLI::App& app, ModelOptions& o, bool model_require
   add_kv_type_options(app, o.cache_type_k, o.cache_type_v);
 }
 
-// The KV cache types the flags name; UsageError naming the flag.
+// The KV cache types --cache-type-k / --cache-type-v name; UsageError naming the flag.
+inline compute::KvTypes kv_types(const std::string& k, const std::string& v) {
+  return {compute::parse_kv_type(k, "--cache-type-k"), compute::parse_kv_type(v, "--cache-type-v")};
+}
 inline compute::KvTypes kv_types(const ModelOptions& o) {
-  return {compute::parse_kv_type(o.cache_type_k, "--cache-type-k"),
-          compute::parse_kv_type(o.cache_type_v, "--cache-type-v")};
+  return kv_types(o.cache_type_k, o.cache_type_v);
 }
 
 // The engine options these flags ask for (layers: all).
