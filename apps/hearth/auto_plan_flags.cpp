@@ -36,7 +36,7 @@ cluster::AutoPlanOptions auto_plan_options(const gguf::GgufFile& file, const Mod
   ao.cost_model = plan::parse_cost_model(flags.cost_model);
   ao.rounds = flags.rounds;
   const auto hp = model::load_hparams(file);
-  ao.ctx = mo.ctx > 0 ? static_cast<uint32_t>(mo.ctx) : std::min<uint32_t>(hp.ctx_train, 4096);
+  ao.ctx = static_cast<uint32_t>(mo.ctx > 0 ? mo.ctx : model::default_n_ctx(hp));
   ao.kv_types = kv_types(mo);
   return ao;
 }

@@ -126,6 +126,16 @@ int run_run(const Args& args) {
   // One device is a ring of one: the same stage, so a model larger than this device's memory
   // streams what does not fit (docs/residency.md).
   const bool local = !rg.ring();
+  std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
+  if (prompt.empty() || ids.empty()) ids = {tokenizer.bos()};
+  // One completion never holds more than the prompt and -n tokens: the KV cache (and on a
+  // ring every device's, and the plan's memory terms) is sized for that when it is less than
+  // -c, which leaves the memory to weights and stream buffers.
+  if (n_predict >= 0) {
+    const int64_t limit = mo.ctx > 0 ? mo.ctx : model::default_n_ctx(model::load_hparams(file));
+    const int64_t needed = static_cast<int64_t>(ids.size()) + n_predict;
+    if (needed < limit) mo.ctx = needed;
+  }
   HeadRing head;
   {
     cluster::RingOptions ro;
@@ -162,8 +172,6 @@ int run_run(const Args& args) {
   }
   const double load_ms = now_ms() - t_load;
 
-  std::vector<int32_t> ids = tokenizer.encode(prompt, /*add_special=*/true);
-  if (prompt.empty() || ids.empty()) ids = {tokenizer.bos()};
   model::GenerateParams gp;
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);

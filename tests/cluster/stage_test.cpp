@@ -11,6 +11,8 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/model/engine.h"
+#include "hearth/profile/model_profile.h"
 #include "support/synth_model.h"
 
 namespace hearth::cluster {
@@ -147,6 +149,50 @@ TEST(Stage, HeadWithNoLayersEmbedsAndComputesLogits) {
   const model::EvalItem item{0, toks, logits.data()};
   stage.logits(std::span<const model::EvalItem>(&item, 1), hidden.data());
   EXPECT_NE(logits[0], 0.0f);
+}
+
+// The plan reserves working buffers for profile::kStageRows rows: a longer prompt's scratch is
+// given back when its step ends, and the answers stay those of an engine that kept it.
+TEST(Stage, ALongPromptsScratchIsGivenBackAfterItsStep) {
+  const auto path = make_model();
+  const auto file = gguf::GgufFile::open(path);
+  StageOptions so;
+  so.windows = {Window{0, 6}};
+  so.threads = 1;
+  so.n_ctx = 64;
+  so.with_output = true;
+  so.residency.mode = ResidencyMode::kMmap;
+  so.residency.repack = model::RepackMode::kOff;
+  Stage stage(file, so);
+  model::EngineOptions eo;
+  eo.threads = 1;
+  eo.n_ctx = 64;
+  eo.repack = model::RepackMode::kOff;
+  model::Engine plain(file, eo);
+  const auto& hp = stage.engine().hparams();
+  const uint64_t working = profile::stage_working_bytes(hp);
+
+  std::vector<int32_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(3 + 7 * i);
+  ASSERT_GT(prompt.size(), profile::kStageRows);
+  int64_t pos = 0;
+  for (const std::vector<int32_t>& toks : {prompt, {5}, {77}, {300}}) {
+    std::vector<float> hidden(toks.size() * hp.dim);
+    stage.engine().embed(toks, hidden.data());
+    const model::BatchSegment seg{0, pos, static_cast<int64_t>(toks.size())};
+    stage.run_window(0, std::span<const model::BatchSegment>(&seg, 1), hidden.data());
+    if (toks.size() > 1) {
+      EXPECT_GT(stage.engine().scratch_bytes(), working);
+    }
+    std::vector<float> logits(hp.vocab), want(hp.vocab);
+    const model::EvalItem item{0, toks, logits.data()};
+    stage.logits(std::span<const model::EvalItem>(&item, 1), hidden.data());
+    stage.finish_step(toks.size() == 1);
+    EXPECT_LE(stage.engine().scratch_bytes(), working) << "after the step at position " << pos;
+    plain.eval(0, toks, want.data());
+    EXPECT_EQ(logits, want) << "step at position " << pos;
+    pos += static_cast<int64_t>(toks.size());
+  }
 }
 
 TEST(Stage, ResidencyModeParsesAndRefuses) {

@@ -60,6 +60,28 @@ TEST(RunCli, GreedyJsonIsDeterministicAcrossThreadCounts) {
   EXPECT_TRUE(ja["text"].is_string());
 }
 
+// One completion holds at most the prompt and -n tokens, so its KV cache is sized for that
+// when -c asks for more; the answer does not change.
+TEST(RunCli, TheContextIsSizedForThePromptAndTheTokensAsked) {
+  const std::string cmd = "run -m " + model_path() + " -p 'the house and the fire' --temp 0 --json";
+  const auto a = run(cmd + " -n 6 -c 128");
+  ASSERT_EQ(a.exit_code, 0) << a.all();
+  const auto ja = last_json_line(a.out);
+  EXPECT_EQ(ja["n_ctx"].get<int>(), ja["prompt_tokens"].get<int>() + 6);
+  const int sized = ja["n_ctx"].get<int>();
+  const auto b = run(cmd + " -n 6 -c " + std::to_string(sized + 30));
+  ASSERT_EQ(b.exit_code, 0) << b.all();
+  EXPECT_EQ(last_json_line(b.out)["n_ctx"], sized);
+  EXPECT_EQ(last_json_line(b.out)["ids"], ja["ids"]);
+  const auto d = run(cmd + " -n 6 -c " + std::to_string(sized - 2));  // -c is less: -c
+  ASSERT_EQ(d.exit_code, 0) << d.all();
+  EXPECT_EQ(last_json_line(d.out)["n_ctx"], sized - 2);
+  // -n -1 runs until the end of text or the context: the whole -c, or the model's default.
+  const auto c = run(cmd + " -n -1 -c 48 --ignore-eos");
+  ASSERT_EQ(c.exit_code, 0) << c.all();
+  EXPECT_EQ(last_json_line(c.out)["n_ctx"], 48);
+}
+
 TEST(RunCli, EmptyPromptMeansBosAlone) {
   const auto r = run("run -m " + model_path() + " -p '' -n 3 --temp 0 --json");
   ASSERT_EQ(r.exit_code, 0) << r.all();

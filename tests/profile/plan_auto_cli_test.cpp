@@ -104,20 +104,20 @@ TEST(PlanAutoCli, HaldaPlanRunsTheRingAndMatchesOneDevice) {
   const auto single = run_head(model, "");
   ASSERT_EQ(single.status, 0) << single.err;
   WorkerProc w1(
-      {"-m", model, "--repack", "off", "--name", "w1", "--profile", write_profile("w1", 0.003)});
+      {"-m", model, "--repack", "off", "--name", "w1", "--profile", write_profile("w1", 0.0024)});
   WorkerProc w2(
-      {"-m", model, "--repack", "off", "--name", "w2", "--profile", write_profile("w2", 0.003)});
+      {"-m", model, "--repack", "off", "--name", "w2", "--profile", write_profile("w2", 0.0024)});
   ASSERT_FALSE(w1.address().empty());
   ASSERT_FALSE(w2.address().empty());
   const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
-                                        " --plan auto --profile " + write_profile("head", 0.003));
+                                        " --plan auto --profile " + write_profile("head", 0.0024));
   ASSERT_EQ(ring.status, 0) << ring.err;
   EXPECT_EQ(ring.summary["ids"], single.summary["ids"]) << ring.err;
   const auto& plan = ring.summary["plan"];
   ASSERT_TRUE(plan.contains("predicted_tpot_ms")) << plan.dump();
   EXPECT_GT(plan["predicted_tpot_ms"].get<double>(), 0);
   EXPECT_GT(ring.summary["tpot_ms"].get<double>(), 0);
-  // Memory this small (3 MiB per device for a 5 MiB model) forces a split: every device gets
+  // Memory this small (2.5 MiB per device for a 5 MiB model) forces a split: every device gets
   // layers, and the windows the ring ran are the ones Halda chose (w sums to the 8 layers,
   // k = 1).
   const auto& devs = plan["devices"];
@@ -152,7 +152,7 @@ TEST(PlanAutoCli, DroppedWorkerIdlesAndServesTheNextHead) {
   }
   WorkerProc w2({"-m", model, "--repack", "off", "--name", "slow", "--profile", slow});
   const auto ring = run_head(model, "--workers " + w1.address() + "," + w2.address() +
-                                        " --plan auto --profile " + write_profile("head", 0.006));
+                                        " --plan auto --profile " + write_profile("head", 0.003));
   ASSERT_EQ(ring.status, 0) << ring.err;
   EXPECT_EQ(ring.summary["ids"], single.summary["ids"]) << ring.err;
   const auto& dropped = ring.summary["plan"]["halda"]["dropped_workers"];

@@ -272,6 +272,10 @@ residency::StepStats Stage::finish_step(bool decode) {
   }
   const residency::StepStats st = meter_->finish_step(decode);
   if (decode) recalibrate(st);
+  // The plan reserves working buffers for kStageRows rows: a longer prompt's scratch goes
+  // back once its step is over (measured above, so its peak still counts). Decode steps keep
+  // theirs, so many sequences decoding together do not reallocate every step.
+  if (!decode) engine_->trim_scratch(static_cast<int64_t>(profile::kStageRows));
   return st;
 }
 

@@ -83,7 +83,7 @@ void check_assign(const net::Assign& a, const model::HParams& hp, const std::str
     throw UsageError(fmt::format("Assign.n_ctx {} is more than {} positions", a.n_ctx, 1u << 20));
   }
   // The KV caches the head may fill must fit the device at all (0: the engine's default).
-  const uint64_t n_ctx = a.n_ctx != 0 ? a.n_ctx : std::min<uint64_t>(hp.ctx_train, 4096);
+  const uint64_t n_ctx = a.n_ctx != 0 ? a.n_ctx : static_cast<uint64_t>(model::default_n_ctx(hp));
   const uint64_t kv = compute::KvCache::bytes_for(
                           static_cast<int>(layers_here), static_cast<int>(hp.n_kv_heads),
                           static_cast<int>(hp.head_dim), static_cast<int64_t>(n_ctx), kv_types(a)) *

@@ -43,11 +43,16 @@ void grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+template <typename T>
+void trim(std::vector<T>& v, size_t n) {
+  if (v.capacity() > n) std::vector<T>().swap(v);
+}
+
 }  // namespace
 
 Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
     : weights_(bind_weights(file, load_hparams(file))),
-      n_ctx_(options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(weights_.hp.ctx_train, 4096)),
+      n_ctx_(options.n_ctx > 0 ? options.n_ctx : default_n_ctx(weights_.hp)),
       kv_types_(options.kv_types),
       pool_(default_threads(options.threads)),
       rope_(rope_config(weights_)) {
@@ -481,6 +486,34 @@ void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) 
       std::copy_n(logits_tmp_.begin() + i * vocab, vocab, want[i]);
     }
   }
+}
+
+void Engine::trim_scratch(int64_t rows) {
+  const HParams& hp = weights_.hp;
+  const auto r = static_cast<size_t>(std::max<int64_t>(rows, 1));
+  const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
+  trim(xn_, r * dim);
+  trim(q_, r * q_dim);
+  trim(k_, r * kv_dim);
+  trim(v_, r * kv_dim);
+  trim(attn_, r * q_dim);
+  trim(proj_, r * dim);
+  trim(gate_, r * ffn);
+  trim(up_, r * ffn);
+  trim(hidden_, r * dim);
+  trim(last_rows_, r * dim);
+  trim(logits_tmp_, r * hp.vocab);
+  trim(slice_out_, r * std::max(dim, ffn));
+  trim(positions_, r);
+}
+
+uint64_t Engine::scratch_bytes() const {
+  uint64_t b = 0;
+  for (const auto* v : {&xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &hidden_, &last_rows_,
+                        &logits_tmp_, &slice_out_}) {
+    b += v->capacity() * sizeof(float);
+  }
+  return b + positions_.capacity() * sizeof(int64_t);
 }
 
 }  // namespace hearth::model

@@ -2,6 +2,7 @@
 // about a model's shape, read from GGUF keys `{arch}.*` or taken from a named preset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -46,5 +47,10 @@ struct HParams {
 
 // Reads and validates hyperparameters from a GGUF file; FormatError names the key at fault.
 HParams load_hparams(const gguf::GgufFile& file);
+
+// The context a KV cache gets when none is asked for (-c 0): the trained context, at most 4096.
+inline int64_t default_n_ctx(const HParams& hp) {
+  return std::min<int64_t>(hp.ctx_train, 4096);
+}
 
 }  // namespace hearth::model

@@ -80,11 +80,14 @@ struct ModelProfile {
   double total_weight_bytes() const { return layer_bytes * n_layers + input_bytes + output_bytes; }
 };
 
-// Working buffers of a ring stage for `kStageRows` rows (decode, short prompts). A longer
-// prompt grows them for its prefill; decode is what the plan is for. (The stage also keeps
-// 8 MiB of headroom for message buffers and stacks: process overhead, which a profile's
-// available memory already leaves out.)
-inline constexpr uint64_t kStageRows = 64;
+// Working buffers of a ring stage for `kStageRows` rows (decode, short prompts, a few
+// sequences decoding together). A longer prompt grows them for its step and gives them back
+// after it (model::Engine::trim_scratch); decode is what the plan is for. On a device that
+// streams, this reserve comes out of the same share of memory as the stream buffer (the
+// pressure target), so it is kept small. (The stage also keeps 8 MiB of headroom for message
+// buffers and stacks: process overhead, which a profile's available memory already leaves
+// out.)
+inline constexpr uint64_t kStageRows = 16;
 uint64_t stage_working_bytes(const model::HParams& hp);
 
 ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, std::string name);
