@@ -20,7 +20,8 @@ uint64_t stream_slice_bytes(uint64_t total_memory, double target) {
 }
 
 double stream_buffer_share(uint64_t total_memory, double taken_bytes, double target) {
-  return std::floor(target * static_cast<double>(total_memory)) - taken_bytes;
+  return std::floor(target * (1.0 - kUntrackedShare) * static_cast<double>(total_memory)) -
+         taken_bytes;
 }
 
 uint64_t stream_buffer_cap(uint64_t total_memory, uint64_t taken_bytes, uint64_t buffer_min,
