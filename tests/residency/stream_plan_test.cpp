@@ -174,13 +174,13 @@ TEST(StreamPlan, LargeMatricesAreReadInRowSlices) {
 }
 
 // The pressure target's rules: slices of a quarter of 6% of the memory (at least 64 KiB), and
-// a buffer cap of 5% (6% less its untracked sixth) less the working buffers, never below the
-// minimum buffer.
+// a buffer cap of 6% less its untracked part (a sixth, at least 1.5 MiB) less the working
+// buffers, never below the minimum buffer.
 TEST(StreamPlan, PressureTargetSetsSliceAndBufferCap) {
   const uint64_t MiB = uint64_t{1} << 20;
   EXPECT_EQ(stream_slice_bytes(100 * MiB), static_cast<uint64_t>(0.06 * 100 * MiB / 4));
   EXPECT_EQ(stream_slice_bytes(1 * MiB), 64u << 10);
-  EXPECT_NEAR(static_cast<double>(stream_buffer_cap(100 * MiB, 2 * MiB, MiB)), 3.0 * MiB, 1.0);
+  EXPECT_NEAR(static_cast<double>(stream_buffer_cap(100 * MiB, 2 * MiB, MiB)), 2.5 * MiB, 1.0);
   EXPECT_EQ(stream_buffer_cap(100 * MiB, 10 * MiB, 3 * MiB), 3 * MiB);
   EXPECT_NEAR(static_cast<double>(stream_buffer_cap(600 * MiB, 2 * MiB, MiB, 0.6)), 298.0 * MiB,
               1.0);

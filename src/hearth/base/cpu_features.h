@@ -10,7 +10,7 @@ namespace hearth {
 // F16C (CPUID leaf 1, ECX bit 29). clang 14's __builtin_cpu_supports rejects "f16c", and the
 // fuzz and sanitizer builds use clang. Callers also check AVX, which covers the OS saving
 // the wide registers. Read once: kernels ask on every call, and CPUID traps to the hypervisor
-// in a virtual machine (asked per matrix, it cost a 1B-shaped decode step most of its time).
+// in a virtual machine: asked per matrix, it slowed every decode step.
 inline bool cpu_has_f16c() {
 #if defined(__x86_64__)
   static const bool has = [] {

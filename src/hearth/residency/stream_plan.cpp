@@ -20,7 +20,8 @@ uint64_t stream_slice_bytes(uint64_t total_memory, double target) {
 }
 
 double stream_buffer_share(uint64_t total_memory, double taken_bytes, double target) {
-  return std::floor(target * (1.0 - kUntrackedShare) * static_cast<double>(total_memory)) -
+  const double share = std::floor(target * static_cast<double>(total_memory));
+  return share - std::max(std::floor(share * kUntrackedShare), double{kUntrackedMinBytes}) -
          taken_bytes;
 }
 

@@ -36,12 +36,13 @@ struct PlannedMatrix {
 // row slices of at most stream_slice_bytes(total), so that two slices (the buffer's minimum)
 // fit that cap. Only where the KV cache alone fills the share does the buffer stay at its
 // minimum and the pressure exceed the target, by the KV cache the user asked for.
-// A sixth of the share (1% of the memory at the 6% target) is left for what the kernel
-// charges to the process beyond the buffers it sizes: page tables of the mapped weights,
-// socket buffers, thread stacks. Without it a buffer planned to the last byte of the share
-// measured 6.6-6.8% on the emulated devices (bench/results/REPORT.md).
+// Part of the share, a sixth (1% of the memory at the 6% target) but at least
+// kUntrackedMinBytes, is left for what the kernel and the process charge beyond the buffers
+// hearth sizes: page tables of the mapped weights, socket buffers, thread stacks and arenas,
+// 1.2-1.4 MiB on the emulated devices whatever their size (docs/residency.md).
 inline constexpr double kPressureTarget = 0.06;
 inline constexpr double kUntrackedShare = 1.0 / 6.0;
+inline constexpr uint64_t kUntrackedMinBytes = uint64_t{3} << 19;  // 1.5 MiB
 // A quarter of the pressure target's share of total (at least 64 KiB): the largest piece
 // read as one.
 uint64_t stream_slice_bytes(uint64_t total_memory, double target = kPressureTarget);
