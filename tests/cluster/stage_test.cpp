@@ -33,8 +33,8 @@ struct StageRun {
   StreamCounters stream;
 };
 
-// A prompt of 5 tokens, then 6 decode steps with fixed ids, through `windows`.
-StageRun run_stage(const gguf::GgufFile& file, std::vector<Window> windows, ResidencyOptions ro) {
+// The head's stage over `windows` (one thread, 64 positions, the file's layout).
+StageOptions head_stage(std::vector<Window> windows, ResidencyOptions ro = {}) {
   StageOptions so;
   so.windows = std::move(windows);
   so.threads = 1;
@@ -42,7 +42,12 @@ StageRun run_stage(const gguf::GgufFile& file, std::vector<Window> windows, Resi
   so.with_output = true;
   ro.repack = model::RepackMode::kOff;
   so.residency = ro;
-  Stage stage(file, so);
+  return so;
+}
+
+// A prompt of 5 tokens, then 6 decode steps with fixed ids, through `windows`.
+StageRun run_stage(const gguf::GgufFile& file, std::vector<Window> windows, ResidencyOptions ro) {
+  Stage stage(file, head_stage(std::move(windows), ro));
   const auto& hp = stage.engine().hparams();
   StageRun out;
   int64_t pos = 0;
@@ -134,11 +139,7 @@ TEST(Stage, FitsMeansNothingStreamedEvenInStreamMode) {
 TEST(Stage, HeadWithNoLayersEmbedsAndComputesLogits) {
   const auto path = make_model();
   const auto file = gguf::GgufFile::open(path);
-  StageOptions so;
-  so.windows = {Window{0, 0}};
-  so.threads = 1;
-  so.with_output = true;
-  Stage stage(file, so);
+  Stage stage(file, head_stage({Window{0, 0}}));
   EXPECT_TRUE(stage.engine().layers().empty());
   const std::vector<int32_t> toks = {4};
   std::vector<float> hidden(stage.engine().hparams().dim);
@@ -156,14 +157,9 @@ TEST(Stage, HeadWithNoLayersEmbedsAndComputesLogits) {
 TEST(Stage, ALongPromptsScratchIsGivenBackAfterItsStep) {
   const auto path = make_model();
   const auto file = gguf::GgufFile::open(path);
-  StageOptions so;
-  so.windows = {Window{0, 6}};
-  so.threads = 1;
-  so.n_ctx = 64;
-  so.with_output = true;
-  so.residency.mode = ResidencyMode::kMmap;
-  so.residency.repack = model::RepackMode::kOff;
-  Stage stage(file, so);
+  ResidencyOptions mmap;
+  mmap.mode = ResidencyMode::kMmap;
+  Stage stage(file, head_stage({Window{0, 6}}, mmap));
   model::EngineOptions eo;
   eo.threads = 1;
   eo.n_ctx = 64;

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -360,14 +361,7 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
   LayerMatrices M(L);
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
-  grow(xn_, n * dim);
-  grow(q_, n * q_dim);
-  grow(k_, n * kv_dim);
-  grow(v_, n * kv_dim);
-  grow(attn_, n * q_dim);
-  grow(proj_, n * dim);
-  grow(gate_, n * ffn);
-  grow(up_, n * ffn);
+  for (const auto& [buf, per_row] : layer_scratch()) grow(*buf, static_cast<size_t>(n) * per_row);
 
   // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
@@ -488,18 +482,24 @@ void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) 
   }
 }
 
+std::array<std::pair<std::vector<float>*, size_t>, 8> Engine::layer_scratch() {
+  const HParams& hp = weights_.hp;
+  const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
+  return {{{&xn_, dim},
+           {&q_, q_dim},
+           {&k_, kv_dim},
+           {&v_, kv_dim},
+           {&attn_, q_dim},
+           {&proj_, dim},
+           {&gate_, ffn},
+           {&up_, ffn}}};
+}
+
 void Engine::trim_scratch(int64_t rows) {
   const HParams& hp = weights_.hp;
   const auto r = static_cast<size_t>(std::max<int64_t>(rows, 1));
-  const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
-  trim(xn_, r * dim);
-  trim(q_, r * q_dim);
-  trim(k_, r * kv_dim);
-  trim(v_, r * kv_dim);
-  trim(attn_, r * q_dim);
-  trim(proj_, r * dim);
-  trim(gate_, r * ffn);
-  trim(up_, r * ffn);
+  const size_t dim = hp.dim, ffn = hp.ffn;
+  for (const auto& [buf, per_row] : layer_scratch()) trim(*buf, r * per_row);
   trim(hidden_, r * dim);
   trim(last_rows_, r * dim);
   trim(logits_tmp_, r * hp.vocab);

@@ -13,12 +13,14 @@
 // one-segment case, so a sequence's results are bitwise the same alone or batched.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hearth/base/huge_buffer.h"
@@ -152,6 +154,8 @@ class Engine {
   compute::RopeTable rope_;
   std::unordered_map<int64_t, std::unique_ptr<compute::KvCache>> caches_;
 
+  // A layer's scratch buffers with their floats per row (grown and trimmed together).
+  std::array<std::pair<std::vector<float>*, size_t>, 8> layer_scratch();
   // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
