@@ -13,6 +13,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
 #include "hearth/profile/model_profile.h"
+#include "hearth/residency/page_ranges.h"
 #include "support/synth_model.h"
 
 namespace hearth::cluster {
@@ -122,6 +123,33 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
           EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
         }
       }
+}
+
+// A streaming device reads its resident part in before it reports ready, so the first tokens
+// do not fault it in while the streamer reads: right after the stage is built, with the file
+// out of the page cache before, every page of the resident part is in the cache.
+TEST(Stage, TheResidentPartIsInMemoryWhenTheStageIsReady) {
+  // Matrices of megabytes: the kernel's read-around of the small tensors between them (norms,
+  // read at start) does not reach across them.
+  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto path =
+      testing::write_model((dir / "wide.gguf").string(), {2, 1024, 8, 8, 4096, 512, "q8_0", 5});
+  const auto file = gguf::GgufFile::open(path);
+  residency::MappedPages pages(file.bytes(), path);
+  const std::vector<residency::ByteRange> whole = {{file.bytes().data(), file.bytes().size()}};
+  ResidencyOptions mmap;
+  mmap.mode = ResidencyMode::kMmap;
+  const uint64_t assigned = run_stage(file, {{0, 2}}, mmap).layout.stream.assigned_bytes;
+  ResidencyOptions st;
+  st.weight_memory = assigned / 4 * 3;
+  pages.release(whole);
+  ASSERT_LT(pages.resident_bytes(whole), file.bytes().size() / 4) << "the cache kept the file";
+  Stage stage(file, head_stage({{0, 2}}, st));
+  ASSERT_EQ(stage.layout().mode, ResidencyMode::kStream);
+  const auto resident = stage.resident_ranges(Window{0, 2});
+  ASSERT_GT(pages.span_bytes(resident), uint64_t{2} << 20);  // several matrices
+  EXPECT_EQ(pages.resident_bytes(resident), pages.span_bytes(resident));
 }
 
 TEST(Stage, FitsMeansNothingStreamedEvenInStreamMode) {

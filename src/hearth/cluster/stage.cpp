@@ -185,7 +185,9 @@ Stage::~Stage() = default;
 // Faults must read only what they touch: no readahead into streamed bytes, and no small
 // tensors in the mapping between streamed matrices. Pages of the streamed part left in the
 // cache by an earlier reader would only take room from the resident part: drop them; then,
-// at start-up, ask for the resident part in the background.
+// at start-up, read the resident part before the device reports ready. Asked for only in
+// the background, part of it was still being read (page by page, through faults) while the
+// first tokens streamed, the two competing for the disk.
 void Stage::start_streaming(bool prefetch_resident) {
   const uint8_t* base = file_.bytes().data();
   std::vector<residency::ByteRange> streamed, resident;
@@ -196,7 +198,7 @@ void Stage::start_streaming(bool prefetch_resident) {
   engine_->pin_small_tensors();
   pages_->advise_random();
   pages_->release(streamed);
-  if (prefetch_resident) pages_->prefetch(resident, residency::PrefetchMethod::kWillNeed);
+  if (prefetch_resident) pages_->prefetch(resident, residency::PrefetchMethod::kBoth);
   streamer_ = std::make_unique<WeightStreamer>(file_.path(), base, matrices_, layout_.stream,
                                                opt_.residency.stream_io);
   stream0_ = StreamCounters{};

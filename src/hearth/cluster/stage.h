@@ -103,8 +103,11 @@ class Stage {
   uint64_t prefetched_bytes() const { return prefetch_ ? prefetch_->bytes_advised() : 0; }
   bool releases() const { return prefetch_ && prefetch_->releases(); }
 
- private:
+  // The byte ranges of window `w`'s matrices this device keeps resident (all of them when it
+  // does not stream).
   std::vector<residency::ByteRange> resident_ranges(Window w) const;
+
+ private:
   void recalibrate(const residency::StepStats& st);
   // Starts the reader of layout_.stream's streamed part (start-up and re-plans alike).
   void start_streaming(bool prefetch_resident);
