@@ -361,7 +361,10 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
   LayerMatrices M(L);
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
-  for (const auto& [buf, per_row] : layer_scratch()) grow(*buf, static_cast<size_t>(n) * per_row);
+  const auto bufs = scratch();
+  for (size_t i = 0; i < kLayerScratch; ++i) {
+    grow(*bufs[i].buf, static_cast<size_t>(n) * bufs[i].per_row);
+  }
 
   // Attention block. Norms, projections and rope work row by row over all sequences' rows.
   compute::rmsnorm(x, L.attn_norm, xn_.data(), n, dim, hp.rms_eps);
@@ -482,38 +485,35 @@ void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) 
   }
 }
 
-std::array<std::pair<std::vector<float>*, size_t>, 8> Engine::layer_scratch() {
+std::array<Engine::ScratchBuffer, 12> Engine::scratch() const {
   const HParams& hp = weights_.hp;
   const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
-  return {{{&xn_, dim},
-           {&q_, q_dim},
-           {&k_, kv_dim},
-           {&v_, kv_dim},
-           {&attn_, q_dim},
-           {&proj_, dim},
-           {&gate_, ffn},
-           {&up_, ffn}}};
+  // const: the engine lends its own buffers out to grow, trim and measure them.
+  auto* self = const_cast<Engine*>(this);
+  return {{{&self->xn_, dim},
+           {&self->q_, q_dim},
+           {&self->k_, kv_dim},
+           {&self->v_, kv_dim},
+           {&self->attn_, q_dim},
+           {&self->proj_, dim},
+           {&self->gate_, ffn},
+           {&self->up_, ffn},
+           {&self->hidden_, dim},
+           {&self->last_rows_, dim},
+           {&self->logits_tmp_, hp.vocab},
+           {&self->slice_out_, std::max(dim, ffn)}}};
 }
 
 void Engine::trim_scratch(int64_t rows) {
-  const HParams& hp = weights_.hp;
   const auto r = static_cast<size_t>(std::max<int64_t>(rows, 1));
-  const size_t dim = hp.dim, ffn = hp.ffn;
-  for (const auto& [buf, per_row] : layer_scratch()) trim(*buf, r * per_row);
-  trim(hidden_, r * dim);
-  trim(last_rows_, r * dim);
-  trim(logits_tmp_, r * hp.vocab);
-  trim(slice_out_, r * std::max(dim, ffn));
+  for (const auto& [buf, per_row] : scratch()) trim(*buf, r * per_row);
   trim(positions_, r);
 }
 
 uint64_t Engine::scratch_bytes() const {
-  uint64_t b = 0;
-  for (const auto* v : {&xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &hidden_, &last_rows_,
-                        &logits_tmp_, &slice_out_}) {
-    b += v->capacity() * sizeof(float);
-  }
-  return b + positions_.capacity() * sizeof(int64_t);
+  uint64_t b = positions_.capacity() * sizeof(int64_t);
+  for (const auto& [buf, per_row] : scratch()) b += buf->capacity() * sizeof(float);
+  return b;
 }
 
 }  // namespace hearth::model

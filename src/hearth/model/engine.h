@@ -20,7 +20,6 @@
 #include <span>
 #include <string>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "hearth/base/huge_buffer.h"
@@ -154,8 +153,14 @@ class Engine {
   compute::RopeTable rope_;
   std::unordered_map<int64_t, std::unique_ptr<compute::KvCache>> caches_;
 
-  // A layer's scratch buffers with their floats per row (grown and trimmed together).
-  std::array<std::pair<std::vector<float>*, size_t>, 8> layer_scratch();
+  // Every scratch buffer with its floats per row, the kLayerScratch a layer grows first (one
+  // list for growing, trimming and measuring them).
+  struct ScratchBuffer {
+    std::vector<float>* buf;
+    size_t per_row;
+  };
+  static constexpr size_t kLayerScratch = 8;
+  std::array<ScratchBuffer, 12> scratch() const;
   // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32.
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
