@@ -39,7 +39,7 @@ struct PlannedMatrix {
 // Part of the share, a sixth (1% of the memory at the 6% target) but at least
 // kUntrackedMinBytes, is left for what the kernel and the process charge beyond the buffers
 // hearth sizes: page tables of the mapped weights, socket buffers, thread stacks and arenas,
-// 1.2-1.4 MiB on the emulated devices whatever their size (docs/residency.md).
+// about the same amount whatever the device's size (measured in docs/residency.md).
 inline constexpr double kPressureTarget = 0.06;
 inline constexpr double kUntrackedShare = 1.0 / 6.0;
 inline constexpr uint64_t kUntrackedMinBytes = uint64_t{3} << 19;  // 1.5 MiB
