@@ -142,6 +142,36 @@ TEST_F(HarnessTest, SmokeRunMeasuresEveryDeviceAndCleansUp) {
   EXPECT_TRUE(left.empty()) << left.front();
 }
 
+// The device profile of a disk behind a blkio throttle (as the testbed's devices read): the
+// sequential rate is the throttle's, and the burst that the throttle's time slices let an idle
+// reader take at once is measured (the overlap cost model's disk_burst_bytes).
+TEST_F(HarnessTest, TheProfilerMeasuresAThrottledDisksRateAndBurst) {
+  const fs::path cg = fs::path("/sys/fs/cgroup/blkio") / ("hearth-cluster-" + id_);
+  const fs::path script = dir_ / "throttled_profile.sh";
+  {
+    std::ofstream f(script);
+    f << "set -e\n"
+      << "source '" << (fs::path(kRunSh).parent_path() / "lib.sh").string() << "'\n"
+      << "cg='" << cg.string() << "' model='" << model_ << "' bin='" << HEARTH_BIN_PATH << "'\n"
+      << "mkdir \"$cg\"\n"
+      << "echo \"$(hc_block_device \"$model\") 50000000\" > \"$cg/blkio.throttle.read_bps_device\"\n"
+      << "rc=0\n"
+      << "bash -c 'echo $$ > \"$0/cgroup.procs\"; exec \"$1\" profile -m \"$2\" -t 1 --no-cache "
+         "--json' \"$cg\" \"$bin\" \"$model\" || rc=$?\n"
+      << "rmdir \"$cg\"\n"
+      << "exit $rc\n";
+  }
+  const auto r = run_command("bash '" + script.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.all();
+  const auto j = last_json_line(r.out);
+  const double gbps = j.at("disk_seq_read_gbps").get<double>();
+  EXPECT_GT(gbps, 0.035) << j.dump();
+  EXPECT_LT(gbps, 0.065) << j.dump();
+  // The throttle accounts in 100 ms slices: about 5 MB at once after an idle gap.
+  EXPECT_GT(j.at("disk_burst_mib").get<double>(), 1.0) << j.dump();
+  EXPECT_FALSE(fs::exists(cg));
+}
+
 TEST_F(HarnessTest, InterruptedRunCleansUp) {
   const auto a = args("pipeline", 20000);
   std::vector<char*> argv;

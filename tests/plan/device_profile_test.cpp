@@ -48,6 +48,7 @@ TEST(DevicesJson, ParsesUnitsAndRoundTrips) {
   EXPECT_EQ(d.ram_available_bytes, static_cast<uint64_t>(4.1 * 1024 * 1024 * 1024 + 0.5));
   EXPECT_DOUBLE_EQ(d.disk_seq_read_bps, 3e9);
   EXPECT_DOUBLE_EQ(d.disk_random_read_bps, 3e9);  // defaults to the sequential figure
+  EXPECT_EQ(d.disk_burst_bytes, 0.0);             // absent: a disk of constant rate
   EXPECT_DOUBLE_EQ(d.cpu.flops.at(gguf::TensorType::kQ4_K), 100e9);
   EXPECT_DOUBLE_EQ(d.link.bandwidth_bps, 450e6 / 8);
   EXPECT_DOUBLE_EQ(d.link.rtt_s, 5e-3);
@@ -59,6 +60,13 @@ TEST(DevicesJson, ParsesUnitsAndRoundTrips) {
   EXPECT_EQ(again.devices[0].ram_available_bytes, d.ram_available_bytes);
   EXPECT_NEAR(again.devices[0].gpu.ram_to_vram_s, d.gpu.ram_to_vram_s, 1e-15);
   EXPECT_EQ(again.devices[0].cpu.flops, d.cpu.flops);
+
+  auto bursty = good_device("a");
+  bursty["disk_burst_mib"] = 12.5;
+  const auto b = devices_from_json(doc({bursty}), "t3");
+  EXPECT_DOUBLE_EQ(b.devices[0].disk_burst_bytes, 12.5 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(devices_from_json(devices_to_json(b), "t4").devices[0].disk_burst_bytes,
+                   b.devices[0].disk_burst_bytes);
 }
 
 TEST(DevicesJson, HeadIsRotatedToRankZeroKeepingRingOrder) {
@@ -104,6 +112,10 @@ TEST(DevicesJson, BadDocumentsNameTheFieldAtFault) {
   auto no_link = good_device("a");
   no_link.erase("link");
   EXPECT_NE(error_of(doc({no_link})).find("link"), std::string::npos);
+
+  auto huge_burst = good_device("a");
+  huge_burst["disk_burst_mib"] = 2e6;
+  EXPECT_NE(error_of(doc({huge_burst})).find("disk_burst_mib"), std::string::npos);
 
   auto zero_bw = good_device("a");
   zero_bw["link"]["bandwidth_mbps"] = 0;

@@ -36,11 +36,10 @@ Problem two_devices() {
   return p;
 }
 
-// Per device with 2 layers, each layer's arithmetic (0.01 s) hidden under its reads (0.1001 s),
-// plus the KV append (1e-5 s): T_O = 2 (0.1001 + 1e-5) = 0.20022 s; the head adds its output
-// layer, whose reads (0.02001 s) hide its arithmetic (0.002 s): T_H = 0.22023 s. One hop:
-// 2 ms + 4 ms.
-constexpr double kTH = 0.22023, kTO = 0.20022, kHop = 0.006;
+// Per device with 2 layers, each layer's arithmetic (0.01 s), its reads (0.1001 s) and the KV
+// append (1e-5 s), summed: T_O = 2 (0.01 + 0.1001 + 1e-5) = 0.22022 s; the head adds its output
+// layer's reads (0.02001 s) and arithmetic (0.002 s): T_H = 0.24223 s. One hop: 2 ms + 4 ms.
+constexpr double kTH = 0.24223, kTO = 0.22022, kHop = 0.006;
 
 TEST(OverlapModel, OneRoundExposesTheExcessBeyondOwnCompute) {
   const auto p = two_devices();
@@ -73,9 +72,9 @@ TEST(OverlapModel, TwoRoundsHideReadsInTheIdleGaps) {
   const auto r = predict(p, {1, 1}, {0, 0});  // k = 2, the same 2 layers per device
   ASSERT_TRUE(r.feasible) << r.reason;
   EXPECT_EQ(r.k, 2u);
-  // e(t) = 2E/s + comm - T - t = 0.81178 - t; t = T_H + T_O + 2 * 2 hops + e:
-  // t = (0.44445 + 0.81178) / 2 = 0.628115. The buffer is the largest whose read still fits
-  // in t - comm: C = s (t - comm) - E = 1.16115e8, and the idle-room bound is tight.
+  // e(t) = 2E/s + comm - T - t = 0.79178 - t; t = T_H + T_O + 2 * 2 hops + e:
+  // t = (0.48645 + 0.79178) / 2 = 0.639115. The buffer is the largest whose read still fits
+  // in t - comm: C = s (t - comm) - E = 1.27115e8, and the idle-room bound is tight.
   const double t = (kTH + kTO + 4 * kHop + 2 * 0.5 + 2 * kHop - kTO) / 2;
   EXPECT_NEAR(r.tpot_s, t, 1e-9);
   const auto& o = r.devices[1];
@@ -87,6 +86,34 @@ TEST(OverlapModel, TwoRoundsHideReadsInTheIdleGaps) {
   EXPECT_NEAR(2 * c / 1e9, t - kTO - o.exposed_s - 2 * kHop, 1e-9);  // idle room, tight
   // Better than one round, which cannot hide anything behind the other device.
   EXPECT_LT(r.tpot_s, predict(p, {2, 2}, {0, 0}).tpot_s);
+}
+
+// A disk that serves B bytes at once after an idle gap (profile disk_burst_bytes) hides B more
+// per gap, as B more buffer would, without taking memory: the bytes read stay E + C.
+TEST(OverlapModel, ADiskBurstHidesReadsAsMoreBufferWould) {
+  auto p = two_devices();
+  p.devices[1].disk_burst_bytes = 1e7;
+  const auto r1 = predict(p, {2, 2}, {0, 0});  // k = 1: e = (E - B) / s - T
+  ASSERT_TRUE(r1.feasible) << r1.reason;
+  EXPECT_NEAR(r1.devices[1].exposed_s, 0.49 - kTO, 1e-12);
+  EXPECT_NEAR(r1.devices[1].stream_bytes, 6e8, 1e-3);
+  EXPECT_NEAR(r1.devices[1].stream_buffer_bytes, 1e8, 1e-3);
+  // k = 2: as TwoRoundsHideReadsInTheIdleGaps with E - B where the gaps hide: e(t) =
+  // 2 (E - B) / s + comm - T - t and t = T_H + T_O + 4 hops + e(t).
+  const auto r2 = predict(p, {1, 1}, {0, 0});
+  ASSERT_TRUE(r2.feasible) << r2.reason;
+  const double t = (kTH + kTO + 4 * kHop + 2 * 0.49 + 2 * kHop - kTO) / 2;
+  EXPECT_NEAR(r2.tpot_s, t, 1e-9);
+  const double c = 1e9 * (t - 2 * kHop) - 0.5e9;
+  EXPECT_NEAR(r2.devices[1].stream_buffer_bytes, c, 1e-3);
+  EXPECT_NEAR(r2.devices[1].exposed_s, (0.5e9 - c - 2e7) / 1e9 - kTO, 1e-9);
+  p.devices[1].disk_burst_bytes = 0;
+  EXPECT_LT(r2.tpot_s, predict(p, {1, 1}, {0, 0}).tpot_s);
+  // A burst of the whole excess: nothing is left to expose but the disk's own rate, X / s.
+  p.devices[1].disk_burst_bytes = 1e9;
+  const auto r3 = predict(p, {1, 1}, {0, 0});
+  EXPECT_NEAR(r3.tpot_s, 2 * kHop + 0.6, 1e-9);
+  EXPECT_NEAR(r3.devices[1].stream_buffer_bytes, 1e8, 1e-3);
 }
 
 TEST(OverlapModel, ASlowReaderSetsTheTpotAndItsSlackIsExposed) {
@@ -122,8 +149,8 @@ TEST(OverlapModel, HeadMayRunNoLayers) {
   const auto& h = r.devices[0];
   EXPECT_EQ(h.layers, 0u);
   EXPECT_NEAR(h.compute_s, 0.002, 1e-12);  // the output layer only
-  // and the reads of its weights that its arithmetic does not cover
-  EXPECT_NEAR(h.compute_s + h.memory_s, (1e5 + 2e8) / 1e10, 1e-12);
+  // and the reads of its weights
+  EXPECT_NEAR(h.compute_s + h.memory_s, 0.002 + (1e5 + 2e8) / 1e10, 1e-12);
   EXPECT_NEAR(h.comm_s, kHop, 1e-12);  // one hop per round to O
   EXPECT_NEAR(r.devices[1].comm_s, kHop, 1e-12);
   auto paper = p;
@@ -132,7 +159,7 @@ TEST(OverlapModel, HeadMayRunNoLayers) {
   // In a plan the head is not dropped: it has its costs.
   const auto plan = make_plan(p, {{0, 4}, {0, 0}, {false, false}}, "test");
   EXPECT_FALSE(plan.devices[0].dropped);
-  EXPECT_NEAR(plan.devices[0].cost.total_s(), (1e5 + 2e8) / 1e10 + kHop, 1e-12);
+  EXPECT_NEAR(plan.devices[0].cost.total_s(), 0.002 + (1e5 + 2e8) / 1e10 + kHop, 1e-12);
   EXPECT_NEAR(plan.predicted_tpot_ms / 1e3, r.tpot_s, 1e-12);
 }
 
@@ -214,12 +241,13 @@ TEST(OverlapModel, KvCacheTakesTheBuffersShare) {
 }
 
 // The LP for fixed (w, n) in its first form, written directly for CBC: variables t, C_m, e_m
-// of each streaming device; e >= D - T - k C / s, k C / s <= t - T - e - comm, t >= D,
-// C_min <= C <= cap, (k - 1) C <= E, t >= sum (T + e + comm). Here the buffer is filled
-// completely in every gap. predict() lets a gap fill it partly (hidden = min(k C, X, what the
-// gaps allow)), which changes nothing unless even the smallest buffer cannot be filled in
-// the gaps. `min_fill_ok` says whether that holds at predict()'s TPOT: then the two optima
-// are equal. nullopt when this form has no solution ((k - 1) E < C_min).
+// of each streaming device; with H = k (C + B) (every gap fills the buffer, and the disk
+// serves its burst B on top): e >= D - T - H / s, H / s <= t - T - e - comm, t >= D,
+// C_min <= C <= cap, H <= X, t >= sum (T + e + comm). predict() lets a gap fill the buffer
+// partly (hidden = min(k (C + B), X, what the gaps allow)), which changes nothing unless even
+// the smallest buffer cannot be filled in the gaps. `min_fill_ok` says whether that holds at
+// predict()'s TPOT: then the two optima are equal. nullopt when this form has no solution
+// (H <= X fails at C_min).
 std::optional<double> lp_tpot(const Problem& p, const Prediction& pred, bool& min_fill_ok) {
   min_fill_ok = true;
   const double k = pred.k;
@@ -239,20 +267,21 @@ std::optional<double> lp_tpot(const Problem& p, const Prediction& pred, bool& mi
     sum.lo += o.busy_s + o.paper.comm_s + o.fixed_exposed_s;
     if (o.mode != ReadMode::kStreams) continue;
     const double s = o.disk_bps, E = o.excess_bytes(), T = o.busy_s, comm = o.paper.comm_s;
+    const double B = o.disk_burst_bytes;
     double c_hi = std::min(o.cap_bytes, std::max(o.buffer_min_bytes, o.buffer_max_bytes));
-    if (k >= 2) c_hi = std::min(c_hi, E / (k - 1));
-    if (c_hi < o.buffer_min_bytes) return std::nullopt;
-    const double e_at_min = std::max(0.0, (E - (k - 1) * o.buffer_min_bytes) / s - T);
-    if (k * o.buffer_min_bytes / s + e_at_min + T + comm > pred.tpot_s * (1 + 1e-12))
+    if (k >= 2) c_hi = std::min(c_hi, (E - k * B) / (k - 1));
+    if (c_hi < o.buffer_min_bytes || E < B) return std::nullopt;
+    const double e_at_min = std::max(0.0, (E - (k - 1) * o.buffer_min_bytes - k * B) / s - T);
+    if (k * (o.buffer_min_bytes + B) / s + e_at_min + T + comm > pred.tpot_s * (1 + 1e-12))
       min_fill_ok = false;
     // C in units of s (seconds of reading) keeps the rows of order one.
     const int cv = ilp.add_var(0, o.buffer_min_bytes / s, c_hi / s, false);
     const int ev = ilp.add_var(0, 0, kInf, false);
     sum.coefs.emplace_back(ev, -1.0);
-    // e >= (E + C) / s - T - k C / s
-    ilp.rows.push_back({{{ev, 1.0}, {cv, k - 1}}, E / s - T, kInf});
-    // k C / s + e - t <= -T - comm
-    ilp.rows.push_back({{{cv, k}, {ev, 1.0}, {tv, -1.0}}, -kInf, -T - comm});
+    // e >= (E + C) / s - T - k (C + B) / s
+    ilp.rows.push_back({{{ev, 1.0}, {cv, k - 1}}, (E - k * B) / s - T, kInf});
+    // k (C + B) / s + e - t <= -T - comm
+    ilp.rows.push_back({{{cv, k}, {ev, 1.0}, {tv, -1.0}}, -kInf, -T - comm - k * B / s});
     // (E + C) / s <= t
     ilp.rows.push_back({{{cv, 1.0}, {tv, -1.0}}, -kInf, -E / s});
   }

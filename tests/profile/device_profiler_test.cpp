@@ -69,10 +69,30 @@ TEST(DiskProbe, ReadsTheFileBypassingTheCache) {
   EXPECT_GT(r.seq_bps, 1e6);  // even a slow disk moves more than 1 MB/s
   EXPECT_GT(r.random_bps, 1e5);
   EXPECT_GT(r.seq_queue_depth, 1);  // as the streamer reads: several requests outstanding
+  // At most what one burst read may take (64 MiB), and only where the file holds that much.
+  EXPECT_LE(r.burst_bytes, uint64_t{64} << 20);
   EXPECT_THROW(measure_disk_reads((test_dir() / "absent.gguf").string()), IoError);
   const auto empty = (test_dir() / "empty.gguf").string();
   { std::ofstream(empty, std::ios::binary); }
   EXPECT_THROW(measure_disk_reads(empty), IoError);
+}
+
+// The burst from a read's completions: a disk of constant rate has none; one that serves 8 MiB
+// at once and then 100 MB/s has an 8 MiB burst (less what the rate gave in that time).
+TEST(DiskProbe, BurstIsWhatAReadGetsBeyondItsRate) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  std::vector<ReadSample> steady, bursty;
+  for (uint64_t i = 1; i <= 64; ++i) {
+    steady.push_back({static_cast<double>(i * kMiB) / 100e6 * 1e3, i * kMiB});
+    // 8 MiB within the first millisecond, then the rate.
+    const double ms = i <= 8 ? 0.1 * static_cast<double>(i)
+                             : 0.8 + static_cast<double>((i - 8) * kMiB) / 100e6 * 1e3;
+    bursty.push_back({ms, i * kMiB});
+  }
+  EXPECT_NEAR(bytes_beyond_rate(steady, 100e6), 0.0, 1.0);
+  EXPECT_NEAR(bytes_beyond_rate(bursty, 100e6), 8.0 * kMiB - 0.8e-3 * 100e6, 1.0);
+  // A read slower than the rate it is measured against has no burst.
+  EXPECT_EQ(bytes_beyond_rate(steady, 200e6), 0.0);
 }
 
 TEST(DeviceProfiler, FiguresArePresentAndPlausible) {

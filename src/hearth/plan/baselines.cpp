@@ -93,7 +93,7 @@ void exhaustive_overlap(const Problem& p, const ExhaustiveOptions& options, uint
         const double l = double(k) * w, lg = double(k) * n;
         if (!device_violation(p, m, l, lg, k, k).empty()) continue;
         const auto t = device_terms(p, m, l, lg, k, 0, MemCase::kFits);
-        options_of[m][w].push_back({n, t.busy_overlapped_s});
+        options_of[m][w].push_back({n, t.compute_s + t.memory_s});
       }
     }
   }

@@ -128,20 +128,11 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
 
   // Eq. 13-14: KV append, host<->device copies per window, streaming weights + KV.
   t.memory_s = l_cpu * d.cpu.kv_copy_s + l_cpu * b_kv / d.cpu.mem_read_bps;
-  const double cpu_memory_s = t.memory_s;
   if (d.has_gpu()) {
     if (l_gpu != 0) t.memory_s += l_gpu * d.gpu.kv_copy_s + l_gpu * b_kv / d.gpu.mem_read_bps;
     if (!d.gpu.uma) t.memory_s += windows * (d.gpu.ram_to_vram_s + d.gpu.vram_to_ram_s);
   }
-  const double gpu_memory_s = t.memory_s - cpu_memory_s;
-  const double out_read_s = head ? io / d.cpu.mem_read_bps : 0.0;
-  if (head) t.memory_s += out_read_s;
-  const double cpu_read_s = b_kv / d.cpu.mem_read_bps;  // one CPU layer's reads
-  // The paper sums arithmetic and reads. A decode matvec streams its weights while it
-  // multiplies (near the read bandwidth: docs/kernels.md has the figures), so under the
-  // overlap model a CPU layer takes the longer of the two; GPU terms stay summed.
-  t.busy_overlapped_s = l_cpu * (std::max(cpu_flop_s, cpu_read_s) + d.cpu.kv_copy_s) +
-                        std::max(out_flop_s, out_read_s) + gpu_flop_s + gpu_memory_s;
+  if (head) t.memory_s += io / d.cpu.mem_read_bps;
 
   // Memory the mmapped weights need against what the OS leaves them.
   if (metal) {
@@ -195,7 +186,10 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   const DeviceTerms& t = o.paper;
   // Metal keeps the paper's terms whole (its all-or-nothing reload below); elsewhere a CPU
   // layer's arithmetic overlaps its reads.
-  o.busy_s = d.gpu.kind == GpuKind::kMetal ? t.compute_s + t.memory_s : t.busy_overlapped_s;
+  // Arithmetic and reads from RAM add up, as in the paper: at the thread counts the devices
+  // run, a decode layer's matvec does not hide its reads under its arithmetic
+  // (docs/plan.md, "The overlap model").
+  o.busy_s = t.compute_s + t.memory_s;
   const bool head = m == 0;
   const double io =
       head ? static_cast<double>(mp.input_bytes) / mp.vocab + static_cast<double>(mp.output_bytes)
@@ -233,6 +227,7 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   } else if (p.options.streaming) {
     o.mode = ReadMode::kStreams;
     o.disk_bps = d.disk_seq_read_bps;  // direct I/O reads large sequential extents on every OS
+    o.disk_burst_bytes = d.disk_burst_bytes;
   } else {
     // Plain mmap: the page faults come at the OS's paging speed, inside compute.
     o.mode = ReadMode::kThrashes;
@@ -283,6 +278,7 @@ struct RingDevice {
   double comm_s = 0, busy_s = 0;
   double excess = 0, cap = 0, buffer_min = 0, s = 1;  // E, cap, C_min (capped at cap), s
   double buffer_max = 0;                              // C's upper bound: min(cap, C_max)
+  double burst = 0;                                   // B: the disk's burst after a gap
 };
 
 struct RingSolution {
@@ -293,22 +289,28 @@ struct RingSolution {
 }  // namespace
 
 StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
-                   double buffer_max, double s, uint32_t k, double t) {
-  // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps.
+                   double buffer_max, double s, double burst, uint32_t k, double t) {
+  // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps (beyond
+  // (E - k B) / (k - 1) the gaps already hide every byte read).
   const double km1 = static_cast<double>(k) - 1.0;
   double c = buffer_min;
   if (k >= 2)
-    c = std::max(buffer_min, std::min({buffer_max, excess / km1, s * (t - comm_s) - excess}));
-  return {c, std::max(0.0, (excess - km1 * c) / s - busy_s)};
+    c = std::max(buffer_min, std::min({buffer_max, (excess - k * burst) / km1,
+                                       s * (t - comm_s) - excess}));
+  const double read = excess + c;
+  const double hidden = std::min(read, k * (c + burst));
+  return {c, std::max(0.0, (read - hidden) / s - busy_s)};
 }
 
 namespace {
 
 // The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
-//   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k C,  H <= X   (H: bytes hidden in gaps)
+//   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k (C + B),  H <= X
 //   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= min(cap, C_max)
+// (H: bytes hidden in gaps; B: what the disk serves at once after a gap, on top of the buffer,
+// as a throttle's time slice or a drive's burst buffer allows; a constant-rate disk has B = 0)
 // and t >= sum over devices of (T + e + comm). For a given t each device's least e is
-// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E)) / s - T): the largest buffer whose read
+// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E) - k B) / s - T): the largest buffer whose read
 // D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
 // the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
 // linear and non-increasing, so t - sum(...) is increasing and the optimum is its root, or the
@@ -334,11 +336,11 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
       t_lo = lo;
       binding = i;
     }
-    const double b = (d.excess - km1 * d.buffer_max) / d.s - d.busy_s;
+    const double b = (d.excess - km1 * d.buffer_max - k * d.burst) / d.s - d.busy_s;
     floor_e[i] = std::max(0.0, b);
     base += floor_e[i];
     if (k >= 2) {
-      const double a = k * d.excess / d.s + km1 * d.comm_s - d.busy_s;
+      const double a = k * (d.excess - d.burst) / d.s + km1 * d.comm_s - d.busy_s;
       if (a > floor_e[i]) pieces.push_back({(a - floor_e[i]) / km1, a - floor_e[i]});
     }
   }
@@ -381,8 +383,8 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
     const auto& d = devs[i];
     sum += d.fixed_s;
     if (!d.streams) continue;
-    const auto at =
-        stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s, k, out.t);
+    const auto at = stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s,
+                              d.burst, k, out.t);
     out.buffer[i] = at.buffer;
     out.exposed[i] = at.exposed_s;
     sum += out.exposed[i];
@@ -511,6 +513,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       rd.buffer_min = std::min(o.buffer_min_bytes, std::max(0.0, o.cap_bytes));
       rd.buffer_max = std::max(rd.buffer_min, std::min(o.cap_bytes, o.buffer_max_bytes));
       rd.s = o.disk_bps;
+      rd.burst = o.disk_burst_bytes;
     }
     ring.push_back(rd);
     out.devices.push_back(dc);

@@ -20,7 +20,8 @@
 // the rest with direct I/O through a bounded buffer, reading ahead of use while other devices
 // compute (docs/plan.md, "The overlap model"). A device whose weights A fit its memory cap
 // reads nothing; otherwise it streams X = A - cap + C bytes per token through a buffer of C
-// bytes, fills the buffer during each of its k idle gaps and reads the rest during its own
+// bytes, fills the buffer during each of its k idle gaps (plus the burst B its disk serves at
+// once after a gap, profile::DeviceProfile::disk_burst_bytes) and reads the rest during its own
 // compute; only what is left is exposed (e). TPOT = sum_m (T_comp + T_mem + e + T_comm). The
 // buffer a device can fill depends on how long the others compute, so the objective is no
 // longer separable: predict() solves the ring's small LP in (t, C, e) exactly.
@@ -77,9 +78,6 @@ enum class MemCase {
 // Every term of one device for l layers (l_gpu of them on the GPU) in `windows` windows.
 struct DeviceTerms {
   double compute_s = 0, memory_s = 0, disk_s = 0, comm_s = 0;
-  // compute + memory with each CPU layer's (and the output layer's) arithmetic overlapping its
-  // reads from RAM: max(arithmetic, reads) per layer, plus the KV append; GPU terms summed.
-  double busy_overlapped_s = 0;
   double ram_need = 0, ram_cap = 0;        // bytes the mmapped weights need vs what the OS leaves
   double pinned_need = 0, pinned_cap = 0;  // KV cache + buffers: cannot be reclaimed
   double vram_need = 0, vram_cap = 0;      // layers pinned in VRAM (Metal: shared memory)
@@ -95,14 +93,15 @@ double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);
 
 // A streaming device under the overlap model when the token takes t (the closed form of the
 // ring's LP, cost_model.cpp): the buffer it reads ahead into, the largest in [buffer_min,
-// buffer_max] whose read with the excess still fits in t - comm (at k = 1 the smallest: a
-// buffer cannot help), and the read time that neither its k - 1 idle gaps nor its own compute
-// hide. The caller checks that t >= comm + (excess + buffer_min) / s.
+// buffer_max] whose read with the excess still fits in t - comm and still helps (at k = 1 the
+// smallest: a buffer cannot help), and the read time that neither its idle gaps (each fills
+// the buffer, and a disk with a burst allowance serves `burst` bytes more at once after it)
+// nor its own compute hide. The caller checks that t >= comm + (excess + buffer_min) / s.
 struct StreamAt {
   double buffer = 0, exposed_s = 0;
 };
 StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
-                   double buffer_max, double s, uint32_t k, double t);
+                   double buffer_max, double s, double burst, uint32_t k, double t);
 
 // How a device gets its weights under the overlap model.
 enum class ReadMode {
@@ -116,7 +115,7 @@ enum class ReadMode {
 struct OverlapTerms {
   DeviceTerms paper;  // compute, memory, comm, memory and VRAM limits (paper terms)
   ReadMode mode = ReadMode::kFits;
-  double busy_s = 0;            // T: compute and memory, overlapped per layer
+  double busy_s = 0;            // T: compute + memory (the paper's terms, summed)
   double assigned_bytes = 0;    // A: weights read per token on the CPU (+ io on the head)
   double cap_bytes = 0;         // ram_cap - pinned_need: room for resident weights and buffer
   double buffer_min_bytes = 0;  // C_min: two stream units (row slices on a small device)
@@ -127,6 +126,7 @@ struct OverlapTerms {
   double buffer_share_bytes = 0;
   double buffer_max_bytes = 0;
   double disk_bps = 0;          // s
+  double disk_burst_bytes = 0;  // B: streaming only, the disk's burst after an idle gap
   double fixed_exposed_s = 0;   // kThrashes, kMetalReload (and Metal's lookup): exposed reads
   double fixed_read_bytes = 0;  // the bytes behind fixed_exposed_s
   double excess_bytes() const { return assigned_bytes - cap_bytes; }  // E = A - cap

@@ -162,7 +162,7 @@ class Solver {
   //   buffer:   C_min z <= C <= cap(w, n),  C <= min(cap(0, 0), C_max(0, 0)) z,
   //             C <= C_max(w, n) (add_buffer_share)
   //   read:     X >= E(w, n) + C  (X = A - R; z = 0 gives X = 0 since E <= 0 and C = 0)
-  //   hidden:   H <= k C,  H <= X
+  //   hidden:   H <= k (C + B),  H <= X   (B: the disk's burst after an idle gap)
   //   exposed:  s e >= X - H - s T(w, n),  e >= 0
   //   idle:     H / s + e + T(w, n) + comm <= t,  X / s <= t
   //   TPOT:     t >= sum_m (T + e + comm)
@@ -308,7 +308,9 @@ class Solver {
       IlpRow read{{{xv, 1.0}, {cv, -1.0}, {wv, -excess.w}, {nv, -excess.n}}, 0.0, kInf};
       constant(read, -excess.c);
       ilp.rows.push_back(read);
-      ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, 0.0});  // H <= k C
+      // H <= k (C + B): each gap fills the buffer, and the disk serves its burst on top.
+      const double burst = p_.devices[m].disk_burst_bytes / kGiB;
+      ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, k * burst});
       ilp.rows.push_back({{{hv, 1.0}, {xv, -1.0}}, -kInf, 0.0});        // H <= X
       IlpRow exposed{{{xv, 1.0}, {hv, -1.0}, {ev, -s}}, -kInf, 0.0};
       constant(exposed, -s * busy_c);

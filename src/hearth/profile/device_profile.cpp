@@ -17,6 +17,7 @@ using nlohmann::json;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
+constexpr double kMiB = 1024.0 * 1024.0;
 
 [[noreturn]] void fail(const std::string& where, const std::string& field, const std::string& why) {
   throw FormatError(where + ": field '" + field + "' " + why);
@@ -144,6 +145,9 @@ DeviceProfile device_from_json(const json& j, const std::string& where_in) {
   d.disk_random_read_bps =
       number(j, "disk_random_read_gbps", where, false).value_or(d.disk_seq_read_bps / kGB) * kGB;
   if (d.disk_random_read_bps <= 0) fail(where, "disk_random_read_gbps", "must be positive");
+  d.disk_burst_bytes = number(j, "disk_burst_mib", where, false).value_or(0) * kMiB;
+  if (d.disk_burst_bytes < 0 || d.disk_burst_bytes > 1e6 * kMiB)
+    fail(where, "disk_burst_mib", "must be between 0 and 1e6");
 
   auto cpu = j.find("cpu");
   if (cpu == j.end() || !cpu->is_object()) fail(where, "cpu", "is missing (an object)");
@@ -207,6 +211,7 @@ json device_to_json(const DeviceProfile& d) {
   j["swappable_gib"] = d.swappable_bytes / kGiB;
   j["disk_seq_read_gbps"] = d.disk_seq_read_bps / kGB;
   j["disk_random_read_gbps"] = d.disk_random_read_bps / kGB;
+  j["disk_burst_mib"] = d.disk_burst_bytes / kMiB;
   j["cpu"] = {{"gflops", throughput_to_json(d.cpu.flops)},
               {"mem_read_gbps", d.cpu.mem_read_bps / kGB},
               {"kv_copy_ms", d.cpu.kv_copy_s * 1e3}};

@@ -70,6 +70,9 @@ struct DeviceProfile {
   uint64_t swappable_bytes = 0;       // Android: other apps' memory the OS may swap out
   double disk_seq_read_bps = 0;       // bytes/s, page cache bypassed
   double disk_random_read_bps = 0;    // bytes/s, page cache bypassed
+  // Bytes the disk serves beyond disk_seq_read_bps right after a short idle gap (storage that
+  // accounts its rate per time slice); 0 for a disk of constant rate (profile/disk_probe.h).
+  double disk_burst_bytes = 0;
   CpuProfile cpu;
   GpuProfile gpu;
   LinkProfile link;

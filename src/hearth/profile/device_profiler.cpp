@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kCacheSchema = 1;
+constexpr int kCacheSchema = 2;  // 2: disk_burst_mib
 // Weight types the engine computes with; each gets a throughput figure.
 constexpr gguf::TensorType kTypes[] = {gguf::TensorType::kF32,  gguf::TensorType::kF16,
                                        gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
@@ -199,6 +199,7 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   const auto disk = measure_disk_reads(o.model_path, o.disk_budget_s);
   d.disk_seq_read_bps = disk.seq_bps;
   d.disk_random_read_bps = disk.random_bps;
+  d.disk_burst_bytes = static_cast<double>(disk.burst_bytes);
   if (disk_method) *disk_method = disk.method;
 
   compute::ThreadPool pool(threads);
