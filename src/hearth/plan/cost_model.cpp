@@ -295,8 +295,8 @@ StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_mi
   const double km1 = static_cast<double>(k) - 1.0;
   double c = buffer_min;
   if (k >= 2)
-    c = std::max(buffer_min, std::min({buffer_max, (excess - k * burst) / km1,
-                                       s * (t - comm_s) - excess}));
+    c = std::max(buffer_min,
+                 std::min({buffer_max, (excess - k * burst) / km1, s * (t - comm_s) - excess}));
   const double read = excess + c;
   const double hidden = std::min(read, k * (c + burst));
   return {c, std::max(0.0, (read - hidden) / s - busy_s)};
@@ -310,8 +310,8 @@ namespace {
 // (H: bytes hidden in gaps; B: what the disk serves at once after a gap, on top of the buffer,
 // as a throttle's time slice or a drive's burst buffer allows; a constant-rate disk has B = 0)
 // and t >= sum over devices of (T + e + comm). For a given t each device's least e is
-// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E) - k B) / s - T): the largest buffer whose read
-// D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
+// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E) - k B) / s - T): the largest buffer whose
+// read D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
 // the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
 // linear and non-increasing, so t - sum(...) is increasing and the optimum is its root, or the
 // lower bound t >= comm + (E + C_min) / s of the slowest reader when that is larger (then the
@@ -383,8 +383,8 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
     const auto& d = devs[i];
     sum += d.fixed_s;
     if (!d.streams) continue;
-    const auto at = stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s,
-                              d.burst, k, out.t);
+    const auto at =
+        stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s, d.burst, k, out.t);
     out.buffer[i] = at.buffer;
     out.exposed[i] = at.exposed_s;
     sum += out.exposed[i];

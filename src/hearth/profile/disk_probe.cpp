@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -185,8 +185,8 @@ DiskReadRates measure_disk_reads(const std::string& path, double budget_s) {
   for (int r = 0; r < kBurstRounds; ++r) {
     drop_cache();
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kBurstIdleMs));
-    const auto b = read_in_order(f.fd, path, size, burst_from, kBurstMax, budget_s * 1e3 / 2,
-                                 bufs, drop_cache);
+    const auto b = read_in_order(f.fd, path, size, burst_from, kBurstMax, budget_s * 1e3 / 2, bufs,
+                                 drop_cache);
     burst_from = b.next_chunk;
     bursts.push_back(bytes_beyond_rate(b.samples, out.seq_bps));
   }
