@@ -23,23 +23,31 @@ mkdir -p "$OUT"
 CXXFLAGS="-std=c++20 -O2 -Wall -Wextra -Werror -I$ROOT/src -I$ROOT/tests -I$GTEST/include"
 
 if [ ! -f "$OUT/gtest-all.o" ]; then
-  $CXX -std=c++20 -O2 -I"$GTEST/include" -I"$GTEST" -c "$GTEST/src/gtest-all.cc" -o "$OUT/gtest-all.o"
+  $CXX -std=c++20 -O2 -I"$GTEST/include" -I"$GTEST" -c "$GTEST/src/gtest-all.cc" -o "$OUT/gtest-all.o.tmp" &
+  gtest_pid=$!
   $CXX -std=c++20 -O2 -I"$GTEST/include" -I"$GTEST" -c "$GTEST/src/gtest_main.cc" -o "$OUT/gtest_main.o"
+  wait "$gtest_pid"
+  mv "$OUT/gtest-all.o.tmp" "$OUT/gtest-all.o"
 fi
 
+# One compiler per core: the sources are independent.
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 objs=""
+list=""
 for src in "$ROOT"/src/hearth/base/error.cpp "$ROOT"/src/hearth/gguf/tensor_type.cpp \
            "$ROOT"/src/hearth/quant/*.cpp "$ROOT"/tests/quant/*_test.cpp; do
   case "$src" in
     *_avx2.cpp|*_avx512.cpp) continue ;;
     *_dotprod.cpp) extra="-march=armv8.2-a+dotprod+fp16" ;;
-    *) extra="" ;;
+    *) extra="-march=armv8-a" ;;
   esac
   obj="$OUT/$(echo "$src" | sed "s|$ROOT/||; s|/|_|g").o"
-  echo "  CXX $src"
-  $CXX $CXXFLAGS $extra -c "$src" -o "$obj"
   objs="$objs $obj"
+  list="$list$src $obj $extra
+"
 done
+printf '%s' "$list" | CXX="$CXX" CXXFLAGS="$CXXFLAGS" xargs -P "$JOBS" -L 1 \
+  sh -c 'echo "  CXX $0"; $CXX $CXXFLAGS $2 -c "$0" -o "$1"'
 $CXX -static -o "$OUT/hearth_quant_tests" $objs "$OUT/gtest-all.o" "$OUT/gtest_main.o" -lpthread
 echo "running under $QEMU -cpu $QEMU_CPU"
 exec "$QEMU" -cpu "$QEMU_CPU" "$OUT/hearth_quant_tests" "$@"
