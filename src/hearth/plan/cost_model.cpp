@@ -184,8 +184,6 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   OverlapTerms o;
   o.paper = device_terms(p, m, l, l_gpu, windows, hops, MemCase::kAuto);
   const DeviceTerms& t = o.paper;
-  // Metal keeps the paper's terms whole (its all-or-nothing reload below); elsewhere a CPU
-  // layer's arithmetic overlaps its reads.
   // Arithmetic and reads from RAM add up, as in the paper: at the thread counts the devices
   // run, a decode layer's matvec does not hide its reads under its arithmetic
   // (docs/plan.md, "The overlap model").
@@ -499,7 +497,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
     dc.ram_need_bytes = o.paper.ram_need;
     dc.ram_cap_bytes = o.paper.ram_cap;
     dc.compute_s = o.paper.compute_s;
-    dc.memory_s = o.busy_s - o.paper.compute_s;  // the reads that arithmetic does not cover
+    dc.memory_s = o.paper.memory_s;
     dc.comm_s = o.paper.comm_s;
     dc.assigned_bytes = o.assigned_bytes;
     dc.weight_budget_bytes = o.cap_bytes;

@@ -146,8 +146,7 @@ DeviceProfile device_from_json(const json& j, const std::string& where_in) {
       number(j, "disk_random_read_gbps", where, false).value_or(d.disk_seq_read_bps / kGB) * kGB;
   if (d.disk_random_read_bps <= 0) fail(where, "disk_random_read_gbps", "must be positive");
   d.disk_burst_bytes = number(j, "disk_burst_mib", where, false).value_or(0) * kMiB;
-  if (d.disk_burst_bytes < 0 || d.disk_burst_bytes > 1e6 * kMiB)
-    fail(where, "disk_burst_mib", "must be between 0 and 1e6");
+  if (d.disk_burst_bytes > 1e6 * kMiB) fail(where, "disk_burst_mib", "must be at most 1e6");
 
   auto cpu = j.find("cpu");
   if (cpu == j.end() || !cpu->is_object()) fail(where, "cpu", "is missing (an object)");
