@@ -174,17 +174,18 @@ int run_demo(const Args& args) {
       "weights stay in the page cache through mmap\n",
       100.0 * residency::memory_pressure(mem_before, mem_after),
       100.0 * residency::memory_pressure_unreclaimed(mem_before, mem_after));
-  // Per device, averaged over token steps (workers report theirs in Stats messages);
-  // pressure is the largest drop of available memory over total seen by that device.
+  // Per device, per decoded token (workers report theirs in Stats messages); pressure is the
+  // largest drop of available memory over total seen by that device.
   const auto stats = ring.device_stats();
   fmt::print("  {:<10} {:>10} {:>10} {:>10} {:>12} {:>14}\n", "device", "compute ms", "comm ms",
              "wait ms", "reload MiB", "mem pressure");
   for (size_t i = 0; i < stats.size() && i < ring.devices().size(); ++i) {
     const auto& t = stats[i];
-    const double n = t.steps > 0 ? static_cast<double>(t.steps) : 1.0;
+    using S = residency::StepStats;
     fmt::print("  {:<10} {:>10.2f} {:>10.2f} {:>10.2f} {:>12.2f} {:>13.2f}%\n",
-               ring.devices()[i].name, t.sum.compute_ms / n, t.sum.comm_ms / n, t.sum.wait_ms / n,
-               t.sum.reload_bytes / n / 1048576.0, 100.0 * t.pressure_max);
+               ring.devices()[i].name, t.per_token(&S::compute_ms), t.per_token(&S::comm_ms),
+               t.per_token(&S::wait_ms), t.per_token(&S::reload_bytes) / 1048576.0,
+               100.0 * t.pressure_max);
   }
   return 0;
 }

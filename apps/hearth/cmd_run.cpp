@@ -31,22 +31,23 @@
 namespace hearth::cli {
 namespace {
 
-// Per-device residency metrics (docs/residency.md), per token step on average.
+// Per-device residency metrics (docs/residency.md), per decoded token.
 void print_device_stats(const std::vector<cluster::RingDevice>& devs,
                         const std::vector<residency::DeviceTotals>& st) {
+  using S = residency::StepStats;
   fmt::print(stderr, "  {:<3} {:<22} {:>5} {:>9} {:>8} {:>8} {:>10} {:>8} {:>10} {:>6} {:>9}\n",
              "dev", "name", "steps", "compute", "comm", "wait", "reload MB", "majflt",
              "prefetch MB", "press", "disk MB/t");
   for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
     const auto& t = st[m];
-    const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
     fmt::print(stderr,
                "  {:<3} {:<22} {:>5} {:>7.2f}ms {:>6.2f}ms {:>6.2f}ms {:>10.2f} {:>8.1f} {:>10.2f} "
                "{:>5.1f}% {:>9.2f}\n",
-               m, devs[m].name.substr(0, 22), t.steps, t.sum.compute_ms / n, t.sum.comm_ms / n,
-               t.sum.wait_ms / n, t.sum.reload_bytes / n / 1e6, t.sum.major_faults / n,
-               t.sum.prefetch_bytes / n / 1e6, 100.0 * t.pressure_max,
-               t.per_decode_token(&residency::StepStats::disk_bytes) / 1e6);
+               m, devs[m].name.substr(0, 22), t.steps, t.per_token(&S::compute_ms),
+               t.per_token(&S::comm_ms), t.per_token(&S::wait_ms),
+               t.per_token(&S::reload_bytes) / 1e6, t.per_token(&S::major_faults),
+               t.per_token(&S::prefetch_bytes) / 1e6, 100.0 * t.pressure_max,
+               t.per_decode_token(&S::disk_bytes) / 1e6);
   }
 }
 
@@ -55,29 +56,30 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
   nlohmann::json out = nlohmann::json::array();
   for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
     const auto& t = st[m];
-    const double n = t.steps ? static_cast<double>(t.steps) : 1.0;
+    using S = residency::StepStats;
     out.push_back(
         {{"name", devs[m].name},
          {"steps", t.steps},
-         {"compute_ms", t.sum.compute_ms / n},
-         {"comm_ms", t.sum.comm_ms / n},
-         {"sends_per_token", t.per_decode_token(&residency::StepStats::sends)},
-         {"wait_ms", t.sum.wait_ms / n},
-         {"reload_bytes", t.sum.reload_bytes / n},
-         {"major_faults", t.sum.major_faults / n},
-         {"prefetch_bytes", t.sum.prefetch_bytes / n},
-         {"release_bytes", t.sum.release_bytes / n},
+         {"compute_ms", t.per_token(&S::compute_ms)},
+         {"comm_ms", t.per_token(&S::comm_ms)},
+         {"sends_per_token", t.per_decode_token(&S::sends)},
+         {"wait_ms", t.per_token(&S::wait_ms)},
+         {"reload_bytes", t.per_token(&S::reload_bytes)},
+         {"major_faults", t.per_token(&S::major_faults)},
+         {"prefetch_bytes", t.per_token(&S::prefetch_bytes)},
+         {"release_bytes", t.per_token(&S::release_bytes)},
+         {"prompt_compute_ms", t.prompt_total(&S::compute_ms)},
          {"pressure_max", t.pressure_max},
          {"pressure_mean", t.pressure_mean()},
          {"pressure_unreclaimed_max", t.pressure_unreclaimed_max},
          {"decode_steps", t.decode_steps},
-         {"disk_bytes_per_token", t.per_decode_token(&residency::StepStats::disk_bytes)},
-         {"stream_bytes_per_token", t.per_decode_token(&residency::StepStats::stream_bytes)},
-         {"read_ms", t.per_decode_token(&residency::StepStats::read_ms)},
-         {"read_exposed_ms", t.per_decode_token(&residency::StepStats::exposed_ms)},
+         {"disk_bytes_per_token", t.per_decode_token(&S::disk_bytes)},
+         {"stream_bytes_per_token", t.per_decode_token(&S::stream_bytes)},
+         {"read_ms", t.per_decode_token(&S::read_ms)},
+         {"read_exposed_ms", t.per_decode_token(&S::exposed_ms)},
          {"read_hidden_ms",
-          std::max(0.0, t.per_decode_token(&residency::StepStats::read_ms) -
-                            t.per_decode_token(&residency::StepStats::exposed_ms))},
+          std::max(0.0, t.per_decode_token(&S::read_ms) -
+                            t.per_decode_token(&S::exposed_ms))},
          {"assigned_bytes", t.sum.assigned_bytes},
          {"weight_budget_bytes", t.sum.weight_budget_bytes},
          {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});

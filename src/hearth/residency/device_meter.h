@@ -62,6 +62,14 @@ struct DeviceTotals {
   double per_decode_token(double StepStats::*field) const {
     return decode_steps ? decode_sum.*field / static_cast<double>(decode_steps) : 0.0;
   }
+  // Per decoded token, or per step when no step decoded (a one-token run): the first step
+  // also pages in the weights and runs the prompt, so it would swamp a mean over all steps.
+  double per_token(double StepStats::*field) const {
+    if (decode_steps) return per_decode_token(field);
+    return steps ? sum.*field / static_cast<double>(steps) : 0.0;
+  }
+  // The steps that were not decode steps (load and prompt), summed.
+  double prompt_total(double StepStats::*field) const { return sum.*field - decode_sum.*field; }
 };
 
 // Bytes this process has read from storage so far (/proc/self/io read_bytes: every read it
