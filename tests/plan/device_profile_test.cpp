@@ -67,6 +67,12 @@ TEST(DevicesJson, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(b.devices[0].disk_burst_bytes, 12.5 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(devices_from_json(devices_to_json(b), "t4").devices[0].disk_burst_bytes,
                    b.devices[0].disk_burst_bytes);
+  EXPECT_EQ(b.devices[0].disk_peak_read_bps, 0.0);  // absent: not measured
+  bursty["disk_peak_read_gbps"] = 25.0;
+  const auto pk = devices_from_json(doc({bursty}), "t5");
+  EXPECT_DOUBLE_EQ(pk.devices[0].disk_peak_read_bps, 25e9);
+  EXPECT_DOUBLE_EQ(devices_from_json(devices_to_json(pk), "t6").devices[0].disk_peak_read_bps,
+                   25e9);
 }
 
 TEST(DevicesJson, HeadIsRotatedToRankZeroKeepingRingOrder) {
@@ -116,6 +122,10 @@ TEST(DevicesJson, BadDocumentsNameTheFieldAtFault) {
   auto huge_burst = good_device("a");
   huge_burst["disk_burst_mib"] = 2e6;
   EXPECT_NE(error_of(doc({huge_burst})).find("disk_burst_mib"), std::string::npos);
+
+  auto slow_peak = good_device("a");  // a peak below the sustained rate is no peak
+  slow_peak["disk_peak_read_gbps"] = slow_peak["disk_seq_read_gbps"].get<double>() / 2;
+  EXPECT_NE(error_of(doc({slow_peak})).find("disk_peak_read_gbps"), std::string::npos);
 
   auto zero_bw = good_device("a");
   zero_bw["link"]["bandwidth_mbps"] = 0;

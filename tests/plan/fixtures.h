@@ -120,6 +120,8 @@ inline Problem random_problem(std::mt19937_64& rng, uint32_t L, size_t devices,
     // Every other device's disk serves 20 ms of reading at once after an idle gap (a
     // throttle's time slice); no draw from rng, so the rest of each instance is unchanged.
     if (i % 2 == 1) d.disk_burst_bytes = 0.02 * d.disk_seq_read_bps;
+    // And every fourth reads that burst at twice its rate (the others at once).
+    if (i % 4 == 1) d.disk_peak_read_bps = 2 * d.disk_seq_read_bps;
     d.head = i == 0;
     p.devices.push_back(std::move(d));
   }

@@ -116,6 +116,28 @@ TEST(OverlapModel, ADiskBurstHidesReadsAsMoreBufferWould) {
   EXPECT_NEAR(r3.devices[1].stream_buffer_bytes, 1e8, 1e-3);
 }
 
+// The burst is not free: it comes at the disk's peak rate u. At k = 1 the whole excess is read
+// after the gap, so e >= E / u - T as well as (E - B) / s - T. (k >= 2, where the buffer each
+// gap fills is not read after it: ClosedFormEqualsTheLpSolvedByCbc, whose random devices have
+// peak rates.)
+TEST(OverlapModel, ADiskBurstComesAtThePeakRate) {
+  auto p = two_devices();
+  p.devices[1].disk_seq_read_bps = 2e9;  // X / s = 0.3 s: the reader's own bound is slack
+  p.devices[1].disk_burst_bytes = 2e8;   // (X - C - B) / s = 0.15 s: below T, nothing exposed
+  auto r = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_NEAR(r.devices[1].exposed_s, 0.0, 1e-12);
+  EXPECT_NEAR(r.tpot_s, kTH + kTO + 2 * kHop, 1e-9);
+  p.devices[1].disk_peak_read_bps = 2e9;  // E / u = 0.25 s
+  r = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_NEAR(r.devices[1].exposed_s, 0.25 - kTO, 1e-12);
+  EXPECT_NEAR(r.tpot_s, kTH + kTO + 2 * kHop + 0.25 - kTO, 1e-9);
+  // A peak as fast as you like gives back the burst served at once.
+  p.devices[1].disk_peak_read_bps = 1e15;
+  EXPECT_NEAR(predict(p, {2, 2}, {0, 0}).devices[1].exposed_s, 0.0, 1e-9);
+}
+
 TEST(OverlapModel, ASlowReaderSetsTheTpotAndItsSlackIsExposed) {
   auto p = two_devices();
   p.model.stream_unit_bytes = 250000000;  // C_min = 5e8: X >= E + C_min = 1e9, 1 s of reads
@@ -267,21 +289,27 @@ std::optional<double> lp_tpot(const Problem& p, const Prediction& pred, bool& mi
     sum.lo += o.busy_s + o.paper.comm_s + o.fixed_exposed_s;
     if (o.mode != ReadMode::kStreams) continue;
     const double s = o.disk_bps, E = o.excess_bytes(), T = o.busy_s, comm = o.paper.comm_s;
-    const double B = o.disk_burst_bytes;
+    const double B = o.disk_burst_bytes, u = o.disk_peak_bps;
     double c_hi = std::min(o.cap_bytes, std::max(o.buffer_min_bytes, o.buffer_max_bytes));
-    if (k >= 2) c_hi = std::min(c_hi, (E - k * B) / (k - 1));
+    if (k >= 2) c_hi = std::min(c_hi, (u > 0 ? E : E - k * B) / (k - 1));
     if (c_hi < o.buffer_min_bytes || E < B) return std::nullopt;
     const double e_at_min = std::max(0.0, (E - (k - 1) * o.buffer_min_bytes - k * B) / s - T);
     if (k * (o.buffer_min_bytes + B) / s + e_at_min + T + comm > pred.tpot_s * (1 + 1e-12))
       min_fill_ok = false;
-    // C in units of s (seconds of reading) keeps the rows of order one.
+    // C and H in units of s (seconds of reading) keep the rows of order one.
     const int cv = ilp.add_var(0, o.buffer_min_bytes / s, c_hi / s, false);
+    const int hv = ilp.add_var(0, 0, kInf, false);
     const int ev = ilp.add_var(0, 0, kInf, false);
     sum.coefs.emplace_back(ev, -1.0);
-    // e >= (E + C) / s - T - k (C + B) / s
-    ilp.rows.push_back({{{ev, 1.0}, {cv, k - 1}}, (E - k * B) / s - T, kInf});
-    // k (C + B) / s + e - t <= -T - comm
-    ilp.rows.push_back({{{cv, k}, {ev, 1.0}, {tv, -1.0}}, -kInf, -T - comm - k * B / s});
+    // H <= k (C + B), H <= E + C
+    ilp.rows.push_back({{{hv, 1.0}, {cv, -double(k)}}, -kInf, k * B / s});
+    ilp.rows.push_back({{{hv, 1.0}, {cv, -1.0}}, -kInf, E / s});
+    // e >= (E + C - H) / s - T
+    ilp.rows.push_back({{{ev, 1.0}, {cv, -1.0}, {hv, 1.0}}, E / s - T, kInf});
+    // e >= (E + C - k C) / u - T
+    if (u > 0) ilp.rows.push_back({{{ev, 1.0}, {cv, (k - 1) * s / u}}, E / u - T, kInf});
+    // H / s + e - t <= -T - comm
+    ilp.rows.push_back({{{hv, 1.0}, {ev, 1.0}, {tv, -1.0}}, -kInf, -T - comm});
     // (E + C) / s <= t
     ilp.rows.push_back({{{cv, 1.0}, {tv, -1.0}}, -kInf, -E / s});
   }

@@ -93,6 +93,10 @@ TEST(DiskProbe, BurstIsWhatAReadGetsBeyondItsRate) {
   EXPECT_NEAR(bytes_beyond_rate(bursty, 100e6), 8.0 * kMiB - 0.8e-3 * 100e6, 1.0);
   // A read slower than the rate it is measured against has no burst.
   EXPECT_EQ(bytes_beyond_rate(steady, 200e6), 0.0);
+  // The burst came at 8 MiB per 0.8 ms; a read without one has only the rate itself.
+  EXPECT_NEAR(burst_rate_bps(bursty, 100e6), 8.0 * kMiB / 0.8e-3, 1.0);
+  EXPECT_NEAR(burst_rate_bps(steady, 100e6), 100e6, 1e-3);
+  EXPECT_EQ(burst_rate_bps(steady, 200e6), 200e6);
 }
 
 TEST(DeviceProfiler, FiguresArePresentAndPlausible) {

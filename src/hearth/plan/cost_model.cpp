@@ -226,6 +226,7 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
     o.mode = ReadMode::kStreams;
     o.disk_bps = d.disk_seq_read_bps;  // direct I/O reads large sequential extents on every OS
     o.disk_burst_bytes = d.disk_burst_bytes;
+    o.disk_peak_bps = d.disk_peak_read_bps;
   } else {
     // Plain mmap: the page faults come at the OS's paging speed, inside compute.
     o.mode = ReadMode::kThrashes;
@@ -277,6 +278,7 @@ struct RingDevice {
   double excess = 0, cap = 0, buffer_min = 0, s = 1;  // E, cap, C_min (capped at cap), s
   double buffer_max = 0;                              // C's upper bound: min(cap, C_max)
   double burst = 0;                                   // B: the disk's burst after a gap
+  double peak = 0;                                    // u: the rate of the burst (0: at once)
 };
 
 struct RingSolution {
@@ -287,93 +289,75 @@ struct RingSolution {
 }  // namespace
 
 StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
-                   double buffer_max, double s, double burst, uint32_t k, double t) {
+                   double buffer_max, const DiskRates& disk, uint32_t k, double t) {
+  const double s = disk.seq_bps, b = disk.burst_bytes, u = disk.peak_bps;
   // k = 1: the buffer is neutral, so the smallest. k >= 2: the largest that helps (beyond
-  // (E - k B) / (k - 1) the gaps already hide every byte read).
+  // (E - k B) / (k - 1) the gaps hide every byte the rate bound counts, beyond E / (k - 1)
+  // every byte the peak bound counts).
   const double km1 = static_cast<double>(k) - 1.0;
   double c = buffer_min;
-  if (k >= 2)
-    c = std::max(buffer_min,
-                 std::min({buffer_max, (excess - k * burst) / km1, s * (t - comm_s) - excess}));
+  if (k >= 2) {
+    const double enough = (u > 0 ? excess : excess - k * b) / km1;
+    c = std::max(buffer_min, std::min({buffer_max, enough, s * (t - comm_s) - excess}));
+  }
   const double read = excess + c;
-  const double hidden = std::min(read, k * (c + burst));
-  return {c, std::max(0.0, (read - hidden) / s - busy_s)};
+  const double hidden = std::min(read, k * (c + b));
+  double exposed = (read - hidden) / s - busy_s;
+  // What is not in the buffer when a round's compute starts comes at the peak rate at best.
+  if (u > 0) exposed = std::max(exposed, (read - k * c) / u - busy_s);
+  return {c, std::max(0.0, exposed)};
 }
 
 namespace {
 
 // The overlap model's LP for fixed (w, n): minimise t subject to, for each streaming device,
-//   e >= 0,  e >= (X - H) / s - T,  X = E + C,  H <= k (C + B),  H <= X
-//   H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= min(cap, C_max)
-// (H: bytes hidden in gaps; B: what the disk serves at once after a gap, on top of the buffer,
-// as a throttle's time slice or a drive's burst buffer allows; a constant-rate disk has B = 0)
-// and t >= sum over devices of (T + e + comm). For a given t each device's least e is
-// e(t) = max(0, (E - (k-1) min(C_max, s (t - comm) - E) - k B) / s - T): the largest buffer whose
-// read D = X / s still fits in t - comm hides the most (reading happens in the idle gaps, during
-// the device's own compute, or exposed; never while it sends). e(t) is convex, piecewise
-// linear and non-increasing, so t - sum(...) is increasing and the optimum is its root, or the
-// lower bound t >= comm + (E + C_min) / s of the slowest reader when that is larger (then the
-// slack is that reader's exposed time). Solved exactly over the breakpoints; no LP solver.
+//   e >= 0,  e >= (X - H) / s - T,  e >= (X - k C) / u - T,  X = E + C,  H <= k (C + B),
+//   H <= X,  H / s <= t - T - e - comm,  X / s <= t,  C_min <= C <= min(cap, C_max)
+// (H: bytes hidden in gaps; B: what the disk serves beyond its rate s right after a gap, as a
+// throttle's time slice or a drive's burst buffer allows, at its peak rate u; a constant-rate
+// disk has B = 0) and t >= sum over devices of (T + e + comm). For a given t each device's
+// least e is stream_at's: the largest buffer whose read D = X / s still fits in t - comm hides
+// the most (reading happens in the idle gaps, during the device's own compute, or exposed;
+// never while it sends). e(t) is convex, piecewise linear and non-increasing, so t - sum(...)
+// is increasing and the optimum is its root, or the lower bound t >= comm + (E + C_min) / s of
+// the slowest reader when that is larger (then the slack is that reader's exposed time). The
+// root lies in [F(t0), ...]: with t0 the sum of the fixed terms, t0 <= root <= F(t0); bisection
+// to the last bit of a double.
 RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
-  const double km1 = static_cast<double>(k) - 1.0;
-  double base = 0;  // sum of fixed terms and each e's floor
+  double fixed = 0;  // sum of fixed terms
   double t_lo = 0;
   size_t binding = devs.size();
-  struct Piece {
-    double t_break;  // e = a - (k-1) t above its floor for t < t_break
-    double a_minus_floor;
-  };
-  std::vector<Piece> pieces;
-  std::vector<double> floor_e(devs.size(), 0.0);
   for (size_t i = 0; i < devs.size(); ++i) {
     const auto& d = devs[i];
-    base += d.fixed_s;
+    fixed += d.fixed_s;
     if (!d.streams) continue;
     const double lo = d.comm_s + (d.excess + d.buffer_min) / d.s;
     if (lo > t_lo) {
       t_lo = lo;
       binding = i;
     }
-    const double b = (d.excess - km1 * d.buffer_max - k * d.burst) / d.s - d.busy_s;
-    floor_e[i] = std::max(0.0, b);
-    base += floor_e[i];
-    if (k >= 2) {
-      const double a = k * (d.excess - d.burst) / d.s + km1 * d.comm_s - d.busy_s;
-      if (a > floor_e[i]) pieces.push_back({(a - floor_e[i]) / km1, a - floor_e[i]});
-    }
   }
-  // F(t) = base + sum over pieces with t < t_break of (a - floor - (k-1) t). Find t = F(t):
-  // with the pieces sorted by t_break, the root lies in the interval where exactly the pieces
-  // with larger t_break are active.
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& x, const Piece& y) { return x.t_break < y.t_break; });
-  double root = base;
-  {
-    double sum_a = 0;
-    size_t active = 0;
-    for (const auto& pc : pieces) {
-      sum_a += pc.a_minus_floor;
-      ++active;
-    }
-    // Try intervals from the left: pieces j.. are active for t in [t_break[j-1], t_break[j]).
-    double prev = -std::numeric_limits<double>::infinity();
-    for (size_t j = 0; j <= pieces.size(); ++j) {
-      const double next =
-          j < pieces.size() ? pieces[j].t_break : std::numeric_limits<double>::infinity();
-      const double cand = (base + sum_a) / (1.0 + static_cast<double>(active) * km1);
-      if (cand >= prev && cand <= next) {
-        root = cand;
-        break;
-      }
-      if (j < pieces.size()) {
-        sum_a -= pieces[j].a_minus_floor;
-        --active;
-      }
-      prev = next;
-    }
+  auto at = [&](const RingDevice& d, double t) {
+    return stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max,
+                     {d.s, d.burst, d.peak}, k, t);
+  };
+  auto sum_at = [&](double t) {  // F(t): the ring's time when the token takes t
+    double sum = fixed;
+    for (const auto& d : devs)
+      if (d.streams) sum += at(d, t).exposed_s;
+    return sum;
+  };
+  double lo = fixed, hi = sum_at(fixed);
+  while (hi > lo) {
+    const double mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    if (mid >= sum_at(mid))
+      hi = mid;
+    else
+      lo = mid;
   }
   RingSolution out;
-  out.t = std::max(root, t_lo);
+  out.t = std::max(hi, t_lo);
   out.buffer.assign(devs.size(), 0.0);
   out.exposed.assign(devs.size(), 0.0);
   double sum = 0;
@@ -381,10 +365,9 @@ RingSolution solve_ring(const std::vector<RingDevice>& devs, uint32_t k) {
     const auto& d = devs[i];
     sum += d.fixed_s;
     if (!d.streams) continue;
-    const auto at =
-        stream_at(d.excess, d.busy_s, d.comm_s, d.buffer_min, d.buffer_max, d.s, d.burst, k, out.t);
-    out.buffer[i] = at.buffer;
-    out.exposed[i] = at.exposed_s;
+    const auto a = at(d, out.t);
+    out.buffer[i] = a.buffer;
+    out.exposed[i] = a.exposed_s;
     sum += out.exposed[i];
   }
   // When the slowest reader's bound sets t, its reads take the slack: they are exposed.
@@ -512,6 +495,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       rd.buffer_max = std::max(rd.buffer_min, std::min(o.cap_bytes, o.buffer_max_bytes));
       rd.s = o.disk_bps;
       rd.burst = o.disk_burst_bytes;
+      rd.peak = o.disk_peak_bps;
     }
     ring.push_back(rd);
     out.devices.push_back(dc);

@@ -20,9 +20,9 @@
 // the rest with direct I/O through a bounded buffer, reading ahead of use while other devices
 // compute (docs/plan.md, "The overlap model"). A device whose weights A fit its memory cap
 // reads nothing; otherwise it streams X = A - cap + C bytes per token through a buffer of C
-// bytes, fills the buffer during each of its k idle gaps (plus the burst B its disk serves at
-// once after a gap, profile::DeviceProfile::disk_burst_bytes) and reads the rest during its own
-// compute; only what is left is exposed (e). TPOT = sum_m (T_comp + T_mem + e + T_comm). The
+// bytes, fills the buffer during each of its k idle gaps (plus the burst B its disk serves
+// beyond its rate after a gap, profile::DeviceProfile::disk_burst_bytes, at the disk's peak
+// rate) and reads the rest during its own compute; only what is left is exposed (e). TPOT = sum_m (T_comp + T_mem + e + T_comm). The
 // buffer a device can fill depends on how long the others compute, so the objective is no
 // longer separable: predict() solves the ring's small LP in (t, C, e) exactly.
 #pragma once
@@ -95,13 +95,19 @@ double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);
 // ring's LP, cost_model.cpp): the buffer it reads ahead into, the largest in [buffer_min,
 // buffer_max] whose read with the excess still fits in t - comm and still helps (at k = 1 the
 // smallest: a buffer cannot help), and the read time that neither its idle gaps (each fills
-// the buffer, and a disk with a burst allowance serves `burst` bytes more at once after it)
-// nor its own compute hide. The caller checks that t >= comm + (excess + buffer_min) / s.
+// the buffer, and a disk with a burst allowance serves `burst_bytes` more after it, at no
+// more than its peak rate) nor its own compute hide. The caller checks that
+// t >= comm + (excess + buffer_min) / s.
+struct DiskRates {
+  double seq_bps = 1;       // s: the sustained rate
+  double burst_bytes = 0;   // B: served beyond s right after an idle gap
+  double peak_bps = 0;      // u: the rate the burst comes at (0: at once)
+};
 struct StreamAt {
   double buffer = 0, exposed_s = 0;
 };
 StreamAt stream_at(double excess, double busy_s, double comm_s, double buffer_min,
-                   double buffer_max, double s, double burst, uint32_t k, double t);
+                   double buffer_max, const DiskRates& disk, uint32_t k, double t);
 
 // How a device gets its weights under the overlap model.
 enum class ReadMode {
@@ -127,6 +133,7 @@ struct OverlapTerms {
   double buffer_max_bytes = 0;
   double disk_bps = 0;          // s
   double disk_burst_bytes = 0;  // B: streaming only, the disk's burst after an idle gap
+  double disk_peak_bps = 0;     // u: streaming only, the rate of that burst (0: at once)
   double fixed_exposed_s = 0;   // kThrashes, kMetalReload (and Metal's lookup): exposed reads
   double fixed_read_bytes = 0;  // the bytes behind fixed_exposed_s
   double excess_bytes() const { return assigned_bytes - cap_bytes; }  // E = A - cap

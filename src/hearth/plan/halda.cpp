@@ -163,7 +163,8 @@ class Solver {
   //             C <= C_max(w, n) (add_buffer_share)
   //   read:     X >= E(w, n) + C  (X = A - R; z = 0 gives X = 0 since E <= 0 and C = 0)
   //   hidden:   H <= k (C + B),  H <= X   (B: the disk's burst after an idle gap)
-  //   exposed:  s e >= X - H - s T(w, n),  e >= 0
+  //   exposed:  s e >= X - H - s T(w, n),  u e >= X - k C - u T(w, n),  e >= 0
+  //             (u: the disk's peak rate, the burst's; the second row only when it is known)
   //   idle:     H / s + e + T(w, n) + comm <= t,  X / s <= t
   //   TPOT:     t >= sum_m (T + e + comm)
   // For fixed (w, n) this is the LP predict() solves, so the MILP optimum is the optimum of
@@ -316,10 +317,16 @@ class Solver {
       constant(exposed, -s * busy_c);
       IlpRow idle{{{hv, 1.0 / s}, {ev, 1.0}, {tv, -1.0}}, -kInf, 0.0};
       constant(idle, busy_c + comm);
+      // What is not in the buffer when a round's compute starts comes at the peak rate at best.
+      const double peak_rate = p_.devices[m].disk_peak_read_bps / kGiB;
+      IlpRow peak{{{xv, 1.0}, {cv, -double(k)}, {ev, -peak_rate}}, -kInf, 0.0};
+      constant(peak, -peak_rate * busy_c);
       for (const auto& [v, c] : busy) {
         exposed.coefs.emplace_back(v, -s * c);
         idle.coefs.emplace_back(v, c);
+        peak.coefs.emplace_back(v, -peak_rate * c);
       }
+      if (peak_rate > 0) ilp.rows.push_back(peak);
       for (const auto& [v, c] : comm_vars) idle.coefs.emplace_back(v, c);
       ilp.rows.push_back(exposed);
       ilp.rows.push_back(idle);

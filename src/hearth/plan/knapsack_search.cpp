@@ -38,7 +38,8 @@ struct Load {
   double pinned_cap = 0;
   // Not Metal: the overlap terms.
   Lin busy, assigned, cap, share;
-  double comm = 0, c_min = 0, s = 0, s_mmap = 0, burst = 0;
+  double comm = 0, c_min = 0, s_mmap = 0;
+  DiskRates disk;
   // The paper's terms: within memory, or over it (reloads per token: the part over memory on
   // M1/M3, every weight on Metal).
   Lin fits, over, ram;
@@ -79,8 +80,7 @@ Load make_load(const Problem& p, size_t m, uint32_t k, double windows, double ho
   l.share = lin3(o00.buffer_share_bytes, o10.buffer_share_bytes, o11.buffer_share_bytes);
   l.comm = o00.paper.comm_s;
   l.c_min = o00.buffer_min_bytes;
-  l.s = d.disk_seq_read_bps;
-  l.burst = d.disk_burst_bytes;
+  l.disk = {d.disk_seq_read_bps, d.disk_burst_bytes, d.disk_peak_read_bps};
   l.s_mmap = disk_read_bps(d);
   return l;
 }
@@ -106,10 +106,10 @@ double cost(const Load& l, const Problem& p, uint32_t k, double w, double n, dou
   if (!p.options.streaming) return base + assigned / l.s_mmap;
   if (cap < l.c_min) return kNever;  // no room for the smallest buffer
   // The slowest reader bound: the excess and the smallest buffer must be read within tau.
-  const double room = l.s * (tau - l.comm) - excess;
+  const double room = l.disk.seq_bps * (tau - l.comm) - excess;
   if (room < l.c_min) return kNever;
   const double c_max = std::min(cap, std::max(l.c_min, l.share.at(w, n)));
-  return base + stream_at(excess, busy, l.comm, l.c_min, c_max, l.s, l.burst, k, tau).exposed_s;
+  return base + stream_at(excess, busy, l.comm, l.c_min, c_max, l.disk, k, tau).exposed_s;
 }
 
 // The best cost of a device for each window w = 0..W at tau (over its GPU layers n), and the

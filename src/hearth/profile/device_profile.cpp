@@ -147,6 +147,9 @@ DeviceProfile device_from_json(const json& j, const std::string& where_in) {
   if (d.disk_random_read_bps <= 0) fail(where, "disk_random_read_gbps", "must be positive");
   d.disk_burst_bytes = number(j, "disk_burst_mib", where, false).value_or(0) * kMiB;
   if (d.disk_burst_bytes > 1e6 * kMiB) fail(where, "disk_burst_mib", "must be at most 1e6");
+  d.disk_peak_read_bps = number(j, "disk_peak_read_gbps", where, false).value_or(0) * kGB;
+  if (d.disk_peak_read_bps > 0 && d.disk_peak_read_bps < d.disk_seq_read_bps)
+    fail(where, "disk_peak_read_gbps", "is below disk_seq_read_gbps");
 
   auto cpu = j.find("cpu");
   if (cpu == j.end() || !cpu->is_object()) fail(where, "cpu", "is missing (an object)");
@@ -211,6 +214,7 @@ json device_to_json(const DeviceProfile& d) {
   j["disk_seq_read_gbps"] = d.disk_seq_read_bps / kGB;
   j["disk_random_read_gbps"] = d.disk_random_read_bps / kGB;
   j["disk_burst_mib"] = d.disk_burst_bytes / kMiB;
+  if (d.disk_peak_read_bps > 0) j["disk_peak_read_gbps"] = d.disk_peak_read_bps / kGB;
   j["cpu"] = {{"gflops", throughput_to_json(d.cpu.flops)},
               {"mem_read_gbps", d.cpu.mem_read_bps / kGB},
               {"kv_copy_ms", d.cpu.kv_copy_s * 1e3}};

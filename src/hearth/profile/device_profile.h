@@ -73,6 +73,9 @@ struct DeviceProfile {
   // Bytes the disk serves beyond disk_seq_read_bps right after a short idle gap (storage that
   // accounts its rate per time slice); 0 for a disk of constant rate (profile/disk_probe.h).
   double disk_burst_bytes = 0;
+  // The rate the burst is read at (bytes/s, at least disk_seq_read_bps); 0 = not measured,
+  // and the cost model then counts the burst as served at once.
+  double disk_peak_read_bps = 0;
   CpuProfile cpu;
   GpuProfile gpu;
   LinkProfile link;

@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kCacheSchema = 2;  // 2: disk_burst_mib
+constexpr int kCacheSchema = 3;  // 2: disk_burst_mib; 3: disk_peak_read_gbps
 // Weight types the engine computes with; each gets a throughput figure.
 constexpr gguf::TensorType kTypes[] = {gguf::TensorType::kF32,  gguf::TensorType::kF16,
                                        gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
@@ -200,6 +200,7 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   d.disk_seq_read_bps = disk.seq_bps;
   d.disk_random_read_bps = disk.random_bps;
   d.disk_burst_bytes = static_cast<double>(disk.burst_bytes);
+  d.disk_peak_read_bps = disk.peak_bps;
   if (disk_method) *disk_method = disk.method;
 
   compute::ThreadPool pool(threads);

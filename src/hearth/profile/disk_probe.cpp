@@ -126,6 +126,18 @@ double bytes_beyond_rate(const std::vector<ReadSample>& samples, double rate_bps
   return most;
 }
 
+double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps) {
+  double most = 0, rate = rate_bps;
+  for (const auto& s : samples) {
+    const double beyond = static_cast<double>(s.bytes) - rate_bps * s.ms / 1e3;
+    if (beyond > most + 0.5 && s.ms > 0) {  // the first sample at the most: the burst's end
+      most = beyond;
+      rate = static_cast<double>(s.bytes) / (s.ms / 1e3);
+    }
+  }
+  return std::max(rate, rate_bps);
+}
+
 double steady_rate_bps(const std::vector<ReadSample>& samples) {
   if (samples.empty()) return 0;
   const double end_ms = std::max(samples.back().ms, 1e-3);
@@ -179,8 +191,9 @@ DiskReadRates measure_disk_reads(const std::string& path, double budget_s) {
 
   // Bursts: the streamer reads a round's bytes, idles while the ring computes elsewhere, and
   // reads again. What storage serves beyond its rate right after such a gap hides reads as a
-  // larger buffer would (the overlap cost model's disk_burst_bytes).
-  std::vector<double> bursts;
+  // larger buffer would (the overlap cost model's disk_burst_bytes); it comes at the
+  // storage's peak rate, not at once (disk_peak_read_bps).
+  std::vector<double> bursts, peaks;
   uint64_t burst_from = seq.next_chunk;
   for (int r = 0; r < kBurstRounds; ++r) {
     drop_cache();
@@ -189,9 +202,12 @@ DiskReadRates measure_disk_reads(const std::string& path, double budget_s) {
                                  drop_cache);
     burst_from = b.next_chunk;
     bursts.push_back(bytes_beyond_rate(b.samples, out.seq_bps));
+    peaks.push_back(burst_rate_bps(b.samples, out.seq_bps));
   }
   std::sort(bursts.begin(), bursts.end());
+  std::sort(peaks.begin(), peaks.end());
   out.burst_bytes = static_cast<uint64_t>(bursts[bursts.size() / 2]);
+  out.peak_bps = peaks[peaks.size() / 2];
 
   // Random: 64 KiB at aligned offsets, a size that mmap fault-around and read-ahead windows
   // issue when a reloaded layer is touched out of order.

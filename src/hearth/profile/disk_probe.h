@@ -25,6 +25,9 @@ struct DiskReadRates {
   // cgroup's blkio throttle, a drive's burst buffer) serves them at once; a disk of constant
   // rate gives about 0. The median of kBurstRounds reads after kBurstIdleMs of idling.
   uint64_t burst_bytes = 0;
+  // The rate the burst itself is read at (bytes/s; the median of the same reads, at least
+  // seq_bps): a burst is not free, it comes at the storage's peak rate.
+  double peak_bps = 0;
   std::string method;  // "O_DIRECT" or "fadvise DONTNEED"
 };
 
@@ -39,6 +42,9 @@ struct ReadSample {
 // What a read got beyond a constant rate: max over its samples of bytes - rate_bps x time,
 // at least 0 (samples in completion order).
 double bytes_beyond_rate(const std::vector<ReadSample>& samples, double rate_bps);
+// The rate of the read up to the sample where it was furthest beyond rate_bps (bytes over
+// time there): how fast the burst came. rate_bps when the read never got beyond it.
+double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps);
 
 // The rate a long read settles at: the least-squares slope of bytes over time after the first
 // quarter of the read, which a burst at its start (storage that was idle) does not lift and
