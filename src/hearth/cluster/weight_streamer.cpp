@@ -19,9 +19,9 @@ namespace {
 
 constexpr uint64_t kNoRoom = UINT64_MAX;
 constexpr uint64_t kAlign = 4096;
-// Requests outstanding at once (the reader thread plus kIoThreads helpers), and the smallest
-// chunk worth a request of its own.
-constexpr int kIoThreads = 3;
+// Requests outstanding at once (one per I/O thread), and the smallest chunk worth a request of
+// its own.
+constexpr int kIoThreads = 4;
 constexpr uint64_t kMinChunk = uint64_t{512} << 10;
 
 int open_direct(const std::string& path) {
@@ -79,6 +79,7 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
   }
   fd_ = io_ == StreamIo::kDirect ? open_direct(path_) : -1;
   direct_ = fd_ >= 0;
+  probed_ = !direct_;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     throw IoError(fmt::format("{}: cannot open for streaming: {}", path_, std::strerror(errno)));
@@ -119,7 +120,10 @@ WeightStreamer::~WeightStreamer() {
 
 StreamCounters WeightStreamer::counters() const {
   std::lock_guard lock(mu_);
-  return counters_;
+  StreamCounters c = counters_;
+  const std::lock_guard io(io_mu_);
+  c.read_ms = busy_ms_ + (in_flight_ > 0 ? now_ms() - busy_since_ms_ : 0.0);
+  return c;
 }
 
 void WeightStreamer::pop_front() {
@@ -156,21 +160,82 @@ void WeightStreamer::run() {
       cv_.wait(lock);
       continue;
     }
-    slots_.push_back(Slot{next_item_, off, item.bytes, false, false});
-    lock.unlock();
-    const double t0 = now_ms();
-    const bool ok = read_item(item, io_ == StreamIo::kDirect ? buffer_ + off : nullptr);
-    const double dt = now_ms() - t0;
-    lock.lock();
-    // Only this thread appends, and the engine takes only slots that are ready: the slot just
-    // read is still the last one.
-    slots_.back().ready = true;
-    slots_.back().failed = !ok;
-    counters_.read_ms += dt;
-    counters_.bytes_read += ok ? item.bytes : 0;
-    ++counters_.items_read;
+    const uint64_t seq = next_seq_++;
+    std::vector<Chunk> chunks =
+        chunks_of(item, io_ == StreamIo::kDirect ? buffer_ + off : nullptr, seq);
+    slots_.push_back(Slot{next_item_, off, item.bytes, seq, chunks.size(), chunks.empty(), false});
     next_item_ = (next_item_ + 1) % plan_.items.size();
-    cv_.notify_all();
+    const bool probe = !probed_ && !chunks.empty();
+    probed_ = true;
+    lock.unlock();
+    if (probe) {  // nothing is queued yet: the first chunk alone decides how the file is read
+      const Chunk first = chunks.front();
+      chunks.erase(chunks.begin());
+      chunk_done(seq, probe_direct(first));
+    }
+    if (!chunks.empty()) {
+      const std::lock_guard io(io_mu_);
+      queue_.insert(queue_.end(), chunks.begin(), chunks.end());
+      io_cv_.notify_all();
+    }
+    lock.lock();
+  }
+}
+
+std::vector<WeightStreamer::Chunk> WeightStreamer::chunks_of(const residency::StreamItem& item,
+                                                             uint8_t* dst, uint64_t seq) const {
+  // Chunks of each matrix's aligned extent, about a quarter of the item each.
+  const uint64_t target =
+      std::max(kMinChunk, (item.bytes / kIoThreads + kAlign - 1) / kAlign * kAlign);
+  std::vector<Chunk> chunks;
+  uint64_t pos = 0;
+  for (const residency::FileRange& r : item.ranges) {
+    const uint64_t begin = r.offset / kAlign * kAlign;
+    const uint64_t len = residency::aligned_span(r.offset, r.bytes, kAlign);
+    // Cache mode reads into the mapping in place (the populate call does not write).
+    uint8_t* at = io_ == StreamIo::kCache ? const_cast<uint8_t*>(mapping_) + begin : dst + pos;
+    for (uint64_t o = 0; o < len; o += target) {
+      chunks.push_back(Chunk{at + o, begin + o, std::min(target, len - o), seq});
+    }
+    pos += len;
+  }
+  return chunks;
+}
+
+bool WeightStreamer::probe_direct(const Chunk& c) {
+  const double t0 = now_ms();
+  bool ok = read_chunk(c);
+  if (!ok) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      {
+        const std::lock_guard lock(io_mu_);  // no I/O thread is reading now
+        ::close(fd_);
+        fd_ = fd;
+        direct_ = false;
+      }
+      log::info("stream {}: direct I/O refused, reading through the page cache", path_);
+      ok = read_chunk(c);
+    }
+  }
+  const std::lock_guard lock(io_mu_);
+  busy_ms_ += now_ms() - t0;
+  return ok;
+}
+
+void WeightStreamer::chunk_done(uint64_t seq, bool ok) {
+  const std::lock_guard lock(mu_);
+  for (auto& s : slots_) {
+    if (s.seq != seq) continue;
+    s.failed = s.failed || !ok;
+    if (--s.pending == 0) {
+      // The engine takes only ready slots, and never drops one that is not: s is still here.
+      s.ready = true;
+      counters_.bytes_read += s.failed ? 0 : s.bytes;
+      ++counters_.items_read;
+      cv_.notify_all();
+    }
+    return;
   }
 }
 
@@ -239,72 +304,19 @@ void WeightStreamer::drop_item(const residency::StreamItem& item) {
 void WeightStreamer::io_loop() {
   std::unique_lock lock(io_mu_);
   for (;;) {
-    io_cv_.wait(lock, [&] { return io_quit_ || next_chunk_ < chunks_.size(); });
+    io_cv_.wait(lock, [&] { return io_quit_ || !queue_.empty(); });
     if (io_quit_) return;
-    const Chunk c = chunks_[next_chunk_++];
+    const Chunk c = queue_.front();
+    queue_.pop_front();
+    if (in_flight_++ == 0) busy_since_ms_ = now_ms();
     lock.unlock();
     const bool ok = read_chunk(c);
     lock.lock();
-    chunks_ok_ = chunks_ok_ && ok;
-    if (++chunks_done_ == chunks_.size()) io_cv_.notify_all();
-  }
-}
-
-bool WeightStreamer::read_item(const residency::StreamItem& item, uint8_t* dst) {
-  // Chunks of each matrix's aligned extent, about a quarter of the item each.
-  const uint64_t target =
-      std::max(kMinChunk, (item.bytes / (kIoThreads + 1) + kAlign - 1) / kAlign * kAlign);
-  std::vector<Chunk> chunks;
-  uint64_t pos = 0;
-  for (const residency::FileRange& r : item.ranges) {
-    const uint64_t begin = r.offset / kAlign * kAlign;
-    const uint64_t len = residency::aligned_span(r.offset, r.bytes, kAlign);
-    // Cache mode reads into the mapping in place (the populate call does not write).
-    uint8_t* at = io_ == StreamIo::kCache ? const_cast<uint8_t*>(mapping_) + begin : dst + pos;
-    for (uint64_t o = 0; o < len; o += target) {
-      chunks.push_back(Chunk{at + o, begin + o, std::min(target, len - o)});
-    }
-    pos += len;
-  }
-  bool ok = true;
-  if (direct_) {
-    // Probe direct I/O on the first chunk: a file system may refuse it at this alignment.
-    if (!read_chunk(chunks.front())) {
-      const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return false;
-      {
-        std::lock_guard lock(io_mu_);  // no I/O thread is reading now
-        ::close(fd_);
-        fd_ = fd;
-        direct_ = false;
-      }
-      log::info("stream {}: direct I/O refused, reading through the page cache", path_);
-      if (!read_chunk(chunks.front())) return false;
-    }
-    chunks.erase(chunks.begin());
-  }
-  if (chunks.empty()) return ok;
-  std::unique_lock lock(io_mu_);
-  chunks_ = std::move(chunks);
-  next_chunk_ = 0;
-  chunks_done_ = 0;
-  chunks_ok_ = true;
-  io_cv_.notify_all();
-  // This thread reads chunks too, then waits for the helpers' last ones.
-  while (next_chunk_ < chunks_.size()) {
-    const Chunk c = chunks_[next_chunk_++];
+    if (--in_flight_ == 0) busy_ms_ += now_ms() - busy_since_ms_;
     lock.unlock();
-    const bool r = read_chunk(c);
+    chunk_done(c.seq, ok);
     lock.lock();
-    chunks_ok_ = chunks_ok_ && r;
-    ++chunks_done_;
   }
-  io_cv_.wait(lock, [&] { return chunks_done_ == chunks_.size(); });
-  ok = chunks_ok_;
-  chunks_.clear();
-  next_chunk_ = 0;
-  // Each matrix must have been read up to its end (a short file reads short).
-  return ok;
 }
 
 size_t WeightStreamer::group_key(int layer, int group) {

@@ -19,9 +19,12 @@
 //           direct I/O.
 // Either way streaming never evicts the resident part and reads exactly the streamed bytes.
 //
-// Reads are split into chunks read in parallel by a few I/O threads: storage that serves one
-// request at a time with a fixed latency (virtual disks, network storage, SD cards with
-// queues) reaches its throughput only with several requests outstanding.
+// Reads are split into chunks read in parallel by a few I/O threads, across items: as soon as
+// the buffer has room for the next item its chunks join the queue, while the chunks of the
+// items before it are still being read. Storage that serves one request at a time with a
+// fixed latency (virtual disks, network storage, SD cards with queues) reaches its throughput
+// only with several requests outstanding, and a small buffer (a few items) must not idle the
+// disk between items.
 //
 // Bitwise: the engine computes on the same bytes it would read from the mapping.
 #pragma once
@@ -86,6 +89,8 @@ class WeightStreamer : public model::WeightFeed {
     size_t item = 0;      // index into plan_.items
     uint64_t offset = 0;  // in the buffer
     uint64_t bytes = 0;   // taken in the buffer
+    uint64_t seq = 0;     // which reservation: chunks find their slot by it
+    size_t pending = 0;   // chunks not yet read
     bool ready = false;   // read complete
     bool failed = false;  // read failed: the engine reads the mapping instead
   };
@@ -93,6 +98,7 @@ class WeightStreamer : public model::WeightFeed {
     uint8_t* dst = nullptr;  // direct: in the buffer; cache: in the mapping
     uint64_t offset = 0;     // file offset, aligned
     uint64_t bytes = 0;      // aligned, except where the file ends
+    uint64_t seq = 0;        // the slot it fills
   };
   struct SlicedParts {
     std::vector<model::GroupPart> parts;
@@ -108,7 +114,13 @@ class WeightStreamer : public model::WeightFeed {
   const uint8_t* in_buffer(const Slot& s, const uint8_t* in_map) const;
   void run();
   void io_loop();
-  bool read_item(const residency::StreamItem& item, uint8_t* dst);
+  // The chunks of an item, about a quarter of it each, into dst (direct) or the mapping.
+  std::vector<Chunk> chunks_of(const residency::StreamItem& item, uint8_t* dst, uint64_t seq) const;
+  // The first read: direct I/O may be refused at this alignment; then the file is reopened
+  // for buffered reads. False if the chunk cannot be read either way.
+  bool probe_direct(const Chunk& c);
+  // A chunk of slot `seq` is done (mu_ not held).
+  void chunk_done(uint64_t seq, bool ok);
   bool read_chunk(const Chunk& c);
   bool cache_chunk(const Chunk& c);
   // Cache mode: drops the whole pages of an item the engine is done with.
@@ -134,19 +146,22 @@ class WeightStreamer : public model::WeightFeed {
   std::condition_variable cv_;
   std::deque<Slot> slots_;       // in use order: the oldest is the next the engine takes
   size_t next_item_ = 0;         // the next item the reader reads
+  uint64_t next_seq_ = 0;        // the next slot's seq
+  bool probed_ = false;          // the first read has tried direct I/O
   bool held_ = false;            // the engine holds slots_.front()
   std::vector<size_t> to_drop_;  // cache mode: items released, pages not yet dropped
   bool quit_ = false;
   StreamCounters counters_;
   std::thread thread_;
 
-  // The chunks of the item being read, taken by the I/O threads and the reader thread alike.
-  std::mutex io_mu_;
+  // Chunks queued for the I/O threads, in use order, and the time at least one was being read.
+  // Lock order: mu_ before io_mu_ (counters()); nothing takes mu_ while holding io_mu_.
+  mutable std::mutex io_mu_;
   std::condition_variable io_cv_;
-  std::vector<Chunk> chunks_;
-  size_t next_chunk_ = 0;
-  size_t chunks_done_ = 0;
-  bool chunks_ok_ = true;
+  std::deque<Chunk> queue_;
+  int in_flight_ = 0;
+  double busy_since_ms_ = 0;
+  double busy_ms_ = 0;
   bool io_quit_ = false;
   std::vector<std::thread> io_threads_;
 };
