@@ -49,34 +49,43 @@ std::string host_name() {
   return buf;
 }
 
-// FLOP/s of compute::matvec on a (rows, kCols) matrix of `type`: the best of three windows
-// of repeated calls (on a shared machine the best window is the one nobody preempted).
-double matvec_flops(compute::ThreadPool& pool, gguf::TensorType type, double budget_s) {
-  const uint64_t row = *gguf::row_bytes(type, kCols);
-  const int64_t rows = std::max<int64_t>(64, static_cast<int64_t>(kWeightBytes / row));
-  std::vector<uint8_t> w(static_cast<size_t>(rows) * row);  // (rows, kCols) in `type` blocks
-  std::mt19937 rng(1234);
-  std::vector<float> x(kCols);  // (kCols) f32
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (auto& v : x) v = nd(rng);
-  // Real quantized rows (random bytes would make f16 scales denormal or NaN, and denormal
-  // arithmetic is far slower): quantize a few rows and tile them over the matrix, which
-  // keeps the bytes the kernel streams through its cache the same as for distinct rows.
-  constexpr int64_t kDistinct = 16;
-  const auto& tr = quant::traits(type);
-  std::vector<float> src(static_cast<size_t>(kCols));  // (kCols) f32 one row
-  for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
-    for (auto& v : src) v = nd(rng);
-    tr.quantize(src.data(), w.data() + r * row, kCols);
+// compute::matvec on a (rows, kCols) matrix of one type, ready to be timed.
+struct MatvecBench {
+  gguf::TensorType type;
+  int64_t rows = 0;
+  std::vector<uint8_t> w;  // (rows, kCols) in `type` blocks
+  std::vector<float> x;    // (kCols) f32
+  std::vector<float> y;    // (rows) f32
+  double best = 0;         // FLOP/s, the best window so far
+
+  explicit MatvecBench(gguf::TensorType t) : type(t) {
+    const uint64_t row = *gguf::row_bytes(type, kCols);
+    rows = std::max<int64_t>(64, static_cast<int64_t>(kWeightBytes / row));
+    w.resize(static_cast<size_t>(rows) * row);
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    x.resize(kCols);
+    for (auto& v : x) v = nd(rng);
+    // Real quantized rows (random bytes would make f16 scales denormal or NaN, and denormal
+    // arithmetic is far slower): quantize a few rows and tile them over the matrix, which
+    // keeps the bytes the kernel streams through its cache the same as for distinct rows.
+    constexpr int64_t kDistinct = 16;
+    const auto& tr = quant::traits(type);
+    std::vector<float> src(static_cast<size_t>(kCols));  // (kCols) f32 one row
+    for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
+      for (auto& v : src) v = nd(rng);
+      tr.quantize(src.data(), w.data() + r * row, kCols);
+    }
+    for (int64_t r = kDistinct; r < rows; ++r)
+      std::copy_n(w.data() + (r % kDistinct) * row, row, w.data() + r * row);
+    y.resize(static_cast<size_t>(rows));
   }
-  for (int64_t r = kDistinct; r < rows; ++r)
-    std::copy_n(w.data() + (r % kDistinct) * row, row, w.data() + r * row);
-  std::vector<float> y(static_cast<size_t>(rows));  // (rows) f32
-  const compute::WeightView view{type, rows, kCols, w.data()};
-  compute::matvec(pool, view, x.data(), y.data());  // warm caches and the pool
-  const double flops_per_call = 2.0 * static_cast<double>(rows) * kCols;
-  double best = 0;
-  for (int window = 0; window < 3; ++window) {
+
+  // Repeated calls for about `seconds`; keeps the best rate.
+  void window(compute::ThreadPool& pool, double seconds) {
+    const compute::WeightView view{type, rows, kCols, w.data()};
+    compute::matvec(pool, view, x.data(), y.data());  // warm caches and the pool
+    const double flops_per_call = 2.0 * static_cast<double>(rows) * kCols;
     const double t0 = now_seconds();
     int calls = 0;
     double dt = 0;
@@ -84,11 +93,10 @@ double matvec_flops(compute::ThreadPool& pool, gguf::TensorType type, double bud
       compute::matvec(pool, view, x.data(), y.data());
       ++calls;
       dt = now_seconds() - t0;
-    } while (dt < budget_s / 3);
+    } while (dt < seconds);
     best = std::max(best, flops_per_call * calls / dt);
   }
-  return best;
-}
+};
 
 // Seconds to append one token's K and V of one layer: the f32 -> f16 conversion the KV
 // cache does, over 2 * kv_dim values.
@@ -203,11 +211,16 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   d.disk_peak_read_bps = disk.peak_bps;
   if (disk_method) *disk_method = disk.method;
 
+  // FLOP/s of each type: the best of three windows (on a shared machine the best window is
+  // the one nobody preempted), taken in rounds over the types, so that a slow spell of the
+  // machine falls on one window of several types rather than on every window of one.
   compute::ThreadPool pool(threads);
-  for (const auto type : kTypes) {
-    if (!quant::is_supported(type)) continue;
-    d.cpu.flops[type] = matvec_flops(pool, type, o.kernel_budget_s);
-  }
+  std::vector<MatvecBench> benches;
+  for (const auto type : kTypes)
+    if (quant::is_supported(type)) benches.emplace_back(type);
+  for (int round = 0; round < 3; ++round)
+    for (auto& b : benches) b.window(pool, o.kernel_budget_s / 3);
+  for (const auto& b : benches) d.cpu.flops[b.type] = b.best;
   // Larger than any cache a test machine reports, smaller than a quarter of what is free.
   const size_t bw_bytes = static_cast<size_t>(
       std::clamp<uint64_t>(mem.available_bytes / 4, uint64_t{64} << 20, uint64_t{512} << 20));
