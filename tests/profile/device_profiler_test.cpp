@@ -97,6 +97,10 @@ TEST(DiskProbe, BurstIsWhatAReadGetsBeyondItsRate) {
   EXPECT_NEAR(burst_rate_bps(bursty, 100e6), 8.0 * kMiB / 0.8e-3, 1.0);
   EXPECT_NEAR(burst_rate_bps(steady, 100e6), 100e6, 1e-3);
   EXPECT_EQ(burst_rate_bps(steady, 200e6), 200e6);
+  // The same burst after 2 ms until the first completion: the latency is not the rate.
+  std::vector<ReadSample> late = bursty;
+  for (auto& s : late) s.ms += 1.9;
+  EXPECT_NEAR(burst_rate_bps(late, 100e6), 7.0 * kMiB / 0.7e-3, 1e3);
 }
 
 TEST(DeviceProfiler, FiguresArePresentAndPlausible) {

@@ -22,9 +22,10 @@
 // reads nothing; otherwise it streams X = A - cap + C bytes per token through a buffer of C
 // bytes, fills the buffer during each of its k idle gaps (plus the burst B its disk serves
 // beyond its rate after a gap, profile::DeviceProfile::disk_burst_bytes, at the disk's peak
-// rate) and reads the rest during its own compute; only what is left is exposed (e). TPOT = sum_m (T_comp + T_mem + e + T_comm). The
-// buffer a device can fill depends on how long the others compute, so the objective is no
-// longer separable: predict() solves the ring's small LP in (t, C, e) exactly.
+// rate) and reads the rest during its own compute; only what is left is exposed (e).
+// TPOT = sum_m (T_comp + T_mem + e + T_comm). The buffer a device can fill depends on how long
+// the others compute, so the objective is no longer separable: predict() solves the ring's
+// small LP in (t, C, e) exactly.
 #pragma once
 
 #include <cstdint>
@@ -99,9 +100,9 @@ double link_latency_s(const profile::DeviceProfile& d, uint64_t hidden_bytes);
 // more than its peak rate) nor its own compute hide. The caller checks that
 // t >= comm + (excess + buffer_min) / s.
 struct DiskRates {
-  double seq_bps = 1;       // s: the sustained rate
-  double burst_bytes = 0;   // B: served beyond s right after an idle gap
-  double peak_bps = 0;      // u: the rate the burst comes at (0: at once)
+  double seq_bps = 1;      // s: the sustained rate
+  double burst_bytes = 0;  // B: served beyond s right after an idle gap
+  double peak_bps = 0;     // u: the rate the burst comes at (0: at once)
 };
 struct StreamAt {
   double buffer = 0, exposed_s = 0;

@@ -127,14 +127,21 @@ double bytes_beyond_rate(const std::vector<ReadSample>& samples, double rate_bps
 }
 
 double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps) {
-  double most = 0, rate = rate_bps;
+  double most = 0;
+  const ReadSample* end = nullptr;  // the first sample at the most: the burst's end
   for (const auto& s : samples) {
     const double beyond = static_cast<double>(s.bytes) - rate_bps * s.ms / 1e3;
-    if (beyond > most + 0.5 && s.ms > 0) {  // the first sample at the most: the burst's end
+    if (beyond > most + 0.5 && s.ms > 0) {
       most = beyond;
-      rate = static_cast<double>(s.bytes) / (s.ms / 1e3);
+      end = &s;
     }
   }
+  if (end == nullptr) return rate_bps;
+  // From the first completion on: the latency before it is paid once per read, not per byte.
+  const ReadSample& first = samples.front();
+  double rate = static_cast<double>(end->bytes) / (end->ms / 1e3);
+  if (end->ms > first.ms)
+    rate = static_cast<double>(end->bytes - first.bytes) / ((end->ms - first.ms) / 1e3);
   return std::max(rate, rate_bps);
 }
 
