@@ -57,32 +57,30 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
   for (size_t m = 0; m < st.size() && m < devs.size(); ++m) {
     const auto& t = st[m];
     using S = residency::StepStats;
-    out.push_back(
-        {{"name", devs[m].name},
-         {"steps", t.steps},
-         {"compute_ms", t.per_token(&S::compute_ms)},
-         {"comm_ms", t.per_token(&S::comm_ms)},
-         {"sends_per_token", t.per_decode_token(&S::sends)},
-         {"wait_ms", t.per_token(&S::wait_ms)},
-         {"reload_bytes", t.per_token(&S::reload_bytes)},
-         {"major_faults", t.per_token(&S::major_faults)},
-         {"prefetch_bytes", t.per_token(&S::prefetch_bytes)},
-         {"release_bytes", t.per_token(&S::release_bytes)},
-         {"prompt_compute_ms", t.prompt_total(&S::compute_ms)},
-         {"pressure_max", t.pressure_max},
-         {"pressure_mean", t.pressure_mean()},
-         {"pressure_unreclaimed_max", t.pressure_unreclaimed_max},
-         {"decode_steps", t.decode_steps},
-         {"disk_bytes_per_token", t.per_decode_token(&S::disk_bytes)},
-         {"stream_bytes_per_token", t.per_decode_token(&S::stream_bytes)},
-         {"read_ms", t.per_decode_token(&S::read_ms)},
-         {"read_exposed_ms", t.per_decode_token(&S::exposed_ms)},
-         {"read_hidden_ms",
-          std::max(0.0, t.per_decode_token(&S::read_ms) -
-                            t.per_decode_token(&S::exposed_ms))},
-         {"assigned_bytes", t.sum.assigned_bytes},
-         {"weight_budget_bytes", t.sum.weight_budget_bytes},
-         {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});
+    out.push_back({{"name", devs[m].name},
+                   {"steps", t.steps},
+                   {"compute_ms", t.per_token(&S::compute_ms)},
+                   {"comm_ms", t.per_token(&S::comm_ms)},
+                   {"sends_per_token", t.per_decode_token(&S::sends)},
+                   {"wait_ms", t.per_token(&S::wait_ms)},
+                   {"reload_bytes", t.per_token(&S::reload_bytes)},
+                   {"major_faults", t.per_token(&S::major_faults)},
+                   {"prefetch_bytes", t.per_token(&S::prefetch_bytes)},
+                   {"release_bytes", t.per_token(&S::release_bytes)},
+                   {"prompt_compute_ms", t.prompt_total(&S::compute_ms)},
+                   {"pressure_max", t.pressure_max},
+                   {"pressure_mean", t.pressure_mean()},
+                   {"pressure_unreclaimed_max", t.pressure_unreclaimed_max},
+                   {"decode_steps", t.decode_steps},
+                   {"disk_bytes_per_token", t.per_decode_token(&S::disk_bytes)},
+                   {"stream_bytes_per_token", t.per_decode_token(&S::stream_bytes)},
+                   {"read_ms", t.per_decode_token(&S::read_ms)},
+                   {"read_exposed_ms", t.per_decode_token(&S::exposed_ms)},
+                   {"read_hidden_ms", std::max(0.0, t.per_decode_token(&S::read_ms) -
+                                                        t.per_decode_token(&S::exposed_ms))},
+                   {"assigned_bytes", t.sum.assigned_bytes},
+                   {"weight_budget_bytes", t.sum.weight_budget_bytes},
+                   {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});
   }
   return out;
 }
