@@ -42,9 +42,10 @@ struct ReadSample {
 // What a read got beyond a constant rate: max over its samples of bytes - rate_bps x time,
 // at least 0 (samples in completion order).
 double bytes_beyond_rate(const std::vector<ReadSample>& samples, double rate_bps);
-// The rate of the read from its first completion to the sample where it was furthest beyond
-// rate_bps: how fast the burst came (the latency before the first completion is paid once
-// per read). At least rate_bps; rate_bps when the read never got beyond it.
+// How fast the burst came: the rate of the read up to the sample where it was furthest beyond
+// rate_bps, from the read's start or from its first completion (the latency before it is paid
+// once per read), whichever is faster. Above rate_bps wherever the read got beyond it;
+// rate_bps when it never did.
 double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps);
 
 // The rate a long read settles at: the least-squares slope of bytes over time after the first
