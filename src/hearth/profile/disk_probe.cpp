@@ -142,8 +142,8 @@ double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps) {
   const ReadSample& first = samples.front();
   double rate = static_cast<double>(end->bytes) / (end->ms / 1e3);
   if (end->ms > first.ms) {
-    rate = std::max(rate, static_cast<double>(end->bytes - first.bytes) /
-                              ((end->ms - first.ms) / 1e3));
+    rate = std::max(rate,
+                    static_cast<double>(end->bytes - first.bytes) / ((end->ms - first.ms) / 1e3));
   }
   return std::max(rate, rate_bps);
 }
