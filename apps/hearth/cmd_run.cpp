@@ -10,6 +10,7 @@
 
 #include "auto_plan_flags.h"
 #include "commands.h"
+#include "draft_options.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/auto_plan.h"
@@ -102,6 +103,8 @@ int run_run(const Args& args) {
                  "tokens to generate (-1: until end of text or context)")
       ->check(CLI::Range(-1, 1 << 24));
   add_sampling_options(app, so);
+  DraftOptions dopt;
+  add_draft_options(app, dopt);
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-generation tokens");
   app.add_flag("--json", json, "print a JSON summary as the last line of stdout");
   RingFlags rg;
@@ -170,9 +173,13 @@ int run_run(const Args& args) {
       fmt::print(stderr, "  {:<3} {:<28} {:>4}   {}\n", m, d.name, d.w, ranges);
     }
   }
+  // The draft model runs on this device, between the target's steps.
+  const DraftSetup draft =
+      make_drafter(dopt, tokenizer.vocab(), recovering->n_ctx(), ring().engine().pool().size());
   const double load_ms = now_ms() - t_load;
 
   model::GenerateParams gp;
+  draft.apply(dopt, gp);
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.grammar = grammar;
@@ -190,6 +197,13 @@ int run_run(const Args& args) {
              "{:.2f} ms ({:.1f} tok/s), stop: {}\n",
              r.prompt_tokens, r.prefill_tok_s, r.ids.size(), r.ttft_ms, r.tpot_ms,
              r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, r.stop_reason);
+  if (gp.drafter != nullptr) {
+    fmt::print(stderr,
+               "hearth run: {} drafts: {} drafted, {} accepted ({:.0f}%), {:.2f} tokens per "
+               "trip\n",
+               gp.drafter->kind(), r.drafted, r.accepted,
+               r.drafted > 0 ? 100.0 * r.accepted / r.drafted : 0.0, tokens_per_trip(r));
+  }
   // The plan is costed for a full context; this run's KV cache held prompt + generated
   // tokens, on average the prompt plus half the generation while decoding.
   const uint32_t run_ctx = static_cast<uint32_t>(r.prompt_tokens + r.ids.size() / 2);
@@ -214,6 +228,11 @@ int run_run(const Args& args) {
     j["load_ms"] = load_ms;
     j["stop_reason"] = r.stop_reason;
     j["seed"] = gp.sampling.seed;
+    j["draft"] = gp.drafter != nullptr ? nlohmann::json(gp.drafter->kind()) : nlohmann::json();
+    j["drafted"] = r.drafted;
+    j["accepted"] = r.accepted;
+    j["trips"] = r.trips;
+    j["tokens_per_trip"] = tokens_per_trip(r);
     model::Engine& engine = ring().engine();
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();

@@ -19,11 +19,12 @@ Registrar::Registrar(std::string name, std::string summary, std::function<int(co
 
 std::optional<int> parse(CLI::App& app, const Args& args) {
   // CLI11 consumes a vector from the back. It cannot declare llama.cpp's three-letter short
-  // options, so those are spelled out first.
+  // options (-ctk, -ctv, -md), so those are spelled out first.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   for (std::string& a : reversed) {
     if (a == "-ctk") a = "--cache-type-k";
     if (a == "-ctv") a = "--cache-type-v";
+    if (a == "-md") a = "--model-draft";
   }
   try {
     app.parse(reversed);

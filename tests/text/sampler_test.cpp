@@ -174,5 +174,63 @@ TEST(Sampler, BadParametersAreUsageErrors) {
   EXPECT_THROW(ok.sample(std::vector<float>{}), UsageError);
 }
 
+// Speculative decoding's verdict: greedy accepts exactly the argmax and answers the argmax.
+TEST(Sampler, VerifyGreedyAcceptsOnlyTheArgmax) {
+  Sampler s(plain(0.0f));
+  const std::vector<float> logits{0.5f, 2.0f, 1.0f, 2.0f};
+  const auto yes = s.verify(logits, 1);
+  EXPECT_TRUE(yes.accepted);
+  EXPECT_EQ(yes.id, 1);
+  const auto no = s.verify(logits, 3);  // tied with 1, but the lowest index is the argmax
+  EXPECT_FALSE(no.accepted);
+  EXPECT_EQ(no.id, 1);
+}
+
+// Whatever token is drafted, the verdict's id is distributed as sample()'s: the chain's
+// distribution after top-k, top-p and temperature (a chi-square test over 40000 draws per
+// draft, at the 0.1% level), and a draft the chain leaves out is never accepted.
+TEST(Sampler, VerifyKeepsTheSamplersDistribution) {
+  SamplerParams p = plain(0.9f);
+  p.top_k = 5;
+  p.top_p = 0.97f;
+  const std::vector<float> logits{1.0f, 2.5f, 0.2f, 2.0f, -1.0f, 1.7f, 0.9f, -3.0f};
+  Sampler reference(p);
+  const auto dist = reference.distribution(logits);
+  ASSERT_GE(dist.size(), 3u);
+  ASSERT_LE(dist.size(), 5u);
+  double total = 0;
+  for (const auto& [id, prob] : dist) total += prob;
+  EXPECT_NEAR(total, 1.0, 1e-12);
+  for (int32_t draft : {1, 3, 0, 7}) {  // the best, a likely one, an unlikely one, one left out
+    p.seed = 1000 + static_cast<uint64_t>(draft);
+    Sampler s(p);
+    std::map<int32_t, int> counts;
+    int accepted = 0;
+    const int n = 40000;
+    for (int i = 0; i < n; ++i) {
+      const auto v = s.verify(logits, draft);
+      ++counts[v.id];
+      if (v.accepted) {
+        ++accepted;
+        EXPECT_EQ(v.id, draft);
+      }
+    }
+    double chi2 = 0, p_draft = 0;
+    for (const auto& [id, prob] : dist) {
+      const double expected = prob * n;
+      const double got = counts.count(id) ? counts[id] : 0;
+      chi2 += (got - expected) * (got - expected) / expected;
+      if (id == draft) p_draft = prob;
+      counts.erase(id);
+    }
+    EXPECT_TRUE(counts.empty()) << "ids outside the chain's candidates, draft " << draft;
+    // 99.9th percentile of chi-square with at most 4 degrees of freedom.
+    EXPECT_LT(chi2, 18.47) << "draft " << draft;
+    // The acceptance rate is p(draft).
+    EXPECT_NEAR(accepted / double(n), p_draft, 5 * std::sqrt(p_draft * (1 - p_draft) / n) + 1e-9)
+        << "draft " << draft;
+  }
+}
+
 }  // namespace
 }  // namespace hearth::text

@@ -96,12 +96,6 @@ Replan proportional_replan(RingOptions original) {
   };
 }
 
-void RecoveringRing::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
-  with_recovery([&] { ring_->eval(seq, tokens, logits); });
-  auto& h = history_[seq];
-  h.insert(h.end(), tokens.begin(), tokens.end());
-}
-
 void RecoveringRing::eval_batch(std::span<const model::EvalItem> items) {
   with_recovery([&] { ring_->eval_batch(items); });
   for (const model::EvalItem& it : items) {

@@ -63,9 +63,9 @@ class RecoveringRing : public model::LogitsSource {
                  int max_recoveries = 4, std::vector<std::string> planned_over = {});
   ~RecoveringRing() override;
 
-  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
-  void eval_batch(std::span<const model::EvalItem> items);  // RingSource::eval_batch, recovering
-  void truncate(int64_t seq, int64_t n_pos);
+  // RingSource::eval_batch, recovering.
+  void eval_batch(std::span<const model::EvalItem> items) override;
+  void truncate(int64_t seq, int64_t n_pos) override;
   void drop(int64_t seq);
   int64_t vocab() const override { return vocab_; }
   int64_t n_ctx() const override { return n_ctx_; }

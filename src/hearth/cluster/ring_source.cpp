@@ -322,12 +322,6 @@ net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiti
   }
 }
 
-void RingSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
-  if (tokens.empty()) throw UsageError("ring: eval of no tokens");
-  const model::EvalItem one{seq, tokens, logits};
-  eval_batch(std::span<const model::EvalItem>(&one, 1));
-}
-
 void RingSource::eval_batch(std::span<const model::EvalItem> items) {
   model::Engine& engine = stage_->engine();
   const uint32_t dim = engine.hparams().dim;

@@ -54,14 +54,13 @@ class RingSource : public model::LogitsSource {
   RingSource(const gguf::GgufFile& file, RingOptions options);
   ~RingSource() override;  // tells the workers to stop
 
-  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
   // Several sequences in one trip around the ring: one Activations message per hop carries
   // every item's rows (continuous batching). Each item as eval() would do it alone, bitwise.
-  void eval_batch(std::span<const model::EvalItem> items);
+  void eval_batch(std::span<const model::EvalItem> items) override;
   int64_t vocab() const override;
   int64_t n_ctx() const override;
   int64_t seq_length(int64_t seq) const override;
-  void truncate(int64_t seq, int64_t n_pos);  // on every device
+  void truncate(int64_t seq, int64_t n_pos) override;  // on every device
   void drop(int64_t seq);
 
   const std::vector<RingDevice>& devices() const { return devices_; }

@@ -30,6 +30,9 @@ struct EvalItem {
   int64_t seq = 0;
   std::span<const int32_t> tokens;  // appended at the sequence's current length; non-empty
   float* logits = nullptr;          // (vocab) f32 of the last token, or null for none
+  // True: `logits` is (tokens.size(), vocab), every token's logits (speculative decoding
+  // verifies each drafted token against the logits before it).
+  bool all_logits = false;
 };
 
 // Total rows of a batch. Throws UsageError for an empty batch, a segment without rows, a

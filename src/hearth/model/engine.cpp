@@ -463,22 +463,27 @@ void Engine::eval_batch(std::span<const EvalItem> items) {
 
 void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) {
   const int64_t dim = weights_.hp.dim, vocab = weights_.hp.vocab;
-  // The last row of every sequence that wants logits, stacked: (n_want, dim).
+  // The rows that want logits (each item's last, or all of an all_logits item's), stacked:
+  // (n_want, dim), and where each row's logits go.
   std::vector<float*> want;
-  std::vector<float> last;
+  std::vector<float> rows;
   int64_t row = 0;
   for (const EvalItem& it : items) {
-    row += static_cast<int64_t>(it.tokens.size());
+    const auto n = static_cast<int64_t>(it.tokens.size());
+    row += n;
     if (it.logits == nullptr) continue;
-    want.push_back(it.logits);
-    last.insert(last.end(), hidden + (row - 1) * dim, hidden + row * dim);
+    const int64_t first = it.all_logits ? row - n : row - 1;
+    for (int64_t r = first; r < row; ++r) {
+      want.push_back(it.logits + (r - first) * vocab);
+      rows.insert(rows.end(), hidden + r * dim, hidden + (r + 1) * dim);
+    }
   }
   if (want.size() == 1) {
-    logits_rows(last.data(), 1, want[0]);
+    logits_rows(rows.data(), 1, want[0]);
   } else if (!want.empty()) {
-    const int64_t k = static_cast<int64_t>(want.size());
+    const auto k = static_cast<int64_t>(want.size());
     grow(logits_tmp_, k * vocab);  // (k, vocab)
-    logits_rows(last.data(), k, logits_tmp_.data());
+    logits_rows(rows.data(), k, logits_tmp_.data());
     for (int64_t i = 0; i < k; ++i) {
       std::copy_n(logits_tmp_.begin() + i * vocab, vocab, want[i]);
     }

@@ -102,8 +102,8 @@ class Engine {
   void logits_rows(const float* rows, int64_t n_rows, float* logits);
 
   // Head of a batch: `hidden` (rows of all items, stacked in item order, dim) after the last
-  // layer; writes each item's logits (of its last row) where the item asks for them, with
-  // one pass over the output matrix for all of them.
+  // layer; writes each item's logits (of its last row, or of every row for all_logits) where
+  // the item asks for them, with one pass over the output matrix for all of them.
   void batch_logits(std::span<const EvalItem> items, const float* hidden);
 
   // Single device: all layers over `tokens` appended to `seq` at its current length; writes

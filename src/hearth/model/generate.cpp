@@ -1,19 +1,29 @@
 #include "hearth/model/generate.h"
 
-#include <optional>
-
-#include "hearth/text/grammar_constraint.h"
-
 #include <fmt/core.h>
+
+#include <optional>
 
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/model/drafter.h"
 #include "hearth/model/engine.h"
+#include "hearth/text/grammar_constraint.h"
 
 namespace hearth::model {
 
-void LocalSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
-  engine_.eval(seq, tokens, logits);
+void LogitsSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits, bool all) {
+  if (tokens.empty()) throw UsageError("eval of no tokens");
+  EvalItem one{seq, tokens, logits};
+  one.all_logits = all;
+  eval_batch(std::span<const EvalItem>(&one, 1));
+}
+
+void LocalSource::eval_batch(std::span<const EvalItem> items) {
+  engine_.eval_batch(items);
+}
+void LocalSource::truncate(int64_t seq, int64_t n_pos) {
+  engine_.truncate(seq, n_pos);
 }
 int64_t LocalSource::vocab() const {
   return engine_.hparams().vocab;
@@ -23,6 +33,102 @@ int64_t LocalSource::n_ctx() const {
 }
 int64_t LocalSource::seq_length(int64_t seq) const {
   return engine_.seq_length(seq);
+}
+
+namespace {
+
+// One generation's state: the sampler, grammar and text stream, and what has been emitted.
+// Both loops (one token per trip, or drafts verified per trip) choose and emit through it.
+class TokenLoop {
+ public:
+  TokenLoop(const text::Tokenizer& tokenizer, std::span<const int32_t> prompt,
+            const GenerateParams& params, const std::function<void(std::string_view)>& on_text,
+            GenerateResult& r)
+      : tokenizer_(tokenizer),
+        params_(params),
+        on_text_(on_text),
+        r_(r),
+        sampler_(params.sampling),
+        decoder_(tokenizer) {
+    for (int32_t id : prompt) sampler_.accept(id);
+    if (params.grammar) constraint_.emplace(params.grammar, tokenizer);
+  }
+
+  // The token at a position whose logits are `row` (vocab): sampled, or the verdict on
+  // `draft` (>= 0). The grammar masks the row first (a copy: the row stays as it was).
+  text::Sampler::Verdict choose(const float* row, int32_t draft) {
+    const std::span<const float> logits(row, scratch_.size());
+    std::span<const float> use = logits;
+    if (constraint_) {
+      std::copy(logits.begin(), logits.end(), scratch_.begin());
+      if (constraint_->mask(scratch_) == 0) {
+        throw UsageError("the grammar allows no token of this vocabulary here");
+      }
+      use = scratch_;
+    }
+    return draft >= 0 ? sampler_.verify(use, draft)
+                      : text::Sampler::Verdict{sampler_.sample(use), false};
+  }
+
+  // Takes `id` as the next token; true when generation stops here (stop_reason set).
+  bool emit(int32_t id) {
+    if (constraint_) constraint_->accept(id);
+    if (!first_) {
+      first_ = true;
+      r_.ttft_ms = now_ms() - t0_;
+      t_first_ = now_ms();
+    }
+    sampler_.accept(id);
+    if (params_.stop_at_eog && tokenizer_.is_eog(id)) {
+      r_.stop_reason = "eog";
+      return true;
+    }
+    r_.ids.push_back(id);
+    const std::string piece = decoder_.push(id);
+    r_.text += piece;
+    if (on_text_ && !piece.empty()) on_text_(piece);
+    if (constraint_ && constraint_->finished()) {
+      r_.stop_reason = "grammar";
+      return true;
+    }
+    if (params_.n_predict >= 0 && static_cast<int64_t>(r_.ids.size()) >= params_.n_predict) {
+      r_.stop_reason = "length";
+      return true;
+    }
+    return false;
+  }
+
+  void start(double t0, int64_t vocab) {
+    t0_ = t0;
+    scratch_.resize(static_cast<size_t>(vocab));
+  }
+  void finish() {
+    const std::string tail = decoder_.flush();
+    r_.text += tail;
+    if (on_text_ && !tail.empty()) on_text_(tail);
+    if (r_.ids.size() > 1) {
+      r_.tpot_ms = (now_ms() - t_first_) / static_cast<double>(r_.ids.size() - 1);
+    }
+  }
+
+ private:
+  const text::Tokenizer& tokenizer_;
+  const GenerateParams& params_;
+  const std::function<void(std::string_view)>& on_text_;
+  GenerateResult& r_;
+  text::Sampler sampler_;
+  text::StreamDecoder decoder_;
+  std::optional<text::GrammarConstraint> constraint_;
+  std::vector<float> scratch_;  // (vocab) a row masked by the grammar
+  double t0_ = 0, t_first_ = 0;
+  bool first_ = false;
+};
+
+}  // namespace
+
+double tokens_per_trip(const GenerateResult& r) {
+  const double after_first = std::max(0.0, static_cast<double>(r.ids.size()) - 1.0);
+  return r.trips > 0 ? after_first / static_cast<double>(r.trips) : 0.0;
 }
 
 GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
@@ -37,54 +143,80 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
                     "context of {} tokens (use -c)",
                     prompt.size(), start, source.n_ctx()));
   }
+  if (params.drafter != nullptr && params.draft_max < 1) {
+    throw UsageError(fmt::format("--draft-max must be >= 1 (got {})", params.draft_max));
+  }
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  std::vector<float> logits(source.vocab());
-  text::Sampler sampler(params.sampling);
-  for (int32_t id : prompt) sampler.accept(id);
-  text::StreamDecoder decoder(tokenizer);
+  r.stop_reason = "length";
+  const int64_t vocab = source.vocab();
+  TokenLoop loop(tokenizer, prompt, params, on_text, r);
+  // The sequence's tokens as the drafter sees them: earlier turns, the prompt, and each token
+  // as it is emitted.
+  std::vector<int32_t> context;
+  if (params.drafter != nullptr) {
+    context.assign(params.past.begin(), params.past.end());
+    context.insert(context.end(), prompt.begin(), prompt.end());
+  }
+  std::vector<float> logits(static_cast<size_t>(vocab));  // (1 + draft_max, vocab) with drafts
 
   const double t0 = now_ms();
+  loop.start(t0, vocab);
   source.eval(params.seq, prompt, logits.data());
-  const double t_prefill = now_ms();
-  r.prefill_tok_s = prompt.size() / std::max(1e-9, (t_prefill - t0) / 1e3);
-  double t_first = 0;
-  r.stop_reason = "length";
-  std::optional<text::GrammarConstraint> constraint;
-  if (params.grammar) constraint.emplace(params.grammar, tokenizer);
-  for (int32_t i = 0; params.n_predict < 0 || i < params.n_predict; ++i) {
-    if (constraint && constraint->mask(logits) == 0) {
-      throw UsageError("the grammar allows no token of this vocabulary here");
-    }
-    const int32_t id = sampler.sample(logits);
-    if (constraint) constraint->accept(id);
-    if (i == 0) {
-      t_first = now_ms();
-      r.ttft_ms = t_first - t0;
-    }
-    sampler.accept(id);
-    if (params.stop_at_eog && tokenizer.is_eog(id)) {
-      r.stop_reason = "eog";
-      break;
-    }
-    r.ids.push_back(id);
-    const std::string piece = decoder.push(id);
-    r.text += piece;
-    if (on_text && !piece.empty()) on_text(piece);
-    if (constraint && constraint->finished()) {
-      r.stop_reason = "grammar";
-      break;
-    }
-    if (params.n_predict >= 0 && i + 1 >= params.n_predict) break;
-    if (source.seq_length(params.seq) + 1 > source.n_ctx()) {
+  r.prefill_tok_s = prompt.size() / std::max(1e-9, (now_ms() - t0) / 1e3);
+  if (params.n_predict == 0) return r;
+  int32_t id = loop.choose(logits.data(), -1).id;
+  bool stop = loop.emit(id);
+  while (!stop) {
+    // The chosen token is not in the cache yet; it goes in with the drafts after it.
+    const int64_t len = source.seq_length(params.seq);
+    if (len + 1 > source.n_ctx()) {
       r.stop_reason = "context";
       break;
     }
-    source.eval(params.seq, std::span<const int32_t>(&id, 1), logits.data());
+    std::vector<int32_t> batch{id};
+    if (params.drafter != nullptr) {
+      context.push_back(id);
+      // Drafts beyond the tokens still to generate or the context's room would be wasted.
+      int64_t room = std::min<int64_t>(params.draft_max, source.n_ctx() - len - 1);
+      if (params.n_predict >= 0) {
+        room = std::min<int64_t>(room, params.n_predict - static_cast<int64_t>(r.ids.size()) - 1);
+      }
+      if (room > 0) {
+        const auto drafts = params.drafter->draft(params.seq, context, static_cast<int>(room));
+        if (static_cast<int64_t>(drafts.size()) >= std::max<int64_t>(params.draft_min, 1))
+          batch.insert(
+              batch.end(), drafts.begin(),
+              drafts.begin() + std::min<int64_t>(room, static_cast<int64_t>(drafts.size())));
+      }
+    }
+    const auto n_drafts = static_cast<int64_t>(batch.size()) - 1;
+    logits.resize(static_cast<size_t>((n_drafts + 1) * vocab));
+    source.eval(params.seq, batch, logits.data(), /*all=*/n_drafts > 0);
+    ++r.trips;
+    r.drafted += n_drafts;
+    // Row j holds the logits after batch[0..j]: judge draft j against it. The first
+    // rejected draft is replaced by the verdict's token and the cache forgets from it on
+    // (the token just chosen stays out of it, as in the plain loop); so does a stop at a
+    // draft. When all pass, the last row gives one more token.
+    bool all_passed = true;
+    for (int64_t j = 0; j < n_drafts; ++j) {
+      const auto v = loop.choose(logits.data() + j * vocab, batch[j + 1]);
+      id = v.id;
+      stop = loop.emit(id);
+      if (v.accepted) ++r.accepted;
+      if (!v.accepted || stop) {
+        source.truncate(params.seq, len + 1 + j);
+        all_passed = false;
+        break;
+      }
+      context.push_back(id);
+    }
+    if (all_passed) {
+      id = loop.choose(logits.data() + n_drafts * vocab, -1).id;
+      stop = loop.emit(id);
+    }
   }
-  const std::string tail = decoder.flush();
-  r.text += tail;
-  if (on_text && !tail.empty()) on_text(tail);
-  if (r.ids.size() > 1) r.tpot_ms = (now_ms() - t_first) / static_cast<double>(r.ids.size() - 1);
+  loop.finish();
   return r;
 }
 

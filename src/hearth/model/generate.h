@@ -1,5 +1,6 @@
 // The token loop shared by `hearth run`, `hearth chat`, the demo and the ring head:
-// prefill the prompt, then sample, stream text and feed back one token at a time.
+// prefill the prompt, then sample, stream text and feed back one token at a time, or with a
+// drafter (model/drafter.h) the chosen token and the drafts after it, verified in one trip.
 // Where logits come from is abstract (LogitsSource): one local engine, or a ring of devices.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include <memory>
 
+#include "hearth/model/batch.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 #include "hearth/text/tokenizer.h"
@@ -19,22 +21,31 @@
 namespace hearth::model {
 
 class Engine;
+class Drafter;
 
 class LogitsSource {
  public:
   virtual ~LogitsSource() = default;
-  // Appends `tokens` to sequence `seq` and writes the logits of the last one (vocab).
-  virtual void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) = 0;
+  // Appends each item's tokens to its sequence, all items in one pass; writes logits as the
+  // item asks (its last token's, or every token's).
+  virtual void eval_batch(std::span<const EvalItem> items) = 0;
+  // Forgets positions >= n_pos of `seq` (a rejected draft's tail).
+  virtual void truncate(int64_t seq, int64_t n_pos) = 0;
   virtual int64_t vocab() const = 0;
   virtual int64_t n_ctx() const = 0;
   virtual int64_t seq_length(int64_t seq) const = 0;
+
+  // Appends `tokens` (non-empty) to sequence `seq` and writes the logits of the last one
+  // (vocab), or of every one (tokens.size(), vocab) with `all`.
+  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits, bool all = false);
 };
 
 // A single device running every layer.
 class LocalSource : public LogitsSource {
  public:
   explicit LocalSource(Engine& engine) : engine_(engine) {}
-  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits) override;
+  void eval_batch(std::span<const EvalItem> items) override;
+  void truncate(int64_t seq, int64_t n_pos) override;
   int64_t vocab() const override;
   int64_t n_ctx() const override;
   int64_t seq_length(int64_t seq) const override;
@@ -49,6 +60,16 @@ struct GenerateParams {
   bool stop_at_eog = true;                       // stop on EOS/EOT tokens
   int64_t seq = 0;                               // sequence id (chat keeps one across turns)
   std::shared_ptr<const text::Grammar> grammar;  // non-null: the text must be a sentence of it
+  // Speculative decoding: non-null, each trip evaluates the token just chosen and up to
+  // draft_max tokens the drafter proposes after it, in one batch, and keeps the drafts the
+  // target model accepts (greedy: those equal to its argmax; sampling: the acceptance rule of
+  // text::Sampler::verify, so the output follows the target's distribution).
+  Drafter* drafter = nullptr;
+  int32_t draft_max = 16;
+  int32_t draft_min = 0;  // fewer drafts than this are not verified (a plain step instead)
+  // Tokens the sequence already holds before `prompt` (a chat's earlier turns): the drafter
+  // sees them with the prompt and the generated tokens.
+  std::span<const int32_t> past;
 };
 
 struct GenerateResult {
@@ -59,7 +80,14 @@ struct GenerateResult {
   double tpot_ms = 0;        // mean time per output token after the first
   double prefill_tok_s = 0;  // prompt tokens / prefill time
   std::string stop_reason;   // "length", "eog", "context", "grammar" (the sentence is whole)
+  // Trips after the prompt (evaluations of the source), tokens drafted and drafts accepted.
+  // Without a drafter trips = generated tokens - 1 and the others are 0.
+  int64_t trips = 0, drafted = 0, accepted = 0;
 };
+
+// Generated tokens per trip around the source after the first token (which the prompt's
+// trip gives): 1 without drafts, up to draft_max + 1 with.
+double tokens_per_trip(const GenerateResult& r);
 
 // Runs the loop; `on_text` receives each piece of valid UTF-8 as soon as it is complete.
 GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,

@@ -91,7 +91,7 @@ void Sampler::apply_penalties(std::vector<Candidate>& cands) const {
   }
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+size_t Sampler::prepare(std::span<const float> logits) {
   if (logits.empty()) throw UsageError("sampler: empty logits");
   cands_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cands_[i] = {static_cast<int32_t>(i), logits[i]};
@@ -103,7 +103,9 @@ int32_t Sampler::sample(std::span<const float> logits) {
     size_t best = 0;
     for (size_t i = 1; i < cands_.size(); ++i)
       if (cands_[i].logit > cands_[best].logit) best = i;
-    return cands_[best].id;
+    cands_[0] = cands_[best];
+    probs_.assign(1, 1.0);
+    return 1;
   }
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
@@ -117,15 +119,15 @@ int32_t Sampler::sample(std::span<const float> logits) {
     std::sort(cands_.begin(), cands_.end(), before);
   }
   // Softmax over the survivors (sorted, so the first is the max).
-  std::vector<double> probs(n);  // (n) f64
+  probs_.resize(n);  // (n) f64
   auto softmax = [&](size_t count, float temp) {
     const double max_l = cands_[0].logit / temp;
     double sum = 0;
     for (size_t i = 0; i < count; ++i) {
-      probs[i] = std::exp(cands_[i].logit / temp - max_l);
-      sum += probs[i];
+      probs_[i] = std::exp(cands_[i].logit / temp - max_l);
+      sum += probs_[i];
     }
-    for (size_t i = 0; i < count; ++i) probs[i] /= sum;
+    for (size_t i = 0; i < count; ++i) probs_[i] /= sum;
   };
   // top-p: the smallest prefix whose mass reaches top_p (at least one token).
   if (params_.top_p < 1.0f) {
@@ -133,7 +135,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     double cum = 0;
     size_t keep = n;
     for (size_t i = 0; i < n; ++i) {
-      cum += probs[i];
+      cum += probs_[i];
       if (cum >= params_.top_p) {
         keep = i + 1;
         break;
@@ -149,13 +151,59 @@ int32_t Sampler::sample(std::span<const float> logits) {
     n = keep;
   }
   softmax(n, params_.temperature);
-  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  probs_.resize(n);
+  return n;
+}
+
+double Sampler::uniform() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  const size_t n = prepare(logits);
+  if (params_.temperature <= 0.0f) return cands_[0].id;
+  const double u = uniform();
   double cum = 0;
   for (size_t i = 0; i < n; ++i) {
-    cum += probs[i];
+    cum += probs_[i];
     if (u < cum) return cands_[i].id;
   }
   return cands_[n - 1].id;  // rounding left u above the last cumulative value
+}
+
+std::vector<std::pair<int32_t, double>> Sampler::distribution(std::span<const float> logits) {
+  const size_t n = prepare(logits);
+  std::vector<std::pair<int32_t, double>> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = {cands_[i].id, probs_[i]};
+  return out;
+}
+
+Sampler::Verdict Sampler::verify(std::span<const float> logits, int32_t draft) {
+  const size_t n = prepare(logits);
+  if (params_.temperature <= 0.0f) return {cands_[0].id, cands_[0].id == draft};
+  size_t at = n;  // the draft's candidate, n when the chain left it out (p = 0)
+  for (size_t i = 0; i < n; ++i) {
+    if (cands_[i].id == draft) {
+      at = i;
+      break;
+    }
+  }
+  const double p = at < n ? probs_[at] : 0.0;
+  // A drafted token is a draw from a one-hot q: accept it with probability min(1, p/q) = p.
+  if (uniform() < p) return {draft, true};
+  // Otherwise draw from max(0, p - q), normalised: p without the draft.
+  const double u = uniform() * (1.0 - p);
+  double cum = 0;
+  size_t last = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == at) continue;
+    last = i;
+    cum += probs_[i];
+    if (u < cum) return {cands_[i].id, false};
+  }
+  // Rounding left u above the last cumulative value; n = 1 with the draft there has p = 1
+  // and never gets here.
+  return {cands_[last < n ? last : 0].id, false};
 }
 
 }  // namespace hearth::text

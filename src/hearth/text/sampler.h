@@ -54,6 +54,22 @@ class Sampler {
 
   // logits: (n_vocab) f32, not modified. Returns the chosen token id.
   int32_t sample(std::span<const float> logits);
+
+  // Speculative decoding: judges a drafted token against the target's logits at its position.
+  // Greedy: accepted when it is the argmax; the verdict's id is the argmax either way.
+  // Sampling: accepted with probability p(draft) under this chain; when rejected, the id is
+  // drawn from the chain's distribution without the draft, renormalised. Either way the id
+  // is distributed as sample()'s (the draft is a point mass, so min(1, p/q) = p and the
+  // residual max(0, p - q) is p without the draft), whatever the drafter proposed.
+  struct Verdict {
+    int32_t id;
+    bool accepted;
+  };
+  Verdict verify(std::span<const float> logits, int32_t draft);
+
+  // The distribution sample() draws from (candidates that survive the chain, with their
+  // probabilities; one at probability 1 when greedy). Draws nothing.
+  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits);
   // Adds a token (prompt or generated) to the penalty window.
   void accept(int32_t id);
   // Clears the window and re-seeds the generator.
@@ -67,11 +83,15 @@ class Sampler {
     float logit;
   };
   void apply_penalties(std::vector<Candidate>& cands) const;
+  // Runs the chain: the first n of cands_ survive, with probabilities probs_ (sum 1).
+  size_t prepare(std::span<const float> logits);
+  double uniform();  // one draw in [0, 1) (see the header comment)
 
   SamplerParams params_;
   std::mt19937_64 rng_;
   std::deque<int32_t> history_;   // last penalty_last_n accepted ids
   std::vector<Candidate> cands_;  // (n_vocab) scratch
+  std::vector<double> probs_;     // (survivors) f64
 };
 
 }  // namespace hearth::text
