@@ -41,12 +41,12 @@ fs::path test_dir() {
 
 // 8 layers so plans with k = 1, 2, 4 rounds and a partial last round all fit.
 std::string make_model(const std::string& file, const std::string& name,
-                       model::Arch arch = model::Arch::kLlama) {
+                       model::Arch arch = model::Arch::kLlama, int layers = 8) {
   model::SynthOptions opt;
   opt.hp.arch = arch;
   opt.hp.qkv_bias = arch == model::Arch::kQwen2;
   opt.hp.qk_norm = arch == model::Arch::kQwen3;
-  opt.hp.n_layers = 8;
+  opt.hp.n_layers = static_cast<uint32_t>(layers);
   opt.hp.dim = 256;
   opt.hp.n_heads = 4;
   opt.hp.n_kv_heads = 2;
@@ -85,10 +85,11 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-RunResult run_head(const std::string& model, const std::string& extra, int n_predict = 12) {
+RunResult run_head(const std::string& model, const std::string& extra, int n_predict = 12,
+                   const std::string& prompt = "the fire in the hearth") {
   const std::string err = (test_dir() / "head.err").string();
   const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
-                          " -p 'the fire in the hearth' -t 1 --temp 0 --ignore-eos --json "
+                          " -p '" + prompt + "' -t 1 --temp 0 --ignore-eos --json "
                           "--repack off -n " +
                           std::to_string(n_predict) + " " + extra + " 2>" + err;
   RunResult r;
@@ -167,6 +168,42 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
     const bool prefetch = c.plan.find("off") == std::string::npos;
     EXPECT_EQ(r.summary["prefetch"]["head_bytes"].get<uint64_t>() > 0, prefetch && c.k > 1)
         << c.plan;
+  }
+  EXPECT_TRUE(w1.alive());
+  EXPECT_TRUE(w2.alive());
+}
+
+// Speculative decoding on a 3-process ring at k = 1 and k = 2: a draft model on the head (the
+// target itself, so every draft passes, and a 2-layer one whose drafts mostly fail) and prompt
+// lookup; rejected drafts are rolled back on every device, so the ids stay the plain ones.
+TEST_F(Ring, DraftingGivesThePlainIdsOnEveryDevice) {
+  const std::string small =
+      make_model("ring-small.gguf", "hearth-ring-small", model::Arch::kLlama, 2);
+  WorkerProc w1(*model_), w2(*model_);
+  const std::string addrs = w1.address() + "," + w2.address();
+  const std::string repeat = "the fire in the hearth the fire in the hearth the fire in the";
+  const auto base = run_head(*model_, "", 24, repeat);
+  ASSERT_EQ(base.status, 0) << base.err;
+  const auto want = base.summary["ids"].get<std::vector<int>>();
+  for (const char* plan : {"even", "1,1,2"}) {
+    for (const std::string& draft : {"-md " + *model_ + " --draft-p-min 0 --draft-max 4",
+                                    "-md " + small + " --draft-p-min 0 --draft-max 3",
+                                    std::string("--draft-lookup --draft-ngram-min 1")}) {
+      const auto r =
+          run_head(*model_, "--workers " + addrs + " --plan " + plan + " " + draft, 24, repeat);
+      ASSERT_EQ(r.status, 0) << plan << " " << draft << "\n" << r.err << w1.log() << w2.log();
+      EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want) << plan << " " << draft;
+      const auto drafted = r.summary["drafted"].get<int64_t>();
+      const auto accepted = r.summary["accepted"].get<int64_t>();
+      EXPECT_GT(drafted, 0) << plan << " " << draft;
+      EXPECT_EQ(accepted + r.summary["trips"].get<int64_t>(), 23) << plan << " " << draft;
+      if (draft.find(*model_) != std::string::npos) {
+        EXPECT_EQ(accepted, drafted) << plan;
+        EXPECT_EQ(r.summary["trips"].get<int64_t>(), 5) << plan;  // 23 tokens, 5 a trip
+      } else {
+        EXPECT_LT(accepted, drafted) << plan << " " << draft;  // rejections were rolled back
+      }
+    }
   }
   EXPECT_TRUE(w1.alive());
   EXPECT_TRUE(w2.alive());
