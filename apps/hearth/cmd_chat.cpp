@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "draft_options.h"
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
@@ -35,6 +36,8 @@ int run_chat(const Args& args) {
                  "JSON object of more template variables, e.g. '{\"enable_thinking\": false}'");
   app.add_option("-n,--n-predict", n_predict, "tokens per reply at most (-1: until end of turn)");
   add_sampling_options(app, so);
+  DraftOptions dopt;
+  add_draft_options(app, dopt);
   if (auto code = parse(app, args)) return *code;
   // Before the model loads: a bad grammar file should not cost a model load to find out.
   const std::shared_ptr<const text::Grammar> grammar = load_grammar(so);
@@ -46,6 +49,7 @@ int run_chat(const Args& args) {
   warm_model_pages(file);
   model::Engine engine(file, engine_options(mo));
   model::LocalSource source(engine);
+  const DraftSetup draft = make_drafter(dopt, tokenizer.vocab(), engine.n_ctx(), engine.pool().size());
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const std::string bos = tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : "";
   const std::string eos = tokenizer.eos() >= 0 ? tokenizer.piece(tokenizer.eos()) : "";
@@ -57,6 +61,7 @@ int run_chat(const Args& args) {
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.grammar = grammar;
+  draft.apply(dopt, gp);
   if (interactive) fmt::print(stderr, "hearth chat: {} — type /exit or Ctrl-D to end\n", mo.model);
 
   std::string line;
@@ -86,6 +91,7 @@ int run_chat(const Args& args) {
     engine.truncate(0, static_cast<int64_t>(keep));
     cached.resize(keep);
     const std::span<const int32_t> fresh(ids.data() + keep, ids.size() - keep);
+    gp.past = cached;  // the drafter sees the whole conversation
     const auto r = model::generate(source, tokenizer, fresh, gp, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -97,8 +103,13 @@ int run_chat(const Args& args) {
     engine.truncate(0, static_cast<int64_t>(cached.size()));
     messages.push_back({"assistant", r.text});
     if (interactive) {
-      fmt::print(stderr, "[{} tokens, {:.1f} tok/s, context {}/{}]\n", r.ids.size(),
-                 r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, cached.size(), engine.n_ctx());
+      const std::string drafts =
+          gp.drafter == nullptr
+              ? std::string()
+              : fmt::format(", {} of {} drafts accepted, {:.2f} tokens per trip", r.accepted,
+                            r.drafted, model::tokens_per_trip(r));
+      fmt::print(stderr, "[{} tokens, {:.1f} tok/s, context {}/{}{}]\n", r.ids.size(),
+                 r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, cached.size(), engine.n_ctx(), drafts);
     }
     if (r.stop_reason == "context") {
       throw UsageError(

@@ -50,6 +50,46 @@ TEST(ChatCli, TwoTurnsThenExit) {
   EXPECT_GE(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
 }
 
+// Drafting changes the speed, not the replies: three turns with the model drafting for itself
+// and with prompt lookup print what plain decoding prints; a draft model of another
+// vocabulary is refused naming its file.
+TEST(ChatCli, DraftingGivesThePlainReplies) {
+  const std::string turns = "hello there\nthe fire in the hearth\nthe fire in the hearth\n";
+  const std::string flags = "-m " + model() + " --temp 0 -n 12";
+  const auto plain = chat(flags, turns);
+  ASSERT_EQ(plain.exit_code, 0) << plain.all();
+  for (const std::string& draft :
+       {"-md " + model() + " --draft-p-min 0", std::string("--draft-lookup --draft-ngram-min 1")}) {
+    const auto r = chat(flags + " " + draft, turns);
+    ASSERT_EQ(r.exit_code, 0) << draft << "\n" << r.all();
+    EXPECT_EQ(r.out, plain.out) << draft;
+  }
+  const auto other = (std::filesystem::temp_directory_path() /
+                      ("hearth_chat_other_" + std::to_string(getpid()) + ".gguf"))
+                         .string();
+  SynthOptions opt;
+  opt.hp.arch = Arch::kQwen2;
+  opt.hp.n_layers = 1;
+  opt.hp.dim = 128;
+  opt.hp.n_heads = 2;
+  opt.hp.n_kv_heads = 1;
+  opt.hp.head_dim = 64;
+  opt.hp.ffn = 256;
+  opt.hp.vocab = 1200;
+  opt.hp.ctx_train = 512;
+  opt.hp.qkv_bias = true;
+  opt.types = parse_type_recipe("q8_0");
+  write_synthetic_model(opt, other);
+  const auto bad = chat(flags + " -md " + other, turns);
+  EXPECT_EQ(bad.exit_code, 2) << bad.all();
+  EXPECT_NE(bad.all().find(other), std::string::npos) << bad.all();
+  EXPECT_NE(bad.all().find("vocabulary"), std::string::npos) << bad.all();
+  std::filesystem::remove(other);
+  // Flags that contradict each other are refused before anything loads.
+  EXPECT_EQ(chat(flags + " --draft-lookup -md " + model(), turns).exit_code, 2);
+  EXPECT_EQ(chat(flags + " --draft-lookup --draft-min 5 --draft-max 2", turns).exit_code, 2);
+}
+
 TEST(ChatCli, EndsOnEofAndRejectsUnknownTemplate) {
   auto r = chat("-m " + model() + " --temp 0 -n 4", "hello\n");
   EXPECT_EQ(r.exit_code, 0) << r.out;

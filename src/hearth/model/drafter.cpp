@@ -68,9 +68,9 @@ int64_t check_draft_vocab(const text::VocabData& draft, const text::VocabData& t
 
 ModelDrafter::ModelDrafter(const gguf::GgufFile& file, const std::string& draft_path,
                            const text::VocabData& target, const EngineOptions& options, float p_min)
-    : engine_(file, options),
-      p_min_(p_min),
-      n_common_(check_draft_vocab(text::load_vocab(file), target, draft_path)) {
+    : n_common_(check_draft_vocab(text::load_vocab(file), target, draft_path)),
+      engine_(file, options),
+      p_min_(p_min) {
   if (!(p_min >= 0.0f && p_min <= 1.0f)) {
     throw UsageError(fmt::format("--draft-p-min must be in [0, 1] (got {})", p_min));
   }

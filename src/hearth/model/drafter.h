@@ -63,9 +63,9 @@ class ModelDrafter : public Drafter {
   Engine& engine() { return engine_; }
 
  private:
+  int64_t n_common_;  // ids below this mean the same token in both vocabularies (checked first)
   Engine engine_;
   float p_min_;
-  int64_t n_common_;  // ids below this mean the same token in both vocabularies
   std::unordered_map<int64_t, std::vector<int32_t>> cached_;  // tokens each cache holds
   std::vector<float> logits_;                                 // (vocab) f32
 };
