@@ -20,6 +20,7 @@
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
+#include "draft_options.h"
 #include "model_options.h"
 #include "residency_options.h"
 #include "ring_setup.h"
@@ -68,6 +69,8 @@ int run_serve(const Args& args) {
   app.add_option("--max-connections", so.max_connections,
                  "connections open at once; past it the longest-waiting one is dropped")
       ->check(CLI::Range(size_t{8}, size_t{65536}));
+  DraftOptions dopt;
+  add_draft_options(app, dopt);
   RingFlags rg;
   add_ring_options(app, rg);
   ResidencyFlags rf;  // with --workers: the head's own device
@@ -114,15 +117,23 @@ int run_serve(const Args& args) {
     }
   }
   so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;
+  // The draft model runs on this device, between the target's passes.
+  const DraftSetup draft = make_drafter(dopt, tokenizer.vocab(), backend->n_ctx(), mo.threads);
+  so.scheduler.drafter = draft.drafter.get();
+  so.scheduler.draft_max = dopt.draft_max;
+  so.scheduler.draft_min = dopt.draft_min;
 
   serve::Server server(*backend, tokenizer, tmpl, so);
   const int port = server.bind();
   // The first stdout line names the address, so scripts and tests can find a --port 0 server.
   fmt::print("hearth serve: listening on http://{}:{}\n", so.host, port);
   std::fflush(stdout);
-  fmt::print(stderr, "hearth serve: model '{}', context {} tokens, {} parallel, queue {}{}\n",
+  fmt::print(stderr, "hearth serve: model '{}', context {} tokens, {} parallel, queue {}{}{}\n",
              so.model_id, backend->n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
-             so.api_key.empty() ? "" : ", API key required");
+             so.api_key.empty() ? "" : ", API key required",
+             draft.drafter ? fmt::format(", {} drafts up to {}", draft.drafter->kind(),
+                                         dopt.draft_max)
+                           : std::string());
 
   std::atomic<bool> run_returned{false};
   std::thread watcher([&] {

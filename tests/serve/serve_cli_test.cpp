@@ -484,6 +484,82 @@ TEST(ServePromptCache, TheNextTurnReusesTheConversationsCache) {
             b["usage"]["prompt_tokens"].get<int>() - 1);
 }
 
+// Speculative decoding in the server: concurrent greedy requests (one with logprobs, one held
+// to a JSON object) answer as a server without drafts does, with both drafters; usage and
+// /metrics count the drafts and the trips.
+TEST(ServeDrafting, ConcurrentRequestsAnswerAsWithoutDrafts) {
+  ServeProc plain({"--parallel", "4"});
+  ServeProc self({"--parallel", "4", "-md", tiny_model(), "--draft-p-min", "0"});
+  ServeProc lookup({"--parallel", "4", "--draft-lookup", "--draft-ngram-min", "1"});
+  std::vector<json> bodies;
+  for (int i = 0; i < 4; ++i) {
+    json b = {{"messages",
+               {{{"role", "user"},
+                 {"content", "the fire in the hearth, the fire in the hearth " + std::to_string(i)}}}},
+              {"max_tokens", 14 + i},
+              {"temperature", 0}};
+    if (i == 1) {
+      b["logprobs"] = true;
+      b["top_logprobs"] = 2;
+    }
+    if (i == 2) b["response_format"] = {{"type", "json_object"}};
+    bodies.push_back(b);
+  }
+  auto ask_all = [&](ServeProc& server) {
+    std::vector<json> got(bodies.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      threads.emplace_back([&, i] {
+        auto c = server.client();
+        auto r = c.Post("/v1/chat/completions", bodies[i].dump(), "application/json");
+        if (r && r->status == 200) got[i] = json::parse(r->body);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return got;
+  };
+  const auto want = ask_all(plain);
+  for (ServeProc* server : {&self, &lookup}) {
+    const auto got = ask_all(*server);
+    int64_t accepted = 0, drafted = 0, generated = 0, free_drafted = 0, free_accepted = 0;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      ASSERT_TRUE(want[i].is_object() && got[i].is_object()) << i << server->log();
+      EXPECT_EQ(got[i]["choices"][0]["message"], want[i]["choices"][0]["message"]) << i;
+      EXPECT_EQ(got[i]["choices"][0]["logprobs"], want[i]["choices"][0]["logprobs"]) << i;
+      EXPECT_EQ(got[i]["usage"]["completion_tokens"], want[i]["usage"]["completion_tokens"]);
+      const json& d = got[i]["usage"]["completion_tokens_details"];
+      accepted += d["accepted_prediction_tokens"].get<int64_t>();
+      drafted += d["accepted_prediction_tokens"].get<int64_t>() +
+                 d["rejected_prediction_tokens"].get<int64_t>();
+      generated += got[i]["usage"]["completion_tokens"].get<int64_t>();
+      if (i != 2) {  // the drafters do not know request 2's grammar
+        free_accepted += d["accepted_prediction_tokens"].get<int64_t>();
+        free_drafted += d["accepted_prediction_tokens"].get<int64_t>() +
+                        d["rejected_prediction_tokens"].get<int64_t>();
+      }
+      EXPECT_EQ(want[i]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0);
+    }
+    EXPECT_GT(drafted, 0);
+    if (server == &self) {
+      EXPECT_GT(free_drafted, 0);
+      EXPECT_EQ(free_accepted, free_drafted);  // the model drafting for itself
+    }
+    auto c = server->client();
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    auto value = [&](const std::string& name) {
+      const size_t at = m->body.find("\n" + name + " ");
+      return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+    };
+    EXPECT_EQ(value("hearth_draft_tokens_total"), static_cast<double>(drafted));
+    EXPECT_EQ(value("hearth_draft_accepted_tokens_total"), static_cast<double>(accepted));
+    // Every decoding trip gives one token plus its accepted drafts; each request's first
+    // token comes from its prompt's pass.
+    EXPECT_EQ(value("hearth_decode_trips_total") + static_cast<double>(accepted),
+              static_cast<double>(generated) - static_cast<double>(bodies.size()));
+  }
+}
+
 // A second server with a key, a small body limit, a short read timeout and a queue of one.
 class GuardedServeTest : public ::testing::Test {
  protected:

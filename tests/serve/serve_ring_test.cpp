@@ -83,6 +83,61 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
   }
 }
 
+// Speculative decoding at the head of the ring: drafts of the model itself and prompt
+// lookup, verified in the ring's shared batches (prefill chunks and other streams' rows
+// beside them), rolled back on every device when rejected. Every stream equals the request
+// alone on one device without drafts, and the usage reports the drafts.
+TEST(ServeRing, DraftedStreamsEqualSingleDevice) {
+  const std::string model = write_tiny_model(4);
+  constexpr int kClients = 3;
+  std::vector<std::string> alone;
+  {
+    ServeProc single({"-c", "512"}, model);
+    auto c = single.client();
+    for (int i = 0; i < kClients; ++i) {
+      auto r = c.Post("/v1/chat/completions", chat(i).dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      alone.push_back(json::parse(r->body)["choices"][0]["message"]["content"]);
+    }
+  }
+  WorkerProc w1(model), w2(model);
+  for (const std::vector<std::string>& draft :
+       {std::vector<std::string>{"-md", model, "--draft-p-min", "0", "--draft-max", "3"},
+        std::vector<std::string>{"--draft-lookup", "--draft-ngram-min", "1"}}) {
+    std::vector<std::string> args{"-c",        "512",     "--parallel",
+                                  "4",         "--prefill-chunk", "5",
+                                  "--workers", w1.address() + "," + w2.address(),
+                                  "--plan",    "1,1,2"};  // k = 2
+    args.insert(args.end(), draft.begin(), draft.end());
+    ServeProc head(args, model);
+    std::vector<json> got(kClients);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kClients; ++i) {
+      threads.emplace_back([&, i] {
+        auto c = head.client();
+        auto r = c.Post("/v1/chat/completions", chat(i).dump(), "application/json");
+        if (r && r->status == 200) got[i] = json::parse(r->body);
+      });
+    }
+    for (auto& t : threads) t.join();
+    int64_t accepted = 0, rejected = 0;
+    for (int i = 0; i < kClients; ++i) {
+      ASSERT_TRUE(got[i].is_object()) << draft[0] << " " << i << " (head log " << head.log() << ")";
+      EXPECT_EQ(got[i]["choices"][0]["message"]["content"], alone[i]) << draft[0] << " " << i;
+      accepted += got[i]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"]
+                      .get<int64_t>();
+      rejected += got[i]["usage"]["completion_tokens_details"]["rejected_prediction_tokens"]
+                      .get<int64_t>();
+    }
+    EXPECT_GT(accepted + rejected, 0) << draft[0];
+    if (draft[0] == "-md") {
+      EXPECT_EQ(rejected, 0);  // the model drafting for itself
+      EXPECT_GT(accepted, 0);
+    }
+  }
+}
+
 // A worker killed while four streams are being decoded: the head re-forms the ring without it
 // and every stream finishes with the text it has alone on one device; /health then says
 // "degraded" and names the lost worker, and later requests are served by the smaller ring.

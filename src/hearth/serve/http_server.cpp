@@ -110,7 +110,11 @@ json usage_json(const JobOutput& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
           {"total_tokens", o.prompt_tokens + o.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}},
+          // Speculative decoding's drafts, in the fields OpenAI uses for predicted outputs.
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", o.accepted},
+            {"rejected_prediction_tokens", o.drafted - o.accepted}}}};
 }
 
 json finish_json(const std::string& reason) {
@@ -481,7 +485,11 @@ struct Server::Impl {
       JobOutput total;
       total.prompt_tokens = choices.front().last.prompt_tokens;
       total.cached_tokens = choices.front().last.cached_tokens;
-      for (const auto& c : choices) total.completion_tokens += c.last.completion_tokens;
+      for (const auto& c : choices) {
+        total.completion_tokens += c.last.completion_tokens;
+        total.drafted += c.last.drafted;
+        total.accepted += c.last.accepted;
+      }
       return usage_json(total);
     };
     auto failure = [&]() -> const JobOutput* {

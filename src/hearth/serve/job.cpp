@@ -30,6 +30,12 @@ void Job::set_cached_tokens(int64_t n) {
   pending_.cached_tokens = n;
 }
 
+void Job::add_drafts(int64_t drafted, int64_t accepted) {
+  std::lock_guard lock(mu_);
+  pending_.drafted += drafted;
+  pending_.accepted += accepted;
+}
+
 void Job::finish(const std::string& reason, const std::string& error) {
   {
     std::lock_guard lock(mu_);

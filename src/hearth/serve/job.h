@@ -42,6 +42,8 @@ struct JobOutput {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens a kept sequence already held (prompt cache)
   int64_t completion_tokens = 0;
+  // Speculative decoding: drafts verified for this request and those accepted.
+  int64_t drafted = 0, accepted = 0;
 };
 
 class Job {
@@ -65,6 +67,7 @@ class Job {
             std::vector<text::TokenLogprobs> logprobs = {});
   void finish(const std::string& reason, const std::string& error = {});
   void set_cached_tokens(int64_t n);
+  void add_drafts(int64_t drafted, int64_t accepted);
 
  private:
   const std::string id_;

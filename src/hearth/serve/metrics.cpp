@@ -113,6 +113,13 @@ void Metrics::batch(int64_t sequences, int64_t rows) {
   pass_rows_ += static_cast<uint64_t>(rows);
 }
 
+void Metrics::decode_trip(int64_t drafted, int64_t accepted) {
+  std::lock_guard lock(mu_);
+  ++decode_trips_;
+  drafted_ += static_cast<uint64_t>(drafted);
+  draft_accepted_ += static_cast<uint64_t>(accepted);
+}
+
 std::string Metrics::render() const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -138,6 +145,13 @@ std::string Metrics::render() const {
   }
   counter("hearth_forward_passes_total", "Batched forward passes (one per scheduler step).",
           passes_);
+  counter("hearth_decode_trips_total",
+          "Decoding sequences' trips through the model (tokens generated after each "
+          "request's first, divided by this: tokens per trip).",
+          decode_trips_);
+  counter("hearth_draft_tokens_total", "Speculative decoding: drafted tokens verified.", drafted_);
+  counter("hearth_draft_accepted_tokens_total",
+          "Speculative decoding: drafted tokens the target model accepted.", draft_accepted_);
   counter("hearth_batch_sequences_total",
           "Sequences summed over forward passes (divide by passes for the mean batch).",
           pass_sequences_);

@@ -62,6 +62,9 @@ class Metrics {
   void set_devices(std::vector<DevicePressure> devices);
   // One batched forward pass over `sequences` sequences and `rows` token rows.
   void batch(int64_t sequences, int64_t rows);
+  // Speculative decoding: one decoding sequence's trip, with the drafts it verified and how
+  // many of them passed (0 and 0 without a drafter).
+  void decode_trip(int64_t drafted, int64_t accepted);
 
   std::string render() const;
   MetricsSnapshot snapshot() const;
@@ -76,6 +79,7 @@ class Metrics {
   int64_t waiting_ = 0, active_ = 0;
   std::vector<DevicePressure> devices_;
   uint64_t passes_ = 0, pass_sequences_ = 0, pass_rows_ = 0;
+  uint64_t decode_trips_ = 0, drafted_ = 0, draft_accepted_ = 0;
 };
 
 }  // namespace hearth::serve

@@ -35,7 +35,9 @@ struct Scheduler::Slot {
   text::Sampler sampler;
   text::StreamDecoder decoder;
   StopMatcher stop;
-  std::vector<float> logits;                          // (vocab) f32 of the last evaluated token
+  std::vector<int32_t> step;  // decoding: the tokens this pass feeds (last, then any drafts)
+  // (vocab) f32 of the last evaluated token; (step.size(), vocab) with drafts
+  std::vector<float> logits;
   std::optional<text::GrammarConstraint> constraint;  // with a grammar
   std::vector<float> masked;                          // (vocab) logits the grammar allows
   int32_t last = -1;                                  // sampled token to evaluate next
@@ -43,6 +45,12 @@ struct Scheduler::Slot {
   std::vector<text::TokenLogprobs> logprobs;  // of tokens whose text is not emitted yet
   double t_first_ms = 0;
   bool done = false;
+  bool keep = false;  // finished cleanly: its sequence may be kept for the prompt cache
+  // The drafted trip being judged: its drafts and those accepted so far, counted (in the
+  // job's usage and the metrics) before the request can finish, so a client that has its
+  // answer also sees them.
+  bool trip_open = false;
+  int64_t trip_drafted = 0, trip_accepted = 0;
 };
 
 Scheduler::Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
@@ -108,17 +116,28 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
       s.job->emit(tail, s.n_generated, std::move(s.logprobs));
     }
   }
+  close_trip(s);
   s.job->finish(reason, error);
   metrics_.request_finished(reason);
   if (s.n_generated > 1) {
     metrics_.tpot((now_ms() - s.t_first_ms) / 1e3 / static_cast<double>(s.n_generated - 1));
   }
-  // An error may leave the cache short of what `tokens` says: only a clean end is kept.
-  keep_or_drop(s, reason != "error");
+  // An error may leave the cache short of what `tokens` says: only a clean end is kept. The
+  // sequence is kept or dropped when the slot leaves (loop()), so that a request finishing
+  // inside a verified batch first has its cache cut back to the tokens kept.
+  s.keep = reason != "error";
+}
+
+void Scheduler::close_trip(Slot& s) {
+  if (!s.trip_open) return;
+  s.trip_open = false;
+  metrics_.decode_trip(s.trip_drafted, s.trip_accepted);
+  s.job->add_drafts(s.trip_drafted, s.trip_accepted);
 }
 
 void Scheduler::drop_sequence(int64_t seq) {
   try {
+    if (opt_.drafter != nullptr) opt_.drafter->forget(seq);
     backend_.drop(seq);
   } catch (const std::exception& e) {
     log::warn("serve: dropping sequence {}: {}", seq, e.what());
@@ -171,23 +190,30 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
   return next_seq_++;
 }
 
-void Scheduler::sample_next(Slot& s) {
+bool Scheduler::sample_next(Slot& s, const float* row, int32_t draft) {
   const JobParams& p = s.job->params();
-  int32_t id;
+  const std::span<const float> logits(row, static_cast<size_t>(backend_.vocab()));
+  std::span<const float> use = logits;
   if (s.constraint) {
-    s.masked = s.logits;
+    s.masked.assign(logits.begin(), logits.end());
     if (s.constraint->mask(s.masked) == 0) {
       finish(s, "error", "the grammar allows no token of this vocabulary here");
-      return;
+      return false;
     }
-    id = s.sampler.sample(s.masked);
-    s.constraint->accept(id);
-  } else {
-    id = s.sampler.sample(s.logits);
+    use = s.masked;
   }
+  text::Sampler::Verdict v{-1, false};
+  if (draft >= 0) {
+    v = s.sampler.verify(use, draft);
+    if (v.accepted) ++s.trip_accepted;
+  } else {
+    v.id = s.sampler.sample(use);
+  }
+  const int32_t id = v.id;
+  if (s.constraint) s.constraint->accept(id);
   s.sampler.accept(id);
   if (p.logprobs >= 0 && (p.ignore_eos || !tokenizer_.is_eog(id))) {
-    s.logprobs.push_back(text::token_logprobs(s.logits, id, p.logprobs));
+    s.logprobs.push_back(text::token_logprobs(logits, id, p.logprobs));
   }
   if (s.n_generated == 0) {
     s.t_first_ms = now_ms();
@@ -195,7 +221,7 @@ void Scheduler::sample_next(Slot& s) {
   }
   if (!p.ignore_eos && tokenizer_.is_eog(id)) {
     finish(s, "stop");
-    return;
+    return v.accepted;
   }
   ++s.n_generated;
   metrics_.generated_tokens(1);
@@ -207,11 +233,60 @@ void Scheduler::sample_next(Slot& s) {
   if (s.stop.stopped() || (s.constraint && s.constraint->finished())) {
     finish(s, "stop");
   } else if ((p.max_tokens >= 0 && s.n_generated >= p.max_tokens) ||
-             backend_.seq_length(s.seq) + 1 > backend_.n_ctx()) {
+             static_cast<int64_t>(s.tokens.size()) + 1 > backend_.n_ctx()) {
     finish(s, "length");
   } else {
     s.last = id;
   }
+  return v.accepted;
+}
+
+void Scheduler::draft_for(Slot& s) {
+  s.step.assign(1, s.last);
+  if (opt_.drafter == nullptr) return;
+  const JobParams& p = s.job->params();
+  // Drafts beyond the context's room or the tokens still to generate would be wasted.
+  int64_t room = std::min<int64_t>(opt_.draft_max,
+                                   backend_.n_ctx() - static_cast<int64_t>(s.tokens.size()) - 1);
+  if (p.max_tokens >= 0) room = std::min<int64_t>(room, p.max_tokens - s.n_generated - 1);
+  if (room <= 0) return;
+  std::vector<int32_t> drafts;
+  s.tokens.push_back(s.last);  // the drafter sees the token this step feeds
+  try {
+    drafts = opt_.drafter->draft(s.seq, s.tokens, static_cast<int>(room));
+  } catch (const std::exception& e) {
+    // Drafting only saves time: a failing drafter leaves the request to plain decoding.
+    log::warn("serve: drafting for request {}: {}", s.job->id(), e.what());
+    drafts.clear();
+  }
+  s.tokens.pop_back();
+  if (static_cast<int64_t>(drafts.size()) < std::max(opt_.draft_min, 1)) return;
+  drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(room)));
+  s.step.insert(s.step.end(), drafts.begin(), drafts.end());
+}
+
+void Scheduler::verify_drafts(Slot& s, size_t cache_before) {
+  const int64_t vocab = backend_.vocab();
+  const auto m = static_cast<int64_t>(s.step.size()) - 1;
+  // Row j of the logits follows step[0..j]; `tokens` grows with each token judged, so it
+  // always says what the cache keeps should this row's token be the last one chosen.
+  s.tokens.resize(cache_before);
+  s.trip_open = true;
+  s.trip_drafted = m;
+  s.trip_accepted = 0;
+  int64_t j = 0;
+  for (; j <= m; ++j) {
+    s.tokens.push_back(s.step[static_cast<size_t>(j)]);
+    const float* row = s.logits.data() + j * vocab;
+    if (j == m) {  // every draft passed: the last row gives one more token
+      sample_next(s, row);
+      break;
+    }
+    const bool ok = sample_next(s, row, s.step[static_cast<size_t>(j + 1)]);
+    if (!ok || s.done) break;
+  }
+  close_trip(s);
+  if (j < m) backend_.truncate(s.seq, static_cast<int64_t>(s.tokens.size()));
 }
 
 void Scheduler::step() {
@@ -246,7 +321,11 @@ void Scheduler::step() {
           {s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n), s.logits.data()});
       chunk.push_back(n);
     } else {
-      items.push_back({s.seq, std::span<const int32_t>(&s.last, 1), s.logits.data()});
+      draft_for(s);
+      s.logits.resize(s.step.size() * static_cast<size_t>(backend_.vocab()));
+      model::EvalItem item{s.seq, s.step, s.logits.data()};
+      item.all_logits = s.step.size() > 1;
+      items.push_back(item);
       chunk.push_back(0);
     }
     batch.push_back(&s);
@@ -273,13 +352,18 @@ void Scheduler::step() {
   }());
   for (size_t i = 0; i < batch.size(); ++i) {
     Slot& s = *batch[i];
-    s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
+    const size_t cache_before = s.tokens.size();
     try {
       if (chunk[i] > 0) {
+        s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
         s.prefilled += chunk[i];
-        if (s.prefilled == s.job->params().prompt.size()) sample_next(s);
+        if (s.prefilled == s.job->params().prompt.size()) sample_next(s, s.logits.data());
+      } else if (s.step.size() > 1) {
+        verify_drafts(s, cache_before);
       } else {
-        sample_next(s);
+        s.tokens.push_back(s.last);
+        metrics_.decode_trip(0, 0);
+        sample_next(s, s.logits.data());
       }
     } catch (const std::exception& e) {
       log::warn("serve: request {} failed: {}", s.job->id(), e.what());
@@ -352,6 +436,9 @@ void Scheduler::loop() {
       if (s->done) finished.push_back(s->job->id());
     }
     if (!finished.empty()) {
+      for (auto& s : active_) {
+        if (s->done) keep_or_drop(*s, s->keep);
+      }
       std::erase_if(active_, [](const auto& s) { return s->done; });
       std::lock_guard lock(mu_);
       for (const auto& id : finished) by_id_.erase(id);
@@ -360,7 +447,10 @@ void Scheduler::loop() {
     }
   }
   // Shutting down: nobody will compute the rest.
-  for (auto& s : active_) finish(*s, "error", "the server is shutting down");
+  for (auto& s : active_) {
+    finish(*s, "error", "the server is shutting down");
+    keep_or_drop(*s, false);
+  }
   for (const auto& k : kept_) drop_sequence(k.seq);
   kept_.clear();
   std::lock_guard lock(mu_);

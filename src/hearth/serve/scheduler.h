@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "hearth/model/drafter.h"
 #include "hearth/serve/backend.h"
 #include "hearth/serve/job.h"
 #include "hearth/serve/metrics.h"
@@ -39,6 +40,13 @@ struct SchedulerOptions {
   // Keep finished requests' sequences while slots are free and reuse the longest common
   // prompt prefix (llama-server's cache_prompt). Off: every request starts from nothing.
   bool prompt_cache = true;
+  // Speculative decoding (model/drafter.h): non-null, each decoding sequence's step carries
+  // its last token and up to draft_max drafts, verified in the same pass (composes with
+  // grammars, logprobs and sampling: the verdict is the sampler's acceptance rule).
+  // The drafter must outlive the scheduler; only the scheduler thread calls it.
+  model::Drafter* drafter = nullptr;
+  int draft_max = 16;
+  int draft_min = 0;
 };
 
 class Scheduler {
@@ -64,7 +72,13 @@ class Scheduler {
   void step();
   void poll_devices();  // memory pressure of every device into the metrics  // one batched forward
                         // pass over the active sequences
-  void sample_next(Slot& s);
+  // Chooses the token at a position whose logits are `row`: sampled, or the verdict on
+  // `draft` (>= 0), and emits it (which may finish the request). True when the draft passed.
+  bool sample_next(Slot& s, const float* row, int32_t draft = -1);
+  // After a pass: the slot's drafts judged in order; the cache forgets from the first
+  // rejected one (or the one the request stopped at).
+  void verify_drafts(Slot& s, size_t cache_before);
+  void close_trip(Slot& s);  // counts the drafted trip being judged (once)
   void finish(Slot& s, const std::string& reason, const std::string& error = {});
   void drop_sequence(int64_t seq);
 
@@ -94,6 +108,8 @@ class Scheduler {
   // stay within --parallel.
   int64_t claim_sequence(const std::vector<int32_t>& prompt, size_t* reused);
   void keep_or_drop(Slot& s, bool keep);
+  // Drafts for a decoding slot's next step (none without a drafter, or no room).
+  void draft_for(Slot& s);
   std::thread thread_;
 };
 
