@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "draft_options.h"
 #include "hearth/base/error.h"
 #include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
@@ -20,7 +21,6 @@
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
-#include "draft_options.h"
 #include "model_options.h"
 #include "residency_options.h"
 #include "ring_setup.h"
@@ -131,9 +131,9 @@ int run_serve(const Args& args) {
   fmt::print(stderr, "hearth serve: model '{}', context {} tokens, {} parallel, queue {}{}{}\n",
              so.model_id, backend->n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
              so.api_key.empty() ? "" : ", API key required",
-             draft.drafter ? fmt::format(", {} drafts up to {}", draft.drafter->kind(),
-                                         dopt.draft_max)
-                           : std::string());
+             draft.drafter
+                 ? fmt::format(", {} drafts up to {}", draft.drafter->kind(), dopt.draft_max)
+                 : std::string());
 
   std::atomic<bool> run_returned{false};
   std::thread watcher([&] {

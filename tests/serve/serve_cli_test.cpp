@@ -493,11 +493,12 @@ TEST(ServeDrafting, ConcurrentRequestsAnswerAsWithoutDrafts) {
   ServeProc lookup({"--parallel", "4", "--draft-lookup", "--draft-ngram-min", "1"});
   std::vector<json> bodies;
   for (int i = 0; i < 4; ++i) {
-    json b = {{"messages",
-               {{{"role", "user"},
-                 {"content", "the fire in the hearth, the fire in the hearth " + std::to_string(i)}}}},
-              {"max_tokens", 14 + i},
-              {"temperature", 0}};
+    json b = {
+        {"messages",
+         {{{"role", "user"},
+           {"content", "the fire in the hearth, the fire in the hearth " + std::to_string(i)}}}},
+        {"max_tokens", 14 + i},
+        {"temperature", 0}};
     if (i == 1) {
       b["logprobs"] = true;
       b["top_logprobs"] = 2;

@@ -105,10 +105,16 @@ TEST(ServeRing, DraftedStreamsEqualSingleDevice) {
   for (const std::vector<std::string>& draft :
        {std::vector<std::string>{"-md", model, "--draft-p-min", "0", "--draft-max", "3"},
         std::vector<std::string>{"--draft-lookup", "--draft-ngram-min", "1"}}) {
-    std::vector<std::string> args{"-c",        "512",     "--parallel",
-                                  "4",         "--prefill-chunk", "5",
-                                  "--workers", w1.address() + "," + w2.address(),
-                                  "--plan",    "1,1,2"};  // k = 2
+    std::vector<std::string> args{"-c",
+                                  "512",
+                                  "--parallel",
+                                  "4",
+                                  "--prefill-chunk",
+                                  "5",
+                                  "--workers",
+                                  w1.address() + "," + w2.address(),
+                                  "--plan",
+                                  "1,1,2"};  // k = 2
     args.insert(args.end(), draft.begin(), draft.end());
     ServeProc head(args, model);
     std::vector<json> got(kClients);
@@ -125,10 +131,10 @@ TEST(ServeRing, DraftedStreamsEqualSingleDevice) {
     for (int i = 0; i < kClients; ++i) {
       ASSERT_TRUE(got[i].is_object()) << draft[0] << " " << i << " (head log " << head.log() << ")";
       EXPECT_EQ(got[i]["choices"][0]["message"]["content"], alone[i]) << draft[0] << " " << i;
-      accepted += got[i]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"]
-                      .get<int64_t>();
-      rejected += got[i]["usage"]["completion_tokens_details"]["rejected_prediction_tokens"]
-                      .get<int64_t>();
+      accepted +=
+          got[i]["usage"]["completion_tokens_details"]["accepted_prediction_tokens"].get<int64_t>();
+      rejected +=
+          got[i]["usage"]["completion_tokens_details"]["rejected_prediction_tokens"].get<int64_t>();
     }
     EXPECT_GT(accepted + rejected, 0) << draft[0];
     if (draft[0] == "-md") {
