@@ -148,6 +148,7 @@ int run_run(const Args& args) {
     ro.prefetch = prefetch == "on";
     ro.n_ctx = mo.ctx;
     ro.kv_types = kv_types(mo);
+    apply_pipeline_chunk(rg, ro);
     if (local) {
       head.ring = std::make_unique<cluster::RecoveringRing>(
           file, ro, cluster::proportional_replan(ro), /*max_recoveries=*/0);
@@ -225,6 +226,16 @@ int run_run(const Args& args) {
     j["ttft_ms"] = r.ttft_ms;
     j["tpot_ms"] = r.tpot_ms;
     j["prefill_tok_s"] = r.prefill_tok_s;
+    // The prompt's trip: in chunks following each other around the ring, or in one.
+    const auto n_prompt = static_cast<int64_t>(ids.size());
+    const int64_t chunk = ring().chunk_for(n_prompt);
+    j["prefill"] = {{"chunk", chunk}, {"chunks", (n_prompt + chunk - 1) / chunk}};
+    if (auto_plan) {
+      const auto pm = cluster::prefill_model_of(*auto_plan);
+      j["prefill"]["predicted_ttft_ms"] = pm.ttft_s(n_prompt, chunk) * 1e3;
+      j["prefill"]["predicted_serial_ttft_ms"] = pm.ttft_s(n_prompt, n_prompt) * 1e3;
+      j["prefill"]["best_chunk"] = pm.best_chunk(n_prompt);
+    }
     j["load_ms"] = load_ms;
     j["stop_reason"] = r.stop_reason;
     j["seed"] = gp.sampling.seed;

@@ -46,15 +46,36 @@ void add_ring_options(CLI::App& app, RingFlags& f) {
   add_link_options(app, f.link);
   add_recover_option(app, f.link);
   add_discovery_option(app, f.discovery);
+  app.add_option("--pipeline-chunk", f.pipeline_chunk,
+                 "prompt tokens per chunk going around the ring, chunks following each other "
+                 "(0: the whole prompt in one trip; auto: the chunk the cost model finds "
+                 "fastest under --plan auto, else 128 with workers)");
   app.add_option("--discover-time", f.discover_s,
                  "with --workers auto: seconds to listen for announcements before forming the "
                  "ring (workers announce every second)")
       ->check(CLI::Range(0.5, 600.0));
 }
 
+void apply_pipeline_chunk(const RingFlags& f, cluster::RingOptions& ro) {
+  if (f.pipeline_chunk == "auto") {
+    ro.prefill_chunk = cluster::kAutoChunk;
+    return;
+  }
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(f.pipeline_chunk, &used);
+    if (used != f.pipeline_chunk.size() || v < 0 || v > (1 << 24)) throw std::invalid_argument("");
+    ro.prefill_chunk = v;
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format(
+        "--pipeline-chunk must be auto or a number of tokens >= 0 (got '{}')", f.pipeline_chunk));
+  }
+}
+
 HeadRing start_head_ring(const gguf::GgufFile& file, const ModelOptions& mo, const RingFlags& f,
                          cluster::RingOptions base, std::string_view who) {
   HeadRing out;
+  apply_pipeline_chunk(f, base);
   const net::CurveConfig curve = link_curve(f.link, who);
   base.transport.curve = curve;
   std::vector<std::string> workers;
@@ -97,6 +118,7 @@ HeadRing start_head_ring(const gguf::GgufFile& file, const ModelOptions& mo, con
     out.auto_plan = make_auto_plan(file, mo, workers, f.auto_plan, who, curve);
     first.workers = out.auto_plan->workers;
     first.plan = out.auto_plan->w;
+    first.prefill_model = cluster::prefill_model_of(*out.auto_plan);
     replan = cluster::halda_replan(file, *out.auto_plan, ao, base);
   } else {
     if (f.plan != "even") {

@@ -27,11 +27,16 @@ struct RingFlags {
   LinkFlags link;
   std::string discovery;  // GROUP[:PORT] of LAN announcements
   double discover_s = 3;  // --workers auto: how long to listen before forming the ring
+  std::string pipeline_chunk = "auto";  // --pipeline-chunk: tokens per prefill chunk
   bool ring() const { return !workers.empty(); }
 };
 
-// --workers, --plan, the --plan auto flags, the link flags, --recover and discovery.
+// --workers, --plan, the --plan auto flags, the link flags, --recover, discovery and
+// --pipeline-chunk.
 void add_ring_options(CLI::App& app, RingFlags& f);
+
+// --pipeline-chunk into `ro` (auto, or a number of tokens; 0: serial). UsageError naming it.
+void apply_pipeline_chunk(const RingFlags& f, cluster::RingOptions& ro);
 
 struct HeadRing {
   std::unique_ptr<net::DiscoveryListener> discovery;  // --workers auto: kept for later joins

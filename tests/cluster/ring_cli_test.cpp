@@ -173,6 +173,48 @@ TEST_F(Ring, GreedyIdsEqualSingleDeviceForEveryPlan) {
   EXPECT_TRUE(w2.alive());
 }
 
+// Pipelined prefill: the prompt goes around the ring in chunks that follow each other; the
+// ids are the single device's for k = 1, k = 2 (chunks meet later rounds at the head), a head
+// without layers (the last worker sends each round straight to the first), and chunks that
+// do not divide the prompt.
+TEST_F(Ring, PipelinedPrefillGivesThePlainIds) {
+  WorkerProc w1(*model_), w2(*model_);
+  const std::string addrs = w1.address() + "," + w2.address();
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += "the fire in the hearth and the smoke in the sky ";
+  const auto base = run_head(*model_, "", 8, prompt);
+  ASSERT_EQ(base.status, 0) << base.err;
+  const auto want = base.summary["ids"].get<std::vector<int>>();
+  const int n_prompt = base.summary["prompt_tokens"].get<int>();
+  ASSERT_GT(n_prompt, 40);
+  for (const char* plan : {"even", "1,1,2", "0,2,2"}) {
+    for (int chunk : {0, 7, 16}) {
+      const std::string flags = std::string("--workers ") + addrs + " --plan " + plan +
+                                " --pipeline-chunk " + std::to_string(chunk);
+      const auto r = run_head(*model_, flags, 8, prompt);
+      ASSERT_EQ(r.status, 0) << flags << "\n" << r.err << w1.log() << w2.log();
+      EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want) << flags;
+      const int expect_chunk = chunk == 0 ? n_prompt : chunk;
+      EXPECT_EQ(r.summary["prefill"]["chunk"].get<int>(), expect_chunk) << flags;
+      EXPECT_EQ(r.summary["prefill"]["chunks"].get<int>(),
+                (n_prompt + expect_chunk - 1) / expect_chunk)
+          << flags;
+    }
+  }
+  // Pipelined prefill and drafts verified in chunks of fewer tokens than a trip carries.
+  const auto r = run_head(*model_,
+                          "--workers " + addrs + " --plan 1,1,2 --pipeline-chunk 3 -md " + *model_ +
+                              " --draft-p-min 0 --draft-max 6",
+                          8, prompt);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.summary["ids"].get<std::vector<int>>(), want);
+  EXPECT_EQ(r.summary["accepted"], r.summary["drafted"]);
+  EXPECT_TRUE(w1.alive());
+  EXPECT_TRUE(w2.alive());
+  EXPECT_NE(run_head(*model_, "--workers " + addrs + " --pipeline-chunk some", 8, prompt).status,
+            0);
+}
+
 // Speculative decoding on a 3-process ring at k = 1 and k = 2: a draft model on the head (the
 // target itself, so every draft passes, and a 2-layer one whose drafts mostly fail) and prompt
 // lookup; rejected drafts are rolled back on every device, so the ids stay the plain ones.

@@ -73,6 +73,22 @@ TEST(DevicesJson, ParsesUnitsAndRoundTrips) {
   EXPECT_DOUBLE_EQ(pk.devices[0].disk_peak_read_bps, 25e9);
   EXPECT_DOUBLE_EQ(devices_from_json(devices_to_json(pk), "t6").devices[0].disk_peak_read_bps,
                    25e9);
+
+  // The matmul (prefill) rates: optional, per type, round-tripped.
+  EXPECT_TRUE(d.cpu.matmul_flops.empty());
+  auto mm = good_device("a");
+  mm["cpu"]["matmul_gflops"] = {{"q4_k", 400}, {"q8_0", 500}};
+  const auto m = devices_from_json(doc({mm}), "t7");
+  EXPECT_DOUBLE_EQ(m.devices[0].cpu.matmul_flops.at(gguf::TensorType::kQ8_0), 500e9);
+  EXPECT_EQ(devices_from_json(devices_to_json(m), "t8").devices[0].cpu.matmul_flops,
+            m.devices[0].cpu.matmul_flops);
+  mm["cpu"]["matmul_gflops"]["q9_z"] = 1;
+  try {
+    devices_from_json(doc({mm}), "t9");
+    ADD_FAILURE() << "an unknown matmul type was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q9_z"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DevicesJson, HeadIsRotatedToRankZeroKeepingRingOrder) {

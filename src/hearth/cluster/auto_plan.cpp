@@ -237,9 +237,9 @@ Replan halda_replan(const gguf::GgufFile& file, const AutoPlan& first, AutoPlanO
   };
 }
 
-double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx) {
-  plan::Problem p = a.problem;
-  p.options.ctx = std::max<uint32_t>(ctx, 1);
+namespace {
+// The cost model's prediction of the chosen plan under `p` (a's problem, maybe another ctx).
+plan::Prediction predict_chosen(const AutoPlan& a, const plan::Problem& p) {
   std::vector<uint32_t> w, n;
   std::vector<bool> relay;
   for (const auto& d : a.plan.devices) {
@@ -247,7 +247,18 @@ double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx) {
     n.push_back(d.n);
     relay.push_back(d.relay);
   }
-  return plan::predict(p, w, n, relay).tpot_s * 1e3;
+  return plan::predict(p, w, n, relay);
+}
+}  // namespace
+
+double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx) {
+  plan::Problem p = a.problem;
+  p.options.ctx = std::max<uint32_t>(ctx, 1);
+  return predict_chosen(a, p).tpot_s * 1e3;
+}
+
+plan::PrefillModel prefill_model_of(const AutoPlan& a) {
+  return plan::prefill_model(a.problem, predict_chosen(a, a.problem));
 }
 
 nlohmann::json auto_plan_to_json(const AutoPlan& a) {

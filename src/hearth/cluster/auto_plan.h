@@ -20,6 +20,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
 #include "hearth/plan/plan.h"
+#include "hearth/plan/prefill.h"
 #include "hearth/profile/device_profile.h"
 
 namespace hearth::cluster {
@@ -72,5 +73,8 @@ nlohmann::json auto_plan_to_json(const AutoPlan& a);
 // The cost model's TPOT for the chosen plan at another context length (the KV cache a run
 // actually had, e.g. prompt + half the generated tokens), in ms.
 double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx);
+
+// The prefill terms of the chosen plan's devices (plan/prefill.h): TTFT per chunk size.
+plan::PrefillModel prefill_model_of(const AutoPlan& a);
 
 }  // namespace hearth::cluster

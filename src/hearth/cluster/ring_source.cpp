@@ -280,34 +280,29 @@ void RingSource::drop(int64_t seq) {
   send_kv(net::KvCommand{net::KvOp::kClear, static_cast<uint32_t>(seq), 0, 0});
 }
 
-net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiting_for) {
+std::optional<std::pair<uint64_t, net::Activations>> RingSource::poll_hidden(uint64_t lo,
+                                                                             uint64_t hi,
+                                                                             double deadline_ms) {
   std::vector<net::Receiver*> rs{inbox_.get()};
   for (auto& p : peers_) rs.push_back(p.control.get());
-  const double deadline = now_ms() + opt_.step_timeout_ms;
   for (;;) {
-    const double left = deadline - now_ms();
-    if (left <= 0) {
-      throw NetError(fmt::format("ring: no hidden state came back within {} ms (waiting for {})",
-                                 opt_.step_timeout_ms, waiting_for));
-    }
+    const double left = std::max(0.0, deadline_ms - now_ms());
     const size_t which =
-        net::wait_any(rs, net::Millis{std::min<int64_t>(250, static_cast<int64_t>(left) + 1)});
+        net::wait_any(rs, net::Millis{std::min<int64_t>(250, static_cast<int64_t>(left))});
     // Check every worker each time: a dead one is named even while others are still busy.
     for (size_t i = 0; i < peers_.size(); ++i) {
       if (peers_[i].control->peer_lost()) fail_peer(i, "connection lost (worker died or stalled)");
     }
     if (which == 0) {
       auto in = inbox_->recv_for(net::Millis{0});
-      if (!in) continue;
-      auto* act = std::get_if<net::Activations>(&in->msg.body);
-      if (!act || in->msg.header.request_id != step) {
+      if (in) {
+        auto* act = std::get_if<net::Activations>(&in->msg.body);
+        const uint64_t rid = in->msg.header.request_id;
+        if (act && rid >= lo && rid < hi) return std::make_pair(rid, std::move(*act));
         log::warn("ring head: dropped a stale or unexpected {} from {}",
                   net::msg_type_name(in->msg.header.type), in->peer);
-        continue;
       }
-      return std::move(*act);
-    }
-    if (which >= 1 && which < rs.size()) {
+    } else if (which >= 1 && which < rs.size()) {
       const size_t i = which - 1;
       std::optional<net::Envelope> env;
       try {
@@ -315,15 +310,158 @@ net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiti
       } catch (const Error& e) {
         fail_peer(i, e.what());
       }
-      if (!env) continue;
-      if (const auto* e = std::get_if<net::ErrorMsg>(&env->body)) fail_peer(i, e->text);
-      if (const auto* st = std::get_if<net::Stats>(&env->body)) absorb_stats(i, *st);
+      if (env) {
+        if (const auto* e = std::get_if<net::ErrorMsg>(&env->body)) fail_peer(i, e->text);
+        if (const auto* st = std::get_if<net::Stats>(&env->body)) absorb_stats(i, *st);
+      }
+    } else if (now_ms() >= deadline_ms) {
+      return std::nullopt;
     }
   }
 }
 
+net::Activations RingSource::wait_hidden(uint64_t step, const std::string& waiting_for) {
+  auto got = poll_hidden(step, step + 1, now_ms() + opt_.step_timeout_ms);
+  if (!got) {
+    throw NetError(fmt::format("ring: no hidden state came back within {} ms (waiting for {})",
+                               opt_.step_timeout_ms, waiting_for));
+  }
+  return std::move(got->second);
+}
+
+void RingSource::send_round(int r, const std::vector<net::SeqSegment>& segments,
+                            std::vector<float> hidden, uint64_t step) {
+  net::Activations a;
+  a.round = static_cast<uint32_t>(r);
+  a.next_layer = static_cast<uint32_t>(devices_[0].windows[r].end);
+  a.dim = stage_->engine().hparams().dim;
+  a.segments = segments;
+  a.hidden = std::move(hidden);
+  const double t_send = now_ms();
+  try {
+    successor_->send(a, step);
+  } catch (const Error& e) {
+    fail_peer(0, e.what());
+  }
+  stage_->add_send(now_ms() - t_send);
+}
+
+void RingSource::eval_pipelined(const model::EvalItem& item) {
+  model::Engine& engine = stage_->engine();
+  const int64_t dim = engine.hparams().dim;
+  const int n_layers = static_cast<int>(engine.hparams().n_layers);
+  const auto n = static_cast<int64_t>(item.tokens.size());
+  const int64_t pos0 = seq_length(item.seq);
+  const int64_t chunk = chunk_for(n);
+  const int64_t n_chunks = (n + chunk - 1) / chunk;
+  // Every chunk's rows, embedded at once; each chunk's buffer travels and comes back.
+  std::vector<std::vector<float>> hidden(static_cast<size_t>(n_chunks));
+  std::vector<std::vector<net::SeqSegment>> wire(static_cast<size_t>(n_chunks));
+  std::vector<model::BatchSegment> seg(static_cast<size_t>(n_chunks));
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t begin = c * chunk, rows = std::min(chunk, n - begin);
+    hidden[c].resize(static_cast<size_t>(rows * dim));
+    engine.embed(item.tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(rows)),
+                 hidden[c].data());
+    seg[c] = model::BatchSegment{item.seq, pos0 + begin, rows};
+    wire[c] = {net::SeqSegment{static_cast<uint32_t>(item.seq), static_cast<uint32_t>(pos0 + begin),
+                               static_cast<uint32_t>(rows)}};
+  }
+  const uint64_t first = step_ + 1;
+  step_ += static_cast<uint64_t>(n_chunks);
+  // The head's window of round r over chunk c; true when that ends the model (final).
+  const auto run_head = [&](int64_t c, int r) {
+    stage_->run_window(r, std::span<const model::BatchSegment>(&seg[c], 1), hidden[c].data());
+    return devices_[0].windows[r].end == n_layers;
+  };
+  // Each device takes chunks in order in each of its windows, so chunks follow each other
+  // around the ring: what comes back (deeper in the model) is served first, and a new chunk
+  // enters whenever the head has nothing else to do.
+  int64_t next_new = 0, finished = 0;
+  while (finished < n_chunks) {
+    const double t_wait = now_ms();
+    auto back = poll_hidden(first, first + static_cast<uint64_t>(n_chunks),
+                            next_new < n_chunks ? t_wait : t_wait + opt_.step_timeout_ms);
+    if (back) {
+      if (next_new >= n_chunks) stage_->add_wait_ms(now_ms() - t_wait);
+      const auto c = static_cast<int64_t>(back->first - first);
+      net::Activations& a = back->second;
+      const bool next_round =
+          !wrap_ && a.round >= 1 && a.round < static_cast<uint32_t>(rounds_) &&
+          a.next_layer == static_cast<uint32_t>(devices_[0].windows[a.round].begin);
+      if (a.dim != dim || a.segments != wire[c] || !(a.final || next_round)) {
+        throw NetError(fmt::format(
+            "ring: prefill chunk {} came back for round {} layer {} ({} tokens), expected "
+            "{} tokens for the final layer or the head's next window",
+            c, a.round, a.next_layer, a.n_tokens(), seg[c].n_tokens));
+      }
+      hidden[c] = std::move(a.hidden);
+      if (a.final || run_head(c, static_cast<int>(a.round))) {
+        ++finished;
+      } else {
+        send_round(static_cast<int>(a.round), wire[c], std::move(hidden[c]), back->first);
+      }
+      continue;
+    }
+    if (next_new >= n_chunks) {
+      throw NetError(fmt::format(
+          "ring: no hidden state came back within {} ms (prefill, {} of {} chunks done)",
+          opt_.step_timeout_ms, finished, n_chunks));
+    }
+    const int64_t c = next_new++;
+    if (run_head(c, 0)) {
+      ++finished;  // the head holds the whole model
+    } else {
+      send_round(0, wire[c], std::move(hidden[c]), first + static_cast<uint64_t>(c));
+    }
+  }
+  // Logits: of the last row, or of every row.
+  if (item.logits != nullptr) {
+    if (item.all_logits) {
+      std::vector<float> all;
+      all.reserve(static_cast<size_t>(n * dim));
+      for (auto& h : hidden) all.insert(all.end(), h.begin(), h.end());
+      stage_->logits(std::span<const model::EvalItem>(&item, 1), all.data());
+    } else {
+      model::EvalItem last = item;
+      last.tokens = item.tokens.subspan(static_cast<size_t>(n - 1));
+      stage_->logits(std::span<const model::EvalItem>(&last, 1),
+                     hidden.back().data() + (seg.back().n_tokens - 1) * dim);
+    }
+  }
+  seq_len_[item.seq] += n;
+  stage_->finish_step(/*decode=*/false);
+}
+
+int64_t RingSource::chunk_for(int64_t n) const {
+  int64_t c = opt_.prefill_chunk;
+  if (c == kAutoChunk) {
+    if (opt_.prefill_model) {
+      c = opt_.prefill_model->best_chunk(n);
+    } else {
+      c = peers_.empty() ? 0 : kDefaultChunk;
+    }
+  }
+  return c <= 0 || c >= n ? n : c;
+}
+
 void RingSource::eval_batch(std::span<const model::EvalItem> items) {
   model::Engine& engine = stage_->engine();
+  if (items.size() == 1 && chunk_for(static_cast<int64_t>(items[0].tokens.size())) <
+                               static_cast<int64_t>(items[0].tokens.size())) {
+    const model::EvalItem& it = items[0];
+    const int64_t end = seq_length(it.seq) + static_cast<int64_t>(it.tokens.size());
+    if (end > engine.n_ctx()) {
+      throw UsageError(
+          fmt::format("context full: {} positions do not fit in the context of {} (use -c)", end,
+                      engine.n_ctx()));
+    }
+    if (it.seq < 0 || it.seq > UINT32_MAX || end > UINT32_MAX) {
+      throw UsageError(
+          fmt::format("ring: sequence {} at position {} does not fit the wire's u32", it.seq, end));
+    }
+    return eval_pipelined(it);
+  }
   const uint32_t dim = engine.hparams().dim;
   const int n_layers = static_cast<int>(engine.hparams().n_layers);
   std::vector<model::BatchSegment> segments;   // (n_items) head's view of the batch
@@ -356,20 +494,8 @@ void RingSource::eval_batch(std::span<const model::EvalItem> items) {
     const Window win = devices_[0].windows[r];
     stage_->run_window(r, segments, hidden_.data());
     if (win.end == n_layers) break;  // the head ran the last layer itself
-    net::Activations a;
-    a.round = static_cast<uint32_t>(r);
-    a.next_layer = static_cast<uint32_t>(win.end);
-    a.dim = dim;
-    a.segments = wire_segments;
-    a.hidden = std::move(hidden_);
-    const double t_send = now_ms();
-    try {
-      successor_->send(a, step);
-    } catch (const Error& e) {
-      fail_peer(0, e.what());
-    }
+    send_round(r, wire_segments, std::move(hidden_), step);
     const double t_wait = now_ms();
-    stage_->add_send(t_wait - t_send);
     auto back = wait_hidden(step, wrap_ ? fmt::format("token step {} ({} rounds)", step, rounds_)
                                         : fmt::format("round {} of token step {}", r, step));
     stage_->add_wait_ms(now_ms() - t_wait);

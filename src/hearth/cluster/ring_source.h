@@ -13,8 +13,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hearth/cluster/stage.h"
@@ -23,9 +25,13 @@
 #include "hearth/model/engine.h"
 #include "hearth/model/generate.h"
 #include "hearth/net/transport.h"
+#include "hearth/plan/prefill.h"
 #include "hearth/residency/device_meter.h"
 
 namespace hearth::cluster {
+
+inline constexpr int64_t kAutoChunk = -1;
+inline constexpr int64_t kDefaultChunk = 128;
 
 struct RingOptions {
   std::vector<std::string> workers;  // control addresses in ring order (device 1, 2, ...)
@@ -37,7 +43,13 @@ struct RingOptions {
   bool prefetch = true;  // mmap mode: prefetch each device's next window (sent to the workers)
   ResidencyOptions residency;  // the head's own device (.prefetch is taken from `prefetch`)
   int handshake_timeout_ms = 5000;
-  int step_timeout_ms = 60000;  // one eval() through the whole ring
+  int step_timeout_ms = 60000;  // one eval() through the whole ring (per chunk when pipelined)
+  // Pipelined prefill: a single sequence's eval of more tokens than this goes around the
+  // ring in chunks of this many tokens that follow each other (chunk c on device 2 while
+  // chunk c + 1 is on device 1). 0: the whole batch in one trip. kAutoChunk: the chunk
+  // prefill_model finds fastest for each prompt, or kDefaultChunk with workers and no model.
+  int64_t prefill_chunk = 0;
+  std::optional<plan::PrefillModel> prefill_model;
   net::TransportOptions transport;
 };
 
@@ -77,6 +89,9 @@ class RingSource : public model::LogitsSource {
   // After a NetError: the workers (indices into RingOptions::workers) whose links were lost at
   // that moment; empty when the failure was not a lost device (a timeout, a worker's error).
   const std::vector<size_t>& lost_workers() const { return lost_; }
+  // The chunk size a prefill of n tokens of one sequence goes around the ring in (n: in one
+  // trip).
+  int64_t chunk_for(int64_t n) const;
 
  private:
   struct Peer {
@@ -90,6 +105,16 @@ class RingSource : public model::LogitsSource {
                        const std::vector<std::vector<Window>>& windows);
   void stop_all(const std::string& reason) noexcept;
   net::Activations wait_hidden(uint64_t step, const std::string& waiting_for);
+  // The next hidden state for a step in [lo, hi) that comes back by `deadline_ms` (now_ms()
+  // clock; now: only what has arrived), with its step; nullopt when none did. Watches the
+  // workers meanwhile (fail_peer on a lost one or an ErrorMsg).
+  std::optional<std::pair<uint64_t, net::Activations>> poll_hidden(uint64_t lo, uint64_t hi,
+                                                                   double deadline_ms);
+  // Pipelined prefill of one sequence (RingOptions::prefill_chunk).
+  void eval_pipelined(const model::EvalItem& item);
+  // Sends the hidden state of `segments` after the head's window of round r to device 1.
+  void send_round(int r, const std::vector<net::SeqSegment>& segments, std::vector<float> hidden,
+                  uint64_t step);
   [[noreturn]] void fail_peer(size_t i, const std::string& what);
   void send_kv(const net::KvCommand& c);
 

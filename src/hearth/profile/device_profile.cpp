@@ -156,6 +156,9 @@ DeviceProfile device_from_json(const json& j, const std::string& where_in) {
   const std::string cw = where + ".cpu";
   if (cpu->find("gflops") == cpu->end()) fail(cw, "gflops", "is missing");
   d.cpu.flops = throughput_from_json((*cpu)["gflops"], cw);
+  if (auto mm = cpu->find("matmul_gflops"); mm != cpu->end()) {
+    d.cpu.matmul_flops = throughput_from_json(*mm, cw + ".matmul");
+  }
   d.cpu.mem_read_bps = positive(*cpu, "mem_read_gbps", cw) * kGB;
   d.cpu.kv_copy_s = number(*cpu, "kv_copy_ms", cw, false).value_or(0) / 1e3;
 
@@ -218,6 +221,8 @@ json device_to_json(const DeviceProfile& d) {
   j["cpu"] = {{"gflops", throughput_to_json(d.cpu.flops)},
               {"mem_read_gbps", d.cpu.mem_read_bps / kGB},
               {"kv_copy_ms", d.cpu.kv_copy_s * 1e3}};
+  if (!d.cpu.matmul_flops.empty())
+    j["cpu"]["matmul_gflops"] = throughput_to_json(d.cpu.matmul_flops);
   if (d.has_gpu()) {
     j["gpu"] = {{"kind", gpu_kind_name(d.gpu.kind)},
                 {"vram_total_gib", d.gpu.vram_total_bytes / kGiB},

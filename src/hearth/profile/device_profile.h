@@ -33,6 +33,9 @@ using TypeThroughput = std::map<gguf::TensorType, double>;
 
 struct CpuProfile {
   TypeThroughput flops;     // FLOP/s per weight type (s^{cpu,q})
+  // FLOP/s of the matrix-matrix product a prompt chunk runs (64 tokens), per weight type;
+  // empty when not measured (the prefill model then uses `flops`, which is slower).
+  TypeThroughput matmul_flops;
   double mem_read_bps = 0;  // bytes/s streamed from RAM into registers (T^cpu)
   double kv_copy_s = 0;     // s to append one token's K and V of one layer (t^{kv_copy,cpu})
 };

@@ -31,7 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kCacheSchema = 3;  // 2: disk_burst_mib; 3: disk_peak_read_gbps
+constexpr int kCacheSchema = 4;  // 2: disk_burst_mib; 3: disk_peak_read_gbps; 4: matmul_gflops
 // Weight types the engine computes with; each gets a throughput figure.
 constexpr gguf::TensorType kTypes[] = {gguf::TensorType::kF32,  gguf::TensorType::kF16,
                                        gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
@@ -56,7 +56,11 @@ struct MatvecBench {
   std::vector<uint8_t> w;  // (rows, kCols) in `type` blocks
   std::vector<float> x;    // (kCols) f32
   std::vector<float> y;    // (rows) f32
+  std::vector<float> xs;   // (kChunk, kCols) f32: a prompt chunk for the matmul
+  std::vector<float> ys;   // (kChunk, rows) f32
   double best = 0;         // FLOP/s, the best window so far
+  double best_matmul = 0;  // FLOP/s of the matmul over kChunk tokens
+  static constexpr int64_t kChunk = 64;
 
   explicit MatvecBench(gguf::TensorType t) : type(t) {
     const uint64_t row = *gguf::row_bytes(type, kCols);
@@ -79,6 +83,9 @@ struct MatvecBench {
     for (int64_t r = kDistinct; r < rows; ++r)
       std::copy_n(w.data() + (r % kDistinct) * row, row, w.data() + r * row);
     y.resize(static_cast<size_t>(rows));
+    xs.resize(static_cast<size_t>(kChunk * kCols));
+    for (auto& v : xs) v = nd(rng);
+    ys.resize(static_cast<size_t>(kChunk * rows));
   }
 
   // Repeated calls for about `seconds`; keeps the best rate.
@@ -95,6 +102,22 @@ struct MatvecBench {
       dt = now_seconds() - t0;
     } while (dt < seconds);
     best = std::max(best, flops_per_call * calls / dt);
+  }
+
+  // The same for the matmul over a chunk of kChunk tokens (prefill), a third of the time.
+  void matmul_window(compute::ThreadPool& pool, double seconds) {
+    const compute::WeightView view{type, rows, kCols, w.data()};
+    compute::matmul(pool, view, xs.data(), kChunk, ys.data());
+    const double flops_per_call = 2.0 * static_cast<double>(rows) * kCols * kChunk;
+    const double t0 = now_seconds();
+    int calls = 0;
+    double dt = 0;
+    do {
+      compute::matmul(pool, view, xs.data(), kChunk, ys.data());
+      ++calls;
+      dt = now_seconds() - t0;
+    } while (dt < seconds);
+    best_matmul = std::max(best_matmul, flops_per_call * calls / dt);
   }
 };
 
@@ -218,9 +241,14 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   std::vector<MatvecBench> benches;
   for (const auto type : kTypes)
     if (quant::is_supported(type)) benches.emplace_back(type);
-  for (int round = 0; round < 3; ++round)
+  for (int round = 0; round < 3; ++round) {
     for (auto& b : benches) b.window(pool, o.kernel_budget_s / 3);
-  for (const auto& b : benches) d.cpu.flops[b.type] = b.best;
+    for (auto& b : benches) b.matmul_window(pool, o.kernel_budget_s / 9);
+  }
+  for (const auto& b : benches) {
+    d.cpu.flops[b.type] = b.best;
+    d.cpu.matmul_flops[b.type] = b.best_matmul;
+  }
   // Larger than any cache a test machine reports, smaller than a quarter of what is free.
   const size_t bw_bytes = static_cast<size_t>(
       std::clamp<uint64_t>(mem.available_bytes / 4, uint64_t{64} << 20, uint64_t{512} << 20));
