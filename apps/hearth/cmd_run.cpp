@@ -244,6 +244,7 @@ int run_run(const Args& args) {
     j["accepted"] = r.accepted;
     j["trips"] = r.trips;
     j["tokens_per_trip"] = tokens_per_trip(r);
+    j["draft_ms"] = r.draft_ms;
     model::Engine& engine = ring().engine();
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();

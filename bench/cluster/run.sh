@@ -30,6 +30,7 @@
 # default the pid. HEARTH_CLUSTER_DEVICE_ARGS="--stream-io direct ...": extra flags for every
 # hearth worker and the head (A/B runs of device options; not for llamacpp).
 # HEARTH_CLUSTER_HEAD_ARGS="--rounds 5 ...": extra flags for the head alone.
+# HEARTH_CLUSTER_PROMPT_FILE=FILE: the prompt (default: a five-word one).
 # HEARTH_CLUSTER_PLAN="1,6,7,2": the pipeline system's windows instead of memory-proportional
 # ones (replaying a plan Halda chose, with its k = L / sum).
 set -Eeuo pipefail
@@ -193,7 +194,9 @@ for i in "${USE[@]:1}"; do
 done
 hc_log "cluster up"
 
-ARGS=(run -m "${FILE[$HEAD]}" -p "the fire in the hearth" -n "$TOKENS" -t 1 -c "$CTX" --temp 0
+PROMPT=(-p "the fire in the hearth")
+if [[ -n "${HEARTH_CLUSTER_PROMPT_FILE:-}" ]]; then PROMPT=(-f "$(readlink -f "$HEARTH_CLUSTER_PROMPT_FILE")"); fi
+ARGS=(run -m "${FILE[$HEAD]}" "${PROMPT[@]}" -n "$TOKENS" -t 1 -c "$CTX" --temp 0
   --ignore-eos --json)
 case "$SYSTEM" in
   pipeline) ARGS+=(--workers "$WORKERS" --plan "${HEARTH_CLUSTER_PLAN:-$(memory_plan 1)}" --prefetch off) ;;
@@ -265,5 +268,8 @@ jq -c --arg system "$SYSTEM" --arg model "$(basename "$MODEL")" --arg testbed "$
   --arg cmd "${CMD[*]} ${ARGS[*]}" \
   '{system: $system, model: $model, model_bytes: $size, testbed: $testbed, tokens: $tokens,
     tpot_ms, ttft_ms, predicted_tpot_ms: (.predicted_tpot_ms // .plan.predicted_tpot_ms // null),
+    prompt_tokens: (.prompt_tokens // null), prefill: (.prefill // null),
+    draft: (.draft // null), drafted: (.drafted // null), accepted: (.accepted // null),
+    trips: (.trips // null), tokens_per_trip: (.tokens_per_trip // null),
     plan: (.plan // null), prefetch: (.prefetch // null), wall_s: $wall,
     loadavg: $load, head_command: $cmd, devices: $devs}' <<< "$J"

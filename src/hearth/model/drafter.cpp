@@ -82,14 +82,9 @@ void ModelDrafter::forget(int64_t seq) {
   cached_.erase(seq);
 }
 
-std::vector<int32_t> ModelDrafter::draft(int64_t seq, std::span<const int32_t> context,
-                                         int max_tokens) {
-  std::vector<int32_t> out;
-  if (context.empty() || max_tokens <= 0) return out;
-  // Room for the context and the drafts fed back (all but the last).
-  if (static_cast<int64_t>(context.size()) + max_tokens - 1 > engine_.n_ctx()) return out;
-  // Keep what the cache shares with the context; evaluate the rest (at least the last
-  // token, whose logits give the first draft).
+void ModelDrafter::sync(int64_t seq, std::span<const int32_t> context) {
+  // Keep what the cache shares with the context; evaluate the rest (at least the last token,
+  // whose logits give the first draft).
   std::vector<int32_t>& have = cached_[seq];
   size_t keep = 0;
   while (keep < have.size() && keep < context.size() && have[keep] == context[keep]) ++keep;
@@ -99,6 +94,21 @@ std::vector<int32_t> ModelDrafter::draft(int64_t seq, std::span<const int32_t> c
   const std::span<const int32_t> fresh = context.subspan(keep);
   engine_.eval(seq, fresh, logits_.data());
   have.insert(have.end(), fresh.begin(), fresh.end());
+}
+
+void ModelDrafter::prepare(int64_t seq, std::span<const int32_t> context) {
+  if (!context.empty() && static_cast<int64_t>(context.size()) <= engine_.n_ctx()) {
+    sync(seq, context);
+  }
+}
+
+std::vector<int32_t> ModelDrafter::draft(int64_t seq, std::span<const int32_t> context,
+                                         int max_tokens) {
+  std::vector<int32_t> out;
+  if (context.empty() || max_tokens <= 0) return out;
+  // Room for the context and the drafts fed back (all but the last).
+  if (static_cast<int64_t>(context.size()) + max_tokens - 1 > engine_.n_ctx()) return out;
+  sync(seq, context);
   for (int i = 0; i < max_tokens; ++i) {
     // Greedy over the ids both vocabularies share; its softmax probability for p_min.
     const std::span<const float> l(logits_.data(), static_cast<size_t>(n_common_));
@@ -111,7 +121,7 @@ std::vector<int32_t> ModelDrafter::draft(int64_t seq, std::span<const int32_t> c
     out.push_back(best);
     if (i + 1 == max_tokens) break;
     engine_.eval(seq, std::span<const int32_t>(&out.back(), 1), logits_.data());
-    have.push_back(best);
+    cached_[seq].push_back(best);
   }
   return out;
 }

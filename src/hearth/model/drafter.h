@@ -32,6 +32,9 @@ class Drafter {
                                      int max_tokens) = 0;
   // The sequence ended: state kept for it may go.
   virtual void forget(int64_t /*seq*/) {}
+  // The prompt is in: a drafter with a model of its own processes it now (during the
+  // target's prefill), not at its first draft.
+  virtual void prepare(int64_t /*seq*/, std::span<const int32_t> /*context*/) {}
   virtual const char* kind() const = 0;  // "lookup" or "model" (for --json and /metrics)
 };
 
@@ -59,6 +62,7 @@ class ModelDrafter : public Drafter {
   std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> context,
                              int max_tokens) override;
   void forget(int64_t seq) override;
+  void prepare(int64_t seq, std::span<const int32_t> context) override;
   const char* kind() const override { return "model"; }
   Engine& engine() { return engine_; }
 
@@ -66,6 +70,9 @@ class ModelDrafter : public Drafter {
   int64_t n_common_;  // ids below this mean the same token in both vocabularies (checked first)
   Engine engine_;
   float p_min_;
+  // Brings the sequence's cache to `context` (non-empty, fits): keeps the common prefix,
+  // evaluates the rest; logits_ then follow the context's last token.
+  void sync(int64_t seq, std::span<const int32_t> context);
   std::unordered_map<int64_t, std::vector<int32_t>> cached_;  // tokens each cache holds
   std::vector<float> logits_;                                 // (vocab) f32
 };

@@ -163,6 +163,9 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
   loop.start(t0, vocab);
   source.eval(params.seq, prompt, logits.data());
   r.prefill_tok_s = prompt.size() / std::max(1e-9, (now_ms() - t0) / 1e3);
+  // A draft model reads the prompt now, as part of the time to the first token.
+  if (params.drafter != nullptr && params.n_predict != 0)
+    params.drafter->prepare(params.seq, context);
   if (params.n_predict == 0) return r;
   int32_t id = loop.choose(logits.data(), -1).id;
   bool stop = loop.emit(id);
@@ -182,7 +185,9 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
         room = std::min<int64_t>(room, params.n_predict - static_cast<int64_t>(r.ids.size()) - 1);
       }
       if (room > 0) {
+        const double t_draft = now_ms();
         const auto drafts = params.drafter->draft(params.seq, context, static_cast<int>(room));
+        r.draft_ms += now_ms() - t_draft;
         if (static_cast<int64_t>(drafts.size()) >= std::max<int64_t>(params.draft_min, 1))
           batch.insert(
               batch.end(), drafts.begin(),

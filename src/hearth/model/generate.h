@@ -83,6 +83,7 @@ struct GenerateResult {
   // Trips after the prompt (evaluations of the source), tokens drafted and drafts accepted.
   // Without a drafter trips = generated tokens - 1 and the others are 0.
   int64_t trips = 0, drafted = 0, accepted = 0;
+  double draft_ms = 0;  // time in the drafter after the first token (the rest is the trips')
 };
 
 // Generated tokens per trip around the source after the first token (which the prompt's

@@ -357,7 +357,10 @@ void Scheduler::step() {
       if (chunk[i] > 0) {
         s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
         s.prefilled += chunk[i];
-        if (s.prefilled == s.job->params().prompt.size()) sample_next(s, s.logits.data());
+        if (s.prefilled == s.job->params().prompt.size()) {
+          if (opt_.drafter != nullptr) opt_.drafter->prepare(s.seq, s.tokens);
+          sample_next(s, s.logits.data());
+        }
       } else if (s.step.size() > 1) {
         verify_drafts(s, cache_before);
       } else {
