@@ -229,10 +229,12 @@ int run_run(const Args& args) {
     // The prompt's trip: in chunks following each other around the ring, or in one.
     const auto n_prompt = static_cast<int64_t>(ids.size());
     const int64_t chunk = ring().chunk_for(n_prompt);
-    j["prefill"] = {{"chunk", chunk}, {"chunks", (n_prompt + chunk - 1) / chunk}};
+    j["prefill"] = {{"chunk", chunk},
+                    {"chunks", (n_prompt + chunk - 1) / chunk},
+                    {"pipelined", !rg.prefill_serial}};
     if (auto_plan) {
       const auto pm = cluster::prefill_model_of(*auto_plan);
-      j["prefill"]["predicted_ttft_ms"] = pm.ttft_s(n_prompt, chunk) * 1e3;
+      j["prefill"]["predicted_ttft_ms"] = pm.ttft_s(n_prompt, chunk, !rg.prefill_serial) * 1e3;
       j["prefill"]["predicted_serial_ttft_ms"] = pm.ttft_s(n_prompt, n_prompt) * 1e3;
       j["prefill"]["best_chunk"] = pm.best_chunk(n_prompt);
     }

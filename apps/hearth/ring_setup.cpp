@@ -50,6 +50,9 @@ void add_ring_options(CLI::App& app, RingFlags& f) {
                  "prompt tokens per chunk going around the ring, chunks following each other "
                  "(0: the whole prompt in one trip; auto: the chunk the cost model finds "
                  "fastest under --plan auto, else 128 with workers)");
+  app.add_flag("--prefill-serial", f.prefill_serial,
+               "send each prompt chunk around the ring only after the one before has come "
+               "back (the batches of prima.cpp; default: chunks follow each other)");
   app.add_option("--discover-time", f.discover_s,
                  "with --workers auto: seconds to listen for announcements before forming the "
                  "ring (workers announce every second)")
@@ -57,6 +60,7 @@ void add_ring_options(CLI::App& app, RingFlags& f) {
 }
 
 void apply_pipeline_chunk(const RingFlags& f, cluster::RingOptions& ro) {
+  ro.prefill_pipelined = !f.prefill_serial;
   if (f.pipeline_chunk == "auto") {
     ro.prefill_chunk = cluster::kAutoChunk;
     return;

@@ -28,6 +28,7 @@ struct RingFlags {
   std::string discovery;  // GROUP[:PORT] of LAN announcements
   double discover_s = 3;  // --workers auto: how long to listen before forming the ring
   std::string pipeline_chunk = "auto";  // --pipeline-chunk: tokens per prefill chunk
+  bool prefill_serial = false;          // --prefill-serial: chunks one after another
   bool ring() const { return !workers.empty(); }
 };
 

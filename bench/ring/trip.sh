@@ -72,13 +72,15 @@ median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] 
 
 if ((CLUSTER)); then
   RUN=("$HERE/../cluster/run.sh" --testbed "$HERE/../cluster/testbeds/home4.json" --model "$MODEL"
-    --system halda --layers 32 --memory-scale 0.016188 --bin "$BIN" --copies /tmp/hearth-cluster-bench)
-  # One emulated run: prompt file, tokens, head flags; prints the run's JSON line.
+    --layers 32 --memory-scale 0.016188 --bin "$BIN" --copies /tmp/hearth-cluster-bench)
+  # One emulated run: prompt file, tokens, head flags, system (default pipeline: every device,
+  # windows in proportion to memory); prints the run's JSON line.
   one() {
     HEARTH_CLUSTER_PROMPT_FILE=$1 HEARTH_CLUSTER_HEAD_ARGS=$3 \
-      "${RUN[@]}" --tokens "$2" --ctx 2400 --work "$DIR/cluster-work" 2> "$DIR/cluster.err" | tail -1
+      "${RUN[@]}" --system "${4:-pipeline}" --tokens "$2" --ctx 2400 --work "$DIR/cluster-work" \
+      2> "$DIR/cluster.err" | tail -1
   }
-  where="emulated cluster home4 (bench/cluster, --plan auto)"
+  where="emulated cluster home4 (bench/cluster/run.sh; memory-proportional windows on the 4 devices unless said)"
 else
   PIDS=()
   cleanup() {
@@ -103,24 +105,37 @@ fi
 
 echo "# $where; model $(basename "$MODEL"); CPU: $CPU"
 echo
-echo "## TTFT, serial vs pipelined ($REPS runs each, alternating; median ms)"
+echo "## TTFT: chunks one after another (--prefill-serial) vs following each other ($REPS runs each, alternating; median ms)"
 echo
-echo "| prompt tokens | serial | pipelined | chunk | ratio | predicted serial | predicted pipelined |"
-echo "|---|---|---|---|---|---|---|"
-for p in 512 2048; do
-  serial=() piped=()
+echo "| plan | prompt tokens | chunk | serial | pipelined | ratio | predicted serial | predicted pipelined |"
+echo "|---|---|---|---|---|---|---|---|"
+# ttft_row LABEL PROMPT CHUNK [SYSTEM EXTRA]: REPS alternating serial / pipelined runs.
+ttft_row() {
+  local label=$1 prompt=$2 chunk=$3 system=${4:-} extra=${5:-}
+  local serial=() piped=() s q
   for ((r = 0; r < REPS; r++)); do
-    s=$(one "$DIR/p$p.txt" 1 "--pipeline-chunk 0")
-    if ((CLUSTER)); then q=$(one "$DIR/p$p.txt" 1 ""); else q=$(one "$DIR/p$p.txt" 1 "--pipeline-chunk $CHUNK"); fi
+    s=$(one "$DIR/$prompt.txt" 1 "$extra --pipeline-chunk $chunk --prefill-serial" "$system")
+    q=$(one "$DIR/$prompt.txt" 1 "$extra --pipeline-chunk $chunk" "$system")
     serial+=("$(jq .ttft_ms <<< "$s")")
     piped+=("$(jq .ttft_ms <<< "$q")")
   done
+  local ms mp
   ms=$(printf '%s\n' "${serial[@]}" | median)
   mp=$(printf '%s\n' "${piped[@]}" | median)
-  jq -r --argjson ms "$ms" --argjson mp "$mp" '
-    "| \(.prompt_tokens) | \($ms | floor) | \($mp | floor) | \(.prefill.chunk) | \(($mp / $ms) * 100 | floor / 100) | \(.prefill.predicted_serial_ttft_ms // "-" | if type == "number" then floor else . end) | \(.prefill.predicted_ttft_ms // "-" | if type == "number" then floor else . end) |"' <<< "$q"
+  jq -r --arg name "$label" --argjson ms "$ms" --argjson mp "$mp" --argjson s "$s" '
+    def num: if type == "number" then floor else "-" end;
+    "| \($name) | \(.prompt_tokens) | \(.prefill.chunk) | \($ms | floor) | \($mp | floor) | \(($mp / $ms) * 100 | floor / 100) | \($s.prefill.predicted_ttft_ms | num) | \(.prefill.predicted_ttft_ms | num) |"' <<< "$q"
+}
+for p in 512 2048; do
+  if ((CLUSTER)); then
+    ttft_row "4 devices, memory-proportional" "p$p" "$CHUNK"
+    # Halda over every device, the chunk its cost model picks for this prompt.
+    c=$(one "$DIR/p$p.txt" 1 "--no-select" halda | jq .prefill.chunk)
+    ttft_row "Halda --no-select, chunk from the plan" "p$p" "$c" halda "--no-select"
+  else
+    ttft_row "$DEVICES devices, even" "p$p" "$CHUNK"
+  fi
 done
-
 echo
 echo "## Speculative decoding ($TOKENS tokens, greedy; median of $REPS runs)"
 echo
@@ -142,9 +157,14 @@ for prompt in p512 repeat; do
     tpots=()
     last=""
     for ((r = 0; r < REPS; r++)); do
-      last=$(one "$DIR/$prompt.txt" "$TOKENS" "$flags")
+      last=$(one "$DIR/$prompt.txt" "$TOKENS" "$flags") || last=""
+      [[ -n "$last" ]] || break
       tpots+=("$(jq .tpot_ms <<< "$last")")
     done
+    if [[ -z "$last" ]]; then
+      echo "| $kind | $prompt | failed: $(tail -1 "$DIR/cluster.err" 2> /dev/null || tail -1 "$DIR/head.err") |"
+      continue
+    fi
     t=$(printf '%s\n' "${tpots[@]}" | median)
     [[ $kind == plain ]] && { base=$t; plain_ids=$(jq -c .ids <<< "$last"); }
     jq -r --arg kind "$kind" --arg prompt "$prompt" --argjson t "$t" --argjson base "$base" \

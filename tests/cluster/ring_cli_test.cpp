@@ -201,6 +201,13 @@ TEST_F(Ring, PipelinedPrefillGivesThePlainIds) {
           << flags;
     }
   }
+  // Chunks one after another (the baseline pipelining is measured against).
+  const auto serial =
+      run_head(*model_, "--workers " + addrs + " --plan 1,1,2 --pipeline-chunk 7 --prefill-serial",
+               8, prompt);
+  ASSERT_EQ(serial.status, 0) << serial.err;
+  EXPECT_EQ(serial.summary["ids"].get<std::vector<int>>(), want);
+  EXPECT_FALSE(serial.summary["prefill"]["pipelined"].get<bool>());
   // Pipelined prefill and drafts verified in chunks of fewer tokens than a trip carries.
   const auto r = run_head(*model_,
                           "--workers " + addrs + " --plan 1,1,2 --pipeline-chunk 3 -md " + *model_ +

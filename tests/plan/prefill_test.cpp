@@ -27,6 +27,8 @@ TEST(Prefill, ChunksFollowEachOtherThroughAPipeline) {
   EXPECT_NEAR(m.ttft_s(512, 512), 4 * 0.512, 1e-12);
   // Chunks of 64: the first crosses four devices, the 7 others leave one chunk time apart.
   EXPECT_NEAR(m.ttft_s(512, 64), (4 + 7) * 0.064, 1e-12);
+  // One chunk after another: every chunk crosses every device.
+  EXPECT_NEAR(m.ttft_s(512, 64, /*pipelined=*/false), 8 * 4 * 0.064, 1e-12);
   // A last chunk smaller than the others: 100 = 64 + 36.
   EXPECT_NEAR(m.ttft_s(100, 64), 4 * 0.064 + 0.036, 1e-12);
   // Below the read time the chunk costs the read: 8 tokens take 10 ms, not 8.

@@ -379,11 +379,13 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
   // enters whenever the head has nothing else to do.
   int64_t next_new = 0, finished = 0;
   while (finished < n_chunks) {
+    // Serially, a chunk enters only when the one before has come back.
+    const bool can_start = next_new < n_chunks && (opt_.prefill_pipelined || finished == next_new);
     const double t_wait = now_ms();
     auto back = poll_hidden(first, first + static_cast<uint64_t>(n_chunks),
-                            next_new < n_chunks ? t_wait : t_wait + opt_.step_timeout_ms);
+                            can_start ? t_wait : t_wait + opt_.step_timeout_ms);
     if (back) {
-      if (next_new >= n_chunks) stage_->add_wait_ms(now_ms() - t_wait);
+      if (!can_start) stage_->add_wait_ms(now_ms() - t_wait);
       const auto c = static_cast<int64_t>(back->first - first);
       net::Activations& a = back->second;
       const bool next_round =
@@ -403,7 +405,7 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
       }
       continue;
     }
-    if (next_new >= n_chunks) {
+    if (!can_start) {
       throw NetError(fmt::format(
           "ring: no hidden state came back within {} ms (prefill, {} of {} chunks done)",
           opt_.step_timeout_ms, finished, n_chunks));

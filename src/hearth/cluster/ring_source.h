@@ -50,6 +50,9 @@ struct RingOptions {
   // prefill_model finds fastest for each prompt, or kDefaultChunk with workers and no model.
   int64_t prefill_chunk = 0;
   std::optional<plan::PrefillModel> prefill_model;
+  // false: each chunk makes its whole trip before the next one starts (prima.cpp's batches
+  // one after another: the baseline pipelining is measured against).
+  bool prefill_pipelined = true;
   net::TransportOptions transport;
 };
 

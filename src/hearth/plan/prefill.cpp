@@ -9,16 +9,19 @@ double PrefillDevice::chunk_s(int64_t c) const {
   return std::max(read_s, n * compute_s_per_token) + disk_s + hop_latency_s + n * hop_s_per_token;
 }
 
-double PrefillModel::ttft_s(int64_t n, int64_t chunk) const {
+double PrefillModel::ttft_s(int64_t n, int64_t chunk, bool pipelined) const {
   if (n <= 0 || devices.empty()) return 0;
   chunk = std::clamp<int64_t>(chunk, 1, n);
   double t = 0;
   for (const auto& d : devices) t += d.chunk_s(chunk);  // the first chunk crosses every device
   for (int64_t done = chunk; done < n; done += chunk) {
     const int64_t c = std::min(chunk, n - done);
-    double slowest = 0;
-    for (const auto& d : devices) slowest = std::max(slowest, d.chunk_s(c));
-    t += slowest;
+    double slowest = 0, all = 0;
+    for (const auto& d : devices) {
+      slowest = std::max(slowest, d.chunk_s(c));
+      all += d.chunk_s(c);
+    }
+    t += pipelined ? slowest : all;
   }
   return t;
 }

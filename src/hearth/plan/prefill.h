@@ -32,8 +32,9 @@ struct PrefillDevice {
 struct PrefillModel {
   std::vector<PrefillDevice> devices;  // ring order, those with layers or relays
   // Predicted seconds from the prompt's start to its logits, for n tokens in chunks of
-  // `chunk` (>= n: serial).
-  double ttft_s(int64_t n, int64_t chunk) const;
+  // `chunk` (>= n: one trip) that follow each other, or (pipelined = false) that each make
+  // the whole trip before the next starts: sum_j sum_m t_m(c_j).
+  double ttft_s(int64_t n, int64_t chunk, bool pipelined = true) const;
   // The chunk (a power of two from 16, or n itself) with the least ttft_s(n, chunk).
   int64_t best_chunk(int64_t n) const;
 };
