@@ -247,6 +247,16 @@ int run_run(const Args& args) {
     j["trips"] = r.trips;
     j["tokens_per_trip"] = tokens_per_trip(r);
     j["draft_ms"] = r.draft_ms;
+    if (auto_plan && gp.drafter != nullptr && r.trips > 0 && r.ids.size() > 1) {
+      // The cost model's trip for this run's mean rows per trip, and the TPOT it gives with
+      // the trips and drafting time measured.
+      const auto rows = static_cast<int64_t>(
+          std::lround(1.0 + static_cast<double>(r.drafted) / static_cast<double>(r.trips)));
+      const double trip_ms = cluster::predicted_verify_trip_ms(*auto_plan, rows);
+      j["predicted_trip_ms"] = trip_ms;
+      j["predicted_tpot_drafted_ms"] = (trip_ms * static_cast<double>(r.trips) + r.draft_ms) /
+                                       static_cast<double>(r.ids.size() - 1);
+    }
     model::Engine& engine = ring().engine();
     j["threads"] = engine.pool().size();
     j["n_ctx"] = engine.n_ctx();

@@ -271,5 +271,6 @@ jq -c --arg system "$SYSTEM" --arg model "$(basename "$MODEL")" --arg testbed "$
     prompt_tokens: (.prompt_tokens // null), prefill: (.prefill // null),
     draft: (.draft // null), drafted: (.drafted // null), accepted: (.accepted // null),
     trips: (.trips // null), tokens_per_trip: (.tokens_per_trip // null),
+    draft_ms: (.draft_ms // null), ids: (.ids // null),
     plan: (.plan // null), prefetch: (.prefetch // null), wall_s: $wall,
     loadavg: $load, head_command: $cmd, devices: $devs}' <<< "$J"

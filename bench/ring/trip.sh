@@ -15,12 +15,12 @@
 #   device has its own CPU share and the chunk is the one the cost model picks.
 #
 # Usage: trip.sh [--bin PATH] [--dir DIR] [--devices N (4)] [--reps N (3)] [--chunk N (128)]
-#                [--tokens N (48)] [--cluster]
+#                [--tokens N (48)] [--cluster] [--part ttft|spec|all (all)]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${HEARTH_BIN:-$HERE/../../build/bin/hearth}
 DIR=${TMPDIR:-/tmp}/hearth-trip-bench
-DEVICES=4 REPS=3 CHUNK=128 TOKENS=48 CLUSTER=0
+DEVICES=4 REPS=3 CHUNK=128 TOKENS=48 CLUSTER=0 PART=all
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -30,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --chunk) CHUNK=$2; shift 2 ;;
     --tokens) TOKENS=$2; shift 2 ;;
     --cluster) CLUSTER=1; shift ;;
+    --part) PART=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "trip.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -105,6 +106,7 @@ fi
 
 echo "# $where; model $(basename "$MODEL"); CPU: $CPU"
 echo
+if [[ $PART != spec ]]; then
 echo "## TTFT: chunks one after another (--prefill-serial) vs following each other ($REPS runs each, alternating; median ms)"
 echo
 echo "| plan | prompt tokens | chunk | serial | pipelined | ratio | predicted serial | predicted pipelined |"
@@ -136,6 +138,8 @@ for p in 512 2048; do
     ttft_row "$DEVICES devices, even" "p$p" "$CHUNK"
   fi
 done
+fi
+[[ $PART == ttft ]] && exit 0
 echo
 echo "## Speculative decoding ($TOKENS tokens, greedy; median of $REPS runs)"
 echo

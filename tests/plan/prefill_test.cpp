@@ -81,5 +81,24 @@ TEST(Prefill, ModelOfAPredictionUsesMatmulRatesAndTheWindows) {
   EXPECT_NEAR(m.devices[1].hop_latency_s, 2 * 0.002, 1e-12);
 }
 
+// A verification trip reads the same weights and adds only the arithmetic its weight reads
+// do not hide, and the extra rows on the hops.
+TEST(Prefill, AVerificationTripCostsTheDecodeTripPlusUnhiddenArithmetic) {
+  Prediction pred;
+  pred.tpot_s = 0.100;
+  PrefillModel m;
+  PrefillDevice a = dev(0, 0.001), b = dev(0, 0.004);
+  a.decode_compute_s = 0.010;  // memory-bound decode: 10 rows of matmul arithmetic are hidden
+  b.decode_compute_s = 0.010;
+  b.hop_s_per_token = 0.0005;
+  m.devices = {a, b};
+  EXPECT_NEAR(verify_trip_s(pred, m, 1), 0.100, 1e-12);
+  // 5 rows: a's 5 ms hidden by its 10 ms, b's 20 ms shows 10 ms, plus 4 rows on b's hops.
+  EXPECT_NEAR(verify_trip_s(pred, m, 5), 0.100 + 0.010 + 4 * 0.0005, 1e-12);
+  EXPECT_DOUBLE_EQ(expected_tokens_per_trip(1.0, 4), 5.0);
+  EXPECT_DOUBLE_EQ(expected_tokens_per_trip(0.0, 4), 1.0);
+  EXPECT_NEAR(expected_tokens_per_trip(0.5, 2), 1.75, 1e-12);
+}
+
 }  // namespace
 }  // namespace hearth::plan

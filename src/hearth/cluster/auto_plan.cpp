@@ -261,6 +261,11 @@ plan::PrefillModel prefill_model_of(const AutoPlan& a) {
   return plan::prefill_model(a.problem, predict_chosen(a, a.problem));
 }
 
+double predicted_verify_trip_ms(const AutoPlan& a, int64_t rows) {
+  const auto pred = predict_chosen(a, a.problem);
+  return plan::verify_trip_s(pred, plan::prefill_model(a.problem, pred), rows) * 1e3;
+}
+
 nlohmann::json auto_plan_to_json(const AutoPlan& a) {
   auto j = plan::plan_to_json(a.plan);
   nlohmann::json links = nlohmann::json::array();

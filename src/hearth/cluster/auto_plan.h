@@ -77,4 +77,8 @@ double predicted_tpot_ms_at(const AutoPlan& a, uint32_t ctx);
 // The prefill terms of the chosen plan's devices (plan/prefill.h): TTFT per chunk size.
 plan::PrefillModel prefill_model_of(const AutoPlan& a);
 
+// Speculative decoding: the cost model's time of one trip carrying `rows` rows of one
+// sequence (plan::verify_trip_s), in ms.
+double predicted_verify_trip_ms(const AutoPlan& a, int64_t rows);
+
 }  // namespace hearth::cluster

@@ -317,16 +317,18 @@ class Solver {
       constant(exposed, -s * busy_c);
       IlpRow idle{{{hv, 1.0 / s}, {ev, 1.0}, {tv, -1.0}}, -kInf, 0.0};
       constant(idle, busy_c + comm);
-      // What is not in the buffer when a round's compute starts comes at the peak rate at best.
-      const double peak_rate = p_.devices[m].disk_peak_read_bps / kGiB;
-      IlpRow peak{{{xv, 1.0}, {cv, -double(k)}, {ev, -peak_rate}}, -kInf, 0.0};
-      constant(peak, -peak_rate * busy_c);
       for (const auto& [v, c] : busy) {
         exposed.coefs.emplace_back(v, -s * c);
         idle.coefs.emplace_back(v, c);
-        peak.coefs.emplace_back(v, -peak_rate * c);
       }
-      if (peak_rate > 0) ilp.rows.push_back(peak);
+      // What is not in the buffer when a round's compute starts comes at the peak rate at best
+      // (a row only where the peak rate is known).
+      if (const double peak_rate = p_.devices[m].disk_peak_read_bps / kGiB; peak_rate > 0) {
+        IlpRow peak{{{xv, 1.0}, {cv, -double(k)}, {ev, -peak_rate}}, -kInf, 0.0};
+        constant(peak, -peak_rate * busy_c);
+        for (const auto& [v, c] : busy) peak.coefs.emplace_back(v, -peak_rate * c);
+        ilp.rows.push_back(peak);
+      }
       for (const auto& [v, c] : comm_vars) idle.coefs.emplace_back(v, c);
       ilp.rows.push_back(exposed);
       ilp.rows.push_back(idle);

@@ -61,6 +61,7 @@ PrefillModel prefill_model(const Problem& p, const Prediction& pred) {
     pd.compute_s_per_token = layer_s * dc.layers;
     pd.read_s = d.cpu.mem_read_bps > 0 ? mp.layer_bytes * dc.layers / d.cpu.mem_read_bps : 0;
     pd.disk_s = dc.disk_s;
+    pd.decode_compute_s = dc.compute_s;
     if (dc.windows > 0 || dc.relay) {
       const double hops = std::max<double>(1, dc.windows);
       pd.hop_latency_s = hops * link_latency_s(d, 0);
@@ -71,6 +72,26 @@ PrefillModel prefill_model(const Problem& p, const Prediction& pred) {
     out.devices.push_back(pd);
   }
   return out;
+}
+
+double verify_trip_s(const Prediction& pred, const PrefillModel& m, int64_t rows) {
+  double t = pred.tpot_s;
+  const auto extra = static_cast<double>(std::max<int64_t>(rows, 1) - 1);
+  for (const auto& d : m.devices) {
+    t += std::max(0.0, static_cast<double>(rows) * d.compute_s_per_token - d.decode_compute_s);
+    t += extra * d.hop_s_per_token;
+  }
+  return t;
+}
+
+double expected_tokens_per_trip(double acceptance, int64_t drafts) {
+  const double a = std::clamp(acceptance, 0.0, 1.0);
+  double sum = 1, term = 1;
+  for (int64_t i = 0; i < drafts; ++i) {
+    term *= a;
+    sum += term;
+  }
+  return sum;
 }
 
 }  // namespace hearth::plan

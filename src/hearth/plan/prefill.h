@@ -26,6 +26,7 @@ struct PrefillDevice {
   double disk_s = 0;               // the weights it streams from disk, read once
   double hop_latency_s = 0;        // its incoming hops' latency, per chunk
   double hop_s_per_token = 0;      // one token's hidden state over those hops
+  double decode_compute_s = 0;     // the decode prediction's compute term (one row, matvec)
   double chunk_s(int64_t c) const;
 };
 
@@ -41,5 +42,16 @@ struct PrefillModel {
 
 // The prefill terms of the devices of a decode prediction (its windows, hops, streamed bytes).
 PrefillModel prefill_model(const Problem& p, const Prediction& pred);
+
+// Speculative decoding: seconds of one decoding trip that carries `rows` rows of one
+// sequence (the token just chosen and its drafts). A verification reads the same weights
+// as one token and does more arithmetic, so it costs the decode prediction's TPOT plus, on
+// each device, the arithmetic of the rows beyond what its weight reads hide (rows x the
+// matmul time per token, less the one-row compute term) and their hidden states on its hops.
+double verify_trip_s(const Prediction& pred, const PrefillModel& m, int64_t rows);
+
+// Expected tokens a trip gives with `drafts` drafts that each pass with probability
+// `acceptance` while all before it passed: 1 + a + a^2 + ... + a^drafts.
+double expected_tokens_per_trip(double acceptance, int64_t drafts);
 
 }  // namespace hearth::plan

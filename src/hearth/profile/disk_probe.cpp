@@ -119,23 +119,32 @@ InOrderRead read_in_order(int fd, const std::string& path, uint64_t size, uint64
 
 }  // namespace
 
+namespace {
+// The burst's end: the first sample with the most bytes beyond rate_bps x its time, and that
+// excess (*most); null when no sample is beyond the rate.
+const ReadSample* burst_end(const std::vector<ReadSample>& samples, double rate_bps, double* most) {
+  *most = 0;
+  const ReadSample* end = nullptr;
+  for (const auto& s : samples) {
+    const double beyond = static_cast<double>(s.bytes) - rate_bps * s.ms / 1e3;
+    if (beyond > *most + 0.5 && s.ms > 0) {
+      *most = beyond;
+      end = &s;
+    }
+  }
+  return end;
+}
+}  // namespace
+
 double bytes_beyond_rate(const std::vector<ReadSample>& samples, double rate_bps) {
   double most = 0;
-  for (const auto& s : samples)
-    most = std::max(most, static_cast<double>(s.bytes) - rate_bps * s.ms / 1e3);
+  burst_end(samples, rate_bps, &most);
   return most;
 }
 
 double burst_rate_bps(const std::vector<ReadSample>& samples, double rate_bps) {
   double most = 0;
-  const ReadSample* end = nullptr;  // the first sample at the most: the burst's end
-  for (const auto& s : samples) {
-    const double beyond = static_cast<double>(s.bytes) - rate_bps * s.ms / 1e3;
-    if (beyond > most + 0.5 && s.ms > 0) {
-      most = beyond;
-      end = &s;
-    }
-  }
+  const ReadSample* end = burst_end(samples, rate_bps, &most);
   if (end == nullptr) return rate_bps;
   // Also from the first completion on: the latency before it is paid once per read, not per
   // byte. The faster of the two; the first alone is above rate_bps wherever there is a burst.
