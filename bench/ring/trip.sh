@@ -15,12 +15,12 @@
 #   device has its own CPU share and the chunk is the one the cost model picks.
 #
 # Usage: trip.sh [--bin PATH] [--dir DIR] [--devices N (4)] [--reps N (3)] [--chunk N (128)]
-#                [--tokens N (48)] [--cluster] [--part ttft|spec|all (all)]
+#                [--tokens N (48)] [--cluster] [--testbed FILE (home4)] [--part ttft|spec|all]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${HEARTH_BIN:-$HERE/../../build/bin/hearth}
 DIR=${TMPDIR:-/tmp}/hearth-trip-bench
-DEVICES=4 REPS=3 CHUNK=128 TOKENS=48 CLUSTER=0 PART=all
+DEVICES=4 REPS=3 CHUNK=128 TOKENS=48 CLUSTER=0 PART=all TESTBED=$HERE/../cluster/testbeds/home4.json
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -31,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --tokens) TOKENS=$2; shift 2 ;;
     --cluster) CLUSTER=1; shift ;;
     --part) PART=$2; shift 2 ;;
+    --testbed) TESTBED=$(readlink -f "$2"); shift 2 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "trip.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -72,7 +73,7 @@ CPU=$(lscpu | sed -n 's/^Model name: *//p')
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 if ((CLUSTER)); then
-  RUN=("$HERE/../cluster/run.sh" --testbed "$HERE/../cluster/testbeds/home4.json" --model "$MODEL"
+  RUN=("$HERE/../cluster/run.sh" --testbed "$TESTBED" --model "$MODEL"
     --layers 32 --memory-scale 0.016188 --bin "$BIN" --copies /tmp/hearth-cluster-bench)
   # One emulated run: prompt file, tokens, head flags, system (default pipeline: every device,
   # windows in proportion to memory); prints the run's JSON line.
@@ -81,7 +82,7 @@ if ((CLUSTER)); then
       "${RUN[@]}" --system "${4:-pipeline}" --tokens "$2" --ctx 2400 --work "$DIR/cluster-work" \
       2> "$DIR/cluster.err" | tail -1
   }
-  where="emulated cluster home4 (bench/cluster/run.sh; memory-proportional windows on the 4 devices unless said)"
+  where="emulated cluster $(basename "$TESTBED") (bench/cluster/run.sh; memory-proportional windows on the 4 devices unless said)"
 else
   PIDS=()
   cleanup() {

@@ -11,6 +11,7 @@
 
 #include "hearth/model/synth.h"
 #include "support/subprocess.h"
+#include "support/synth_model.h"
 
 namespace hearth::model {
 namespace {
@@ -64,22 +65,11 @@ TEST(ChatCli, DraftingGivesThePlainReplies) {
     ASSERT_EQ(r.exit_code, 0) << draft << "\n" << r.all();
     EXPECT_EQ(r.out, plain.out) << draft;
   }
-  const auto other = (std::filesystem::temp_directory_path() /
-                      ("hearth_chat_other_" + std::to_string(getpid()) + ".gguf"))
-                         .string();
-  SynthOptions opt;
-  opt.hp.arch = Arch::kQwen2;
-  opt.hp.n_layers = 1;
-  opt.hp.dim = 128;
-  opt.hp.n_heads = 2;
-  opt.hp.n_kv_heads = 1;
-  opt.hp.head_dim = 64;
-  opt.hp.ffn = 256;
-  opt.hp.vocab = 1200;
-  opt.hp.ctx_train = 512;
-  opt.hp.qkv_bias = true;
-  opt.types = parse_type_recipe("q8_0");
-  write_synthetic_model(opt, other);
+  const auto other =
+      testing::write_model((std::filesystem::temp_directory_path() /
+                            ("hearth_chat_other_" + std::to_string(getpid()) + ".gguf"))
+                               .string(),
+                           {1, 128, 2, 1, 256, 1200});
   const auto bad = chat(flags + " -md " + other, turns);
   EXPECT_EQ(bad.exit_code, 2) << bad.all();
   EXPECT_NE(bad.all().find(other), std::string::npos) << bad.all();

@@ -60,6 +60,26 @@ TEST(RunCli, GreedyJsonIsDeterministicAcrossThreadCounts) {
   EXPECT_TRUE(ja["text"].is_string());
 }
 
+// A device alone runs a long prompt in chunks (--pipeline-chunk) one after another: the same
+// ids as in one pass.
+TEST(RunCli, ChunkedPromptOnOneDeviceGivesTheSameIds) {
+  std::string prompt;
+  for (int i = 0; i < 6; ++i) prompt += "the house and the fire and the smoke ";
+  const std::string cmd = "run -m " + model_path() + " -p '" + prompt + "' -n 6 --temp 0 --json";
+  const auto whole = run(cmd);
+  ASSERT_EQ(whole.exit_code, 0) << whole.all();
+  const auto jw = last_json_line(whole.out);
+  EXPECT_EQ(jw["prefill"]["chunks"], 1);
+  for (const char* chunk : {"5", "16"}) {
+    const auto r = run(cmd + " --pipeline-chunk " + chunk);
+    ASSERT_EQ(r.exit_code, 0) << chunk << "\n" << r.all();
+    const auto j = last_json_line(r.out);
+    EXPECT_EQ(j["ids"], jw["ids"]) << chunk;
+    EXPECT_EQ(j["prefill"]["chunk"], std::stoi(chunk));
+    EXPECT_GT(j["prefill"]["chunks"].get<int>(), 1);
+  }
+}
+
 // One completion holds at most the prompt and -n tokens, so its KV cache is sized for that
 // when -c asks for more; the answer does not change.
 TEST(RunCli, TheContextIsSizedForThePromptAndTheTokensAsked) {

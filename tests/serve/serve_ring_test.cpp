@@ -29,20 +29,27 @@ json chat(int i) {
           {"ignore_eos", true}};
 }
 
+// The answers to chat(0) .. chat(n - 1) of one device serving `model` alone, one at a time.
+std::vector<std::string> answers_alone(const std::string& model, int n) {
+  std::vector<std::string> alone;
+  ServeProc single({"-c", "512", "--prefill-chunk", "5"}, model);
+  auto c = single.client();
+  for (int i = 0; i < n; ++i) {
+    auto r = c.Post("/v1/chat/completions", chat(i).dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    alone.push_back(
+        r && r->status == 200
+            ? json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>()
+            : std::string());
+  }
+  return alone;
+}
+
 TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
   const std::string model = write_tiny_model(4);
   constexpr int kClients = 4;
-  std::vector<std::string> alone;
-  {
-    ServeProc single({"-c", "512", "--prefill-chunk", "5"}, model);
-    auto c = single.client();
-    for (int i = 0; i < kClients; ++i) {
-      auto r = c.Post("/v1/chat/completions", chat(i).dump(), "application/json");
-      ASSERT_TRUE(r);
-      ASSERT_EQ(r->status, 200) << r->body;
-      alone.push_back(json::parse(r->body)["choices"][0]["message"]["content"]);
-    }
-  }
+  const std::vector<std::string> alone = answers_alone(model, kClients);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   WorkerProc w1(model), w2(model);
   // Prompts go in chunks of 5 tokens, so prefill chunks and other streams' decode rows share
   // the ring's batches.
@@ -90,17 +97,8 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
 TEST(ServeRing, DraftedStreamsEqualSingleDevice) {
   const std::string model = write_tiny_model(4);
   constexpr int kClients = 3;
-  std::vector<std::string> alone;
-  {
-    ServeProc single({"-c", "512"}, model);
-    auto c = single.client();
-    for (int i = 0; i < kClients; ++i) {
-      auto r = c.Post("/v1/chat/completions", chat(i).dump(), "application/json");
-      ASSERT_TRUE(r);
-      ASSERT_EQ(r->status, 200) << r->body;
-      alone.push_back(json::parse(r->body)["choices"][0]["message"]["content"]);
-    }
-  }
+  const std::vector<std::string> alone = answers_alone(model, kClients);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   WorkerProc w1(model), w2(model);
   for (const std::vector<std::string>& draft :
        {std::vector<std::string>{"-md", model, "--draft-p-min", "0", "--draft-max", "3"},

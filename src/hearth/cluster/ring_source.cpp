@@ -382,8 +382,12 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
     // Serially, a chunk enters only when the one before has come back.
     const bool can_start = next_new < n_chunks && (opt_.prefill_pipelined || finished == next_new);
     const double t_wait = now_ms();
-    auto back = poll_hidden(first, first + static_cast<uint64_t>(n_chunks),
-                            can_start ? t_wait : t_wait + opt_.step_timeout_ms);
+    // A ring of one only runs its chunks in turn (nothing comes back to wait for).
+    std::optional<std::pair<uint64_t, net::Activations>> back;
+    if (!peers_.empty()) {
+      back = poll_hidden(first, first + static_cast<uint64_t>(n_chunks),
+                         can_start ? t_wait : t_wait + opt_.step_timeout_ms);
+    }
     if (back) {
       if (!can_start) stage_->add_wait_ms(now_ms() - t_wait);
       const auto c = static_cast<int64_t>(back->first - first);

@@ -41,8 +41,10 @@ int64_t check_draft_vocab(const text::VocabData& draft, const text::VocabData& t
   const auto nd = static_cast<int64_t>(draft.tokens.size());
   const auto nt = static_cast<int64_t>(target.tokens.size());
   if (draft.model != target.model) {
-    throw UsageError(fmt::format("draft model {}: its tokenizer is '{}', the target's '{}'",
-                                 draft_path, draft.model, target.model));
+    throw UsageError(
+        fmt::format("draft model {}: the vocabularies differ (its tokenizer is '{}', the "
+                    "target's '{}')",
+                    draft_path, draft.model, target.model));
   }
   if (std::llabs(nd - nt) > 256) {
     throw UsageError(fmt::format(
