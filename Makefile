@@ -35,8 +35,9 @@ test-unit: build
 
 # ASan + UBSan over the tests of HEARTH_SANITIZE_MODULES (GGUF reader, wire protocol, HTTP
 # server): the sanitizer build contains only those test binaries.
-test-asan: deps
-	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON
+test-asan: build
+	cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON \
+	  -DHEARTH_PREBUILT_DIR=$(abspath $(BUILD))
 	cmake --build $(BUILD_ASAN) -j $(JOBS) --target hearth_sanitize_tests
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
