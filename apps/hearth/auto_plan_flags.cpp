@@ -63,6 +63,12 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
   fmt::print(stderr, "{}: --plan auto: head profile {} ({})\n", who,
              head.from_cache ? "from cache" : fmt::format("measured in {:.0f} ms", head.measure_ms),
              head.cache_path);
+  if (flags.head_reserved_bytes > 0) {
+    auto& avail = head.profile.ram_available_bytes;
+    avail -= std::min(avail, flags.head_reserved_bytes);
+    fmt::print(stderr, "{}: --plan auto: {:.0f} MiB of this device kept for the draft model\n", who,
+               static_cast<double>(flags.head_reserved_bytes) / (1 << 20));
+  }
   const auto ao = auto_plan_options(file, mo, workers, flags, curve);
   auto a = cluster::plan_ring(file, head.profile, ao);
   const auto& p = a.plan;

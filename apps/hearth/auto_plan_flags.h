@@ -23,6 +23,9 @@ struct AutoPlanFlags {
   bool no_select = false;
   std::string cost_model = "overlap";
   uint32_t rounds = 0;  // 0: Halda picks k
+  // Memory this device keeps beside its part of the ring (a draft model and its KV cache):
+  // taken off its available memory before Halda plans.
+  uint64_t head_reserved_bytes = 0;
 };
 
 void add_auto_plan_options(CLI::App& app, AutoPlanFlags& f);

@@ -153,6 +153,7 @@ int run_run(const Args& args) {
       head.ring = std::make_unique<cluster::RecoveringRing>(
           file, ro, cluster::proportional_replan(ro), /*max_recoveries=*/0);
     } else {
+      rg.auto_plan.head_reserved_bytes = draft_memory_bytes(dopt, mo.ctx);
       head = start_head_ring(file, mo, rg, ro, "hearth run");
     }
   }

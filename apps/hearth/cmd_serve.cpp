@@ -105,6 +105,7 @@ int run_serve(const Args& args) {
     ro.n_ctx = mo.ctx;
     ro.kv_types = kv_types(mo);
     ro.n_seq_max = so.scheduler.parallel;
+    rg.auto_plan.head_reserved_bytes = draft_memory_bytes(dopt, mo.ctx);
     head = start_head_ring(file, mo, rg, ro, "hearth serve");
     backend = std::make_unique<serve::RingBackend>(*head.ring);
     so.plan.rounds = head.ring->ring().rounds();

@@ -13,6 +13,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/drafter.h"
 #include "hearth/model/generate.h"
+#include "hearth/model/hparams.h"
 #include "model_options.h"
 
 namespace hearth::cli {
@@ -48,6 +49,17 @@ inline void add_draft_options(CLI::App& app, DraftOptions& o) {
   app.add_option("--draft-ngram-max", o.ngram_max,
                  "--draft-lookup: longest n-gram matched (default 4)")
       ->check(CLI::Range(1, 16));
+}
+
+// Memory a draft model takes on this device: its file (mapped, or copied into the rows16
+// layout) and its KV cache at n_ctx for one sequence; 0 without --model-draft.
+inline uint64_t draft_memory_bytes(const DraftOptions& o, int64_t n_ctx) {
+  if (o.model.empty()) return 0;
+  const auto file = gguf::GgufFile::open(o.model);
+  const auto hp = model::load_hparams(file);
+  const int64_t ctx = n_ctx > 0 ? n_ctx : model::default_n_ctx(hp);
+  return file.file_size() +
+         static_cast<uint64_t>(2 * 2 * hp.n_layers * hp.kv_dim()) * static_cast<uint64_t>(ctx);
 }
 
 // The drafter the flags ask for, with the draft model's file kept alive beside it.

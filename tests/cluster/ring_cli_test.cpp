@@ -23,6 +23,7 @@
 #include "hearth/model/synth.h"
 #include "hearth/net/transport.h"
 #include "support/cluster_key.h"
+#include "support/profile_file.h"
 #include "support/subprocess.h"
 #include "support/worker_process.h"
 
@@ -256,6 +257,32 @@ TEST_F(Ring, DraftingGivesThePlainIdsOnEveryDevice) {
   }
   EXPECT_TRUE(w1.alive());
   EXPECT_TRUE(w2.alive());
+}
+
+// Under --plan auto a draft model's memory is kept off the head before Halda plans: a head
+// that holds the whole model alone (8 MiB) leaves its layers to a worker once a draft model
+// of the same size must fit beside them; the ids stay the same.
+TEST_F(Ring, PlanAutoKeepsTheDraftModelsMemoryOnTheHead) {
+  const auto profile = [](const std::string& name, double gib) {
+    return hearth::testing::write_profile_file((test_dir() / (name + ".json")).string(), name, gib);
+  };
+  hearth::testing::WorkerProcess w1(
+      {"-m", *model_, "--repack", "off", "--name", "w1", "--profile", profile("w1", 0.02)});
+  hearth::testing::WorkerProcess w2(
+      {"-m", *model_, "--repack", "off", "--name", "w2", "--profile", profile("w2", 0.02)});
+  const std::string flags = "--workers " + w1.address() + "," + w2.address() +
+                            " --plan auto --profile " + profile("head", 0.008);
+  const auto plain = run_head(*model_, flags);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const auto drafted = run_head(*model_, flags + " -md " + *model_ + " --draft-p-min 0");
+  ASSERT_EQ(drafted.status, 0) << drafted.err;
+  EXPECT_NE(drafted.err.find("kept for the draft model"), std::string::npos) << drafted.err;
+  const int head_plain = plain.summary["plan"]["devices"][0]["w"].get<int>();
+  const int head_drafted = drafted.summary["plan"]["devices"][0]["w"].get<int>();
+  EXPECT_GT(head_plain, 0);
+  EXPECT_LT(head_drafted, head_plain);
+  EXPECT_EQ(drafted.summary["ids"], plain.summary["ids"]);
+  EXPECT_EQ(drafted.summary["ids"].get<std::vector<int>>(), *baseline_);
 }
 
 // A Qwen family on four devices: k = 1, k = 2, and a partial last round.
