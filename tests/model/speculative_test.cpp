@@ -157,6 +157,14 @@ TEST(Speculative, GreedyIdsEqualPlainDecodingForEveryDrafter) {
       }
     }
   }
+  // A drafter that seldom agrees is asked for ever fewer drafts: the 2-layer model drafts
+  // far less than 16 a trip.
+  GenerateParams few = greedy(40);
+  few.drafter = &small;
+  few.draft_max = 16;
+  const Outcome fo = run(engine, tok, few);
+  EXPECT_LT(fo.r.drafted, 4 * fo.r.trips);
+  EXPECT_EQ(fo.r.ids, plain.r.ids);
   // The lookup drafter found drafts in the repeating prompt; some passed and some did not,
   // so both the accepting and the rolling-back paths ran above.
   GenerateParams gp = greedy(40);
@@ -335,6 +343,13 @@ TEST(Speculative, DraftModelWithAnotherVocabularyIsRefused) {
   }
   EXPECT_THROW(LookupDrafter(3, 2), UsageError);
   EXPECT_THROW(LookupDrafter(0, 2), UsageError);
+}
+
+TEST(Speculative, DraftLengthGrowsWhileDraftsPassAndShrinksOnARejection) {
+  EXPECT_EQ(next_draft_length(4, 4, 16), 6);
+  EXPECT_EQ(next_draft_length(15, 15, 16), 16);  // capped at draft_max
+  EXPECT_EQ(next_draft_length(4, 2, 16), 3);     // one more than the trip kept
+  EXPECT_EQ(next_draft_length(16, 0, 16), 1);    // never below one
 }
 
 TEST(Speculative, LookupDraftsTheLatestContinuation) {

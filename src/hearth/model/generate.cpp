@@ -126,6 +126,12 @@ class TokenLoop {
 
 }  // namespace
 
+int64_t next_draft_length(int64_t asked, int64_t accepted, int64_t draft_max) {
+  // Drafts that keep passing earn longer trips; after a rejection the next trip asks for one
+  // more than this one kept, so a drafter that seldom agrees costs little verification.
+  return accepted >= asked ? std::min(asked + 2, draft_max) : std::max<int64_t>(accepted + 1, 1);
+}
+
 double tokens_per_trip(const GenerateResult& r) {
   const double after_first = std::max(0.0, static_cast<double>(r.ids.size()) - 1.0);
   return r.trips > 0 ? after_first / static_cast<double>(r.trips) : 0.0;
@@ -169,6 +175,7 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
   if (params.n_predict == 0) return r;
   int32_t id = loop.choose(logits.data(), -1).id;
   bool stop = loop.emit(id);
+  int64_t draft_len = params.draft_max;  // drafts to ask for next (next_draft_length)
   while (!stop) {
     // The chosen token is not in the cache yet; it goes in with the drafts after it.
     const int64_t len = source.seq_length(params.seq);
@@ -180,7 +187,7 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
     if (params.drafter != nullptr) {
       context.push_back(id);
       // Drafts beyond the tokens still to generate or the context's room would be wasted.
-      int64_t room = std::min<int64_t>(params.draft_max, source.n_ctx() - len - 1);
+      int64_t room = std::min<int64_t>(draft_len, source.n_ctx() - len - 1);
       if (params.n_predict >= 0) {
         room = std::min<int64_t>(room, params.n_predict - static_cast<int64_t>(r.ids.size()) - 1);
       }
@@ -199,6 +206,7 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
     source.eval(params.seq, batch, logits.data(), /*all=*/n_drafts > 0);
     ++r.trips;
     r.drafted += n_drafts;
+    const int64_t accepted_before = r.accepted;
     // Row j holds the logits after batch[0..j]: judge draft j against it. The first
     // rejected draft is replaced by the verdict's token and the cache forgets from it on
     // (the token just chosen stays out of it, as in the plain loop); so does a stop at a
@@ -219,6 +227,9 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
     if (all_passed) {
       id = loop.choose(logits.data() + n_drafts * vocab, -1).id;
       stop = loop.emit(id);
+    }
+    if (n_drafts > 0) {
+      draft_len = next_draft_length(n_drafts, r.accepted - accepted_before, params.draft_max);
     }
   }
   loop.finish();

@@ -65,6 +65,9 @@ struct GenerateParams {
   // target model accepts (greedy: those equal to its argmax; sampling: the acceptance rule of
   // text::Sampler::verify, so the output follows the target's distribution).
   Drafter* drafter = nullptr;
+  // Drafts per trip at most. The length asked for adapts within it: two more after a trip
+  // whose drafts all passed, one more than were kept after one that rejected any
+  // (next_draft_length).
   int32_t draft_max = 16;
   int32_t draft_min = 0;  // fewer drafts than this are not verified (a plain step instead)
   // Tokens the sequence already holds before `prompt` (a chat's earlier turns): the drafter
@@ -85,6 +88,9 @@ struct GenerateResult {
   int64_t trips = 0, drafted = 0, accepted = 0;
   double draft_ms = 0;  // time in the drafter after the first token (the rest is the trips')
 };
+
+// The drafts to ask for after a trip that asked for `asked` (> 0) and kept `accepted`.
+int64_t next_draft_length(int64_t asked, int64_t accepted, int64_t draft_max);
 
 // Generated tokens per trip around the source after the first token (which the prompt's
 // trip gives): 1 without drafts, up to draft_max + 1 with.

@@ -10,6 +10,7 @@
 
 #include "hearth/base/clock.h"
 #include "hearth/base/log.h"
+#include "hearth/model/generate.h"
 #include "hearth/serve/stop_matcher.h"
 
 namespace hearth::serve {
@@ -51,6 +52,7 @@ struct Scheduler::Slot {
   // answer also sees them.
   bool trip_open = false;
   int64_t trip_drafted = 0, trip_accepted = 0;
+  int64_t draft_len = 0;  // drafts to ask for next (model::next_draft_length); 0: draft_max
 };
 
 Scheduler::Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
@@ -131,6 +133,7 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
 void Scheduler::close_trip(Slot& s) {
   if (!s.trip_open) return;
   s.trip_open = false;
+  s.draft_len = model::next_draft_length(s.trip_drafted, s.trip_accepted, opt_.draft_max);
   metrics_.decode_trip(s.trip_drafted, s.trip_accepted);
   s.job->add_drafts(s.trip_drafted, s.trip_accepted);
 }
@@ -246,8 +249,9 @@ void Scheduler::draft_for(Slot& s) {
   if (opt_.drafter == nullptr) return;
   const JobParams& p = s.job->params();
   // Drafts beyond the context's room or the tokens still to generate would be wasted.
-  int64_t room = std::min<int64_t>(opt_.draft_max,
-                                   backend_.n_ctx() - static_cast<int64_t>(s.tokens.size()) - 1);
+  if (s.draft_len == 0) s.draft_len = opt_.draft_max;
+  int64_t room =
+      std::min<int64_t>(s.draft_len, backend_.n_ctx() - static_cast<int64_t>(s.tokens.size()) - 1);
   if (p.max_tokens >= 0) room = std::min<int64_t>(room, p.max_tokens - s.n_generated - 1);
   if (room <= 0) return;
   std::vector<int32_t> drafts;
