@@ -49,7 +49,8 @@ int run_chat(const Args& args) {
   warm_model_pages(file);
   model::Engine engine(file, engine_options(mo));
   model::LocalSource source(engine);
-  const DraftSetup draft = make_drafter(dopt, tokenizer.vocab(), engine.n_ctx(), engine.pool().size());
+  const DraftSetup draft =
+      make_drafter(dopt, tokenizer.vocab(), engine.n_ctx(), engine.pool().size());
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const std::string bos = tokenizer.bos() >= 0 ? tokenizer.piece(tokenizer.bos()) : "";
   const std::string eos = tokenizer.eos() >= 0 ? tokenizer.piece(tokenizer.eos()) : "";
@@ -104,10 +105,9 @@ int run_chat(const Args& args) {
     messages.push_back({"assistant", r.text});
     if (interactive) {
       const std::string drafts =
-          gp.drafter == nullptr
-              ? std::string()
-              : fmt::format(", {} of {} drafts accepted, {:.2f} tokens per trip", r.accepted,
-                            r.drafted, model::tokens_per_trip(r));
+          gp.drafter == nullptr ? std::string()
+                                : fmt::format(", {} of {} drafts accepted, {:.2f} tokens per trip",
+                                              r.accepted, r.drafted, model::tokens_per_trip(r));
       fmt::print(stderr, "[{} tokens, {:.1f} tok/s, context {}/{}{}]\n", r.ids.size(),
                  r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, cached.size(), engine.n_ctx(), drafts);
     }

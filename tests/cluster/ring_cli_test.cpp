@@ -89,8 +89,8 @@ std::string slurp(const std::string& path) {
 RunResult run_head(const std::string& model, const std::string& extra, int n_predict = 12,
                    const std::string& prompt = "the fire in the hearth") {
   const std::string err = (test_dir() / "head.err").string();
-  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model +
-                          " -p '" + prompt + "' -t 1 --temp 0 --ignore-eos --json "
+  const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model + " -p '" + prompt +
+                          "' -t 1 --temp 0 --ignore-eos --json "
                           "--repack off -n " +
                           std::to_string(n_predict) + " " + extra + " 2>" + err;
   RunResult r;
@@ -237,8 +237,8 @@ TEST_F(Ring, DraftingGivesThePlainIdsOnEveryDevice) {
   const auto want = base.summary["ids"].get<std::vector<int>>();
   for (const char* plan : {"even", "1,1,2"}) {
     for (const std::string& draft : {"-md " + *model_ + " --draft-p-min 0 --draft-max 4",
-                                    "-md " + small + " --draft-p-min 0 --draft-max 3",
-                                    std::string("--draft-lookup --draft-ngram-min 1")}) {
+                                     "-md " + small + " --draft-p-min 0 --draft-max 3",
+                                     std::string("--draft-lookup --draft-ngram-min 1")}) {
       const auto r =
           run_head(*model_, "--workers " + addrs + " --plan " + plan + " " + draft, 24, repeat);
       ASSERT_EQ(r.status, 0) << plan << " " << draft << "\n" << r.err << w1.log() << w2.log();
