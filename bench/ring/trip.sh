@@ -15,12 +15,15 @@
 #   device has its own CPU share and the chunk is the one the cost model picks.
 #
 # Usage: trip.sh [--bin PATH] [--dir DIR] [--devices N (4)] [--reps N (3)] [--chunk N (128)]
-#                [--tokens N (48)] [--cluster] [--testbed FILE (home4)] [--part ttft|spec|all]
+#                [--tokens N (48)] [--cluster] [--testbed FILE (home4)] [--head NAME]
+#                [--part ttft|spec|all]
+# --head NAME: the testbed with device NAME as the head (home4's D1 has no room for a draft).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${HEARTH_BIN:-$HERE/../../build/bin/hearth}
 DIR=${TMPDIR:-/tmp}/hearth-trip-bench
 DEVICES=4 REPS=3 CHUNK=128 TOKENS=48 CLUSTER=0 PART=all TESTBED=$HERE/../cluster/testbeds/home4.json
+HEAD_NAME=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) BIN=$2; shift 2 ;;
@@ -32,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --cluster) CLUSTER=1; shift ;;
     --part) PART=$2; shift 2 ;;
     --testbed) TESTBED=$(readlink -f "$2"); shift 2 ;;
+    --head) HEAD_NAME=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "trip.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
@@ -41,6 +45,15 @@ mkdir -p "$DIR"
 # shellcheck source=../lib/cluster_key.sh
 source "$HERE/../lib/cluster_key.sh"
 use_cluster_key "$BIN" "$DIR"
+if [[ -n "$HEAD_NAME" ]]; then
+  jq -e --arg h "$HEAD_NAME" 'any(.devices[]; .name == $h)' "$TESTBED" > /dev/null || {
+    echo "trip.sh: no device $HEAD_NAME in $TESTBED" >&2
+    exit 2
+  }
+  jq --arg h "$HEAD_NAME" '.devices |= map(if .name == $h then . + {head: true} else del(.head) end)
+    | .title += " (\($h) as the head)"' "$TESTBED" > "$DIR/testbed-head-$HEAD_NAME.json"
+  TESTBED="$DIR/testbed-head-$HEAD_NAME.json"
+fi
 
 MODEL="$DIR/l8.gguf" DRAFT="$DIR/l8-4layers.gguf"
 if ((CLUSTER)); then
