@@ -1,7 +1,8 @@
-// The f32 SIMD vector the *_avx2.cpp / *_avx512.cpp op files are written against, the
-// vector exp built on it, and the elementwise kernels (silu*mul, add, scaled add).
+// The f32 SIMD vector the compute kernels are written against, the vector exp built on it,
+// and the elementwise kernels (silu*mul, add, scaled add).
 //
-// Include ONLY from *_avx2.cpp or *_avx512.cpp: the vector width follows the ISA flags of
+// Include ONLY from simd_kernels.inc (simd_avx2.cpp, simd_avx512.cpp) and other *_avx2.cpp /
+// *_avx512.cpp files: the vector width follows the ISA flags of
 // the including file (__AVX512F__ -> 16 lanes, else __AVX2__ -> 8 lanes). Everything here
 // sits in an anonymous namespace so each ISA file gets its own copy; a shared inline
 // symbol could otherwise be compiled for AVX-512 and picked by the linker for AVX2 callers.

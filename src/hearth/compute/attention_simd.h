@@ -1,5 +1,4 @@
-// The attention kernel written against simd::VecF; include only from attention_avx2.cpp /
-// attention_avx512.cpp.
+// The attention kernel written against simd::VecF; include only from simd_kernels.inc.
 //
 // One call handles the query rows of one kv head that share a causal length. Positions are
 // taken in chunks: scores of a chunk for every row (each K row converted to f32 once and

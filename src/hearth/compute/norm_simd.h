@@ -1,4 +1,4 @@
-// rmsnorm written against simd::VecF; include only from norm_avx2.cpp / norm_avx512.cpp.
+// rmsnorm written against simd::VecF; include only from simd_kernels.inc.
 #pragma once
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// rope written against simd::VecF; include only from rope_avx2.cpp / rope_avx512.cpp.
+// rope written against simd::VecF; include only from simd_kernels.inc.
 #pragma once
 
 #include "hearth/compute/activation_simd.h"

@@ -1,5 +1,5 @@
-// softmax written against simd::VecF; include only from softmax_avx2.cpp / softmax_avx512.cpp
-// (and the attention ISA files, which reuse the row kernel).
+// softmax written against simd::VecF; include only from simd_kernels.inc (the attention kernel
+// there reuses the row kernel).
 #pragma once
 
 #include <cmath>
