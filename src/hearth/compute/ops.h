@@ -21,8 +21,8 @@
 // AVX-512 variants written once as templates over a vector type in *_simd.h and compiled per
 // ISA in simd_avx2.cpp / simd_avx512.cpp (simd_kernels.inc). Isa::kScalar runs the
 // reference, except for attention, where it runs a portable float kernel (the reference
-// accumulates in double and is slow; ARM uses this path until NEON variants exist). Each public op takes a
-// trailing `Isa` defaulting to active_isa(); tests run every ISA the CPU supports.
+// accumulates in double and is slow; ARM uses this path until NEON variants exist). Each public op
+// takes a trailing `Isa` defaulting to active_isa(); tests run every ISA the CPU supports.
 //
 // Threading contract: no op starts threads, allocates on the hot path (RopeTable::compute
 // resizes its table only when the batch grows) or holds global mutable state, so ops are
