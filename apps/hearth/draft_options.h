@@ -58,8 +58,10 @@ inline uint64_t draft_memory_bytes(const DraftOptions& o, int64_t n_ctx) {
   const auto file = gguf::GgufFile::open(o.model);
   const auto hp = model::load_hparams(file);
   const int64_t ctx = n_ctx > 0 ? n_ctx : model::default_n_ctx(hp);
-  return file.file_size() +
-         static_cast<uint64_t>(2 * 2 * hp.n_layers * hp.kv_dim()) * static_cast<uint64_t>(ctx);
+  // The draft engine keeps the default cache types (make_drafter sets none).
+  const uint64_t per_token = compute::KvTypes{}.bytes_per_token(static_cast<int>(hp.n_kv_heads),
+                                                                static_cast<int>(hp.head_dim));
+  return file.file_size() + per_token * hp.n_layers * static_cast<uint64_t>(ctx);
 }
 
 // The drafter the flags ask for, with the draft model's file kept alive beside it.

@@ -378,6 +378,13 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
   // around the ring: what comes back (deeper in the model) is served first, and a new chunk
   // enters whenever the head has nothing else to do.
   int64_t next_new = 0, finished = 0;
+  // Chunks sent and not yet back: only those may come back (a duplicate or stray reply from a
+  // peer is refused rather than counted).
+  std::vector<char> in_flight(static_cast<size_t>(n_chunks), 0);
+  const auto send = [&](int64_t c, int r, uint64_t step) {
+    in_flight[c] = 1;
+    send_round(r, wire[c], std::move(hidden[c]), step);
+  };
   while (finished < n_chunks) {
     // Serially, a chunk enters only when the one before has come back.
     const bool can_start = next_new < n_chunks && (opt_.prefill_pipelined || finished == next_new);
@@ -392,6 +399,10 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
       if (!can_start) stage_->add_wait_ms(now_ms() - t_wait);
       const auto c = static_cast<int64_t>(back->first - first);
       net::Activations& a = back->second;
+      if (!in_flight[c]) {
+        throw NetError(fmt::format("ring: prefill chunk {} came back while not in flight", c));
+      }
+      in_flight[c] = 0;
       const bool next_round =
           !wrap_ && a.round >= 1 && a.round < static_cast<uint32_t>(rounds_) &&
           a.next_layer == static_cast<uint32_t>(devices_[0].windows[a.round].begin);
@@ -405,7 +416,7 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
       if (a.final || run_head(c, static_cast<int>(a.round))) {
         ++finished;
       } else {
-        send_round(static_cast<int>(a.round), wire[c], std::move(hidden[c]), back->first);
+        send(c, static_cast<int>(a.round), back->first);
       }
       continue;
     }
@@ -418,7 +429,7 @@ void RingSource::eval_pipelined(const model::EvalItem& item) {
     if (run_head(c, 0)) {
       ++finished;  // the head holds the whole model
     } else {
-      send_round(0, wire[c], std::move(hidden[c]), first + static_cast<uint64_t>(c));
+      send(c, 0, first + static_cast<uint64_t>(c));
     }
   }
   // Logits: of the last row, or of every row.
