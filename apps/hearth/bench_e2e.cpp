@@ -44,13 +44,19 @@ uint64_t view_bytes(const model::WeightView& w) {
 
 // Bytes a decode step must stream from memory: every layer matrix and norm, the final norm
 // and the output matrix, plus one embedding row (the lookup reads only that row). When the
-// embeddings are tied the output projection reads the whole table, which is counted once.
+// embeddings are tied the output projection reads the whole table, which is counted once. A
+// mixture-of-experts layer reads its router and the k experts the token is routed to.
 uint64_t weight_bytes_per_token(const model::ModelWeights& w) {
   const auto& hp = w.hp;
   uint64_t total = 0;
   for (const auto& L : w.layers) {
     for (const auto* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
       total += view_bytes(*m);
+    total += view_bytes(L.router);
+    if (!L.experts.empty()) {
+      const auto& E = L.experts.front();
+      total += hp.n_experts_used * (view_bytes(E.gate) + view_bytes(E.up) + view_bytes(E.down));
+    }
     total += 2ull * hp.dim * sizeof(float);  // attn_norm, ffn_norm
     if (L.bq != nullptr) total += (uint64_t{hp.q_dim()} + 2ull * hp.kv_dim()) * sizeof(float);
   }

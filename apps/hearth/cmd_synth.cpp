@@ -1,6 +1,8 @@
 // `hearth synth`: write a random-weight model of any shape and type (see model/synth.h).
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "commands.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
@@ -21,8 +23,8 @@ int run_synth(const Args& args) {
   int threads = 0;
   app.add_option("--preset", preset, "named real shape (tiny-llama, llama3-8b, qwen2.5-7b, ...)");
   app.add_option("--scale", scale, "shrink dim/heads/ffn by this factor, keeping the layers");
-  app.add_option("--arch", arch, "llama, qwen2 or qwen3")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
+  app.add_option("--arch", arch, "llama, qwen2, qwen3 or qwen3moe")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe"}));
   app.add_option("--layers", layers, "number of blocks");
   app.add_option("--dim", dim, "embedding length");
   app.add_option("--heads", heads, "query heads");
@@ -30,6 +32,18 @@ int run_synth(const Args& args) {
   app.add_option("--head-dim", head_dim, "head dimension (default dim / heads)");
   app.add_option("--ffn", ffn, "feed-forward length");
   app.add_option("--vocab", vocab, "vocabulary size");
+  uint32_t experts = 0, experts_used = 0, expert_ffn = 0;
+  std::string expert_layout = "merged";
+  app.add_option("--experts", experts,
+                 "experts per layer: a mixture of experts (llama: Mixtral's layout)");
+  app.add_option("--experts-used", experts_used, "experts per token (default 2, qwen3moe 8)");
+  app.add_option("--expert-ffn", expert_ffn,
+                 "feed-forward length of one expert (default: --ffn for llama, ffn / 8 for "
+                 "qwen3moe)");
+  app.add_option("--expert-layout", expert_layout,
+                 "merged: one tensor per kind and layer (ffn_gate_exps); split: each expert's "
+                 "own tensors (ffn_gate.E), as older Mixtral files")
+      ->check(CLI::IsMember({"merged", "split"}));
   app.add_option("--ctx", ctx, "training context length written to the file");
   app.add_option("--type", type, "f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k q4_k_m q5_k_m");
   app.add_option("--seed", seed, "random seed");
@@ -44,9 +58,10 @@ int run_synth(const Args& args) {
   if (!preset.empty()) {
     hp = model::scale_hparams(model::find_preset(preset).hparams, scale);
   } else {
-    hp.arch = arch == "qwen2"   ? model::Arch::kQwen2
-              : arch == "qwen3" ? model::Arch::kQwen3
-                                : model::Arch::kLlama;
+    hp.arch = arch == "qwen2"      ? model::Arch::kQwen2
+              : arch == "qwen3"    ? model::Arch::kQwen3
+              : arch == "qwen3moe" ? model::Arch::kQwen3Moe
+                                   : model::Arch::kLlama;
     hp.n_layers = layers ? layers : 4;
     hp.dim = dim ? dim : 256;
     hp.n_heads = heads ? heads : 4;
@@ -55,7 +70,7 @@ int run_synth(const Args& args) {
     hp.vocab = vocab ? vocab : 1024;
     hp.ctx_train = 4096;
     hp.qkv_bias = hp.arch == model::Arch::kQwen2;
-    hp.qk_norm = hp.arch == model::Arch::kQwen3;
+    hp.qk_norm = hp.arch == model::Arch::kQwen3 || hp.arch == model::Arch::kQwen3Moe;
     hp.rms_eps = model::is_qwen(hp.arch) ? 1e-6f : 1e-5f;
     hp.rope_base = model::is_qwen(hp.arch) ? 1000000.0f : 500000.0f;
   }
@@ -70,10 +85,25 @@ int run_synth(const Args& args) {
   if (tied) hp.tied_embeddings = true;
   if (untied) hp.tied_embeddings = false;
   if (rope_freqs) hp.rope_freqs = true;
-  if (hp.n_heads == 0 || hp.dim % hp.n_heads != 0) {
+  const bool qwen3moe = hp.arch == model::Arch::kQwen3Moe;
+  if (experts) hp.n_experts = experts;
+  if (qwen3moe && !hp.is_moe()) hp.n_experts = 8;
+  if (hp.is_moe()) {
+    if (experts_used) hp.n_experts_used = experts_used;
+    if (hp.n_experts_used == 0) hp.n_experts_used = std::min(hp.n_experts, qwen3moe ? 8u : 2u);
+    if (expert_ffn) hp.ffn_expert = expert_ffn;
+    if (hp.ffn_expert == 0) hp.ffn_expert = qwen3moe ? std::max(256u, hp.ffn / 8) : hp.ffn;
+    hp.expert_layout =
+        expert_layout == "split" ? model::ExpertLayout::kSplit : model::ExpertLayout::kMerged;
+  } else if (experts_used || expert_ffn || expert_layout != "merged") {
+    throw UsageError("--experts-used, --expert-ffn and --expert-layout need --experts");
+  }
+  // A preset's head width stays unless the flags change the width or the heads.
+  const bool reshaped = preset.empty() || dim || heads || head_dim;
+  if (reshaped && (hp.n_heads == 0 || hp.dim % hp.n_heads != 0)) {
     if (head_dim == 0) throw UsageError("--dim must be a multiple of --heads (or give --head-dim)");
   }
-  hp.head_dim = head_dim ? head_dim : hp.dim / hp.n_heads;
+  if (reshaped) hp.head_dim = head_dim ? head_dim : hp.dim / hp.n_heads;
 
   model::SynthOptions opt;
   opt.hp = hp;
@@ -83,11 +113,15 @@ int run_synth(const Args& args) {
   opt.name = preset.empty() ? "synthetic-" + arch : "synthetic-" + preset;
   const double t0 = now_seconds();
   const uint64_t bytes = model::write_synthetic_model(opt, out);
+  const std::string experts_text =
+      hp.is_moe() ? fmt::format(", {} experts of {}, {} used", hp.n_experts, hp.ffn_expert,
+                                hp.n_experts_used)
+                  : "";
   fmt::print(stderr,
-             "hearth synth: wrote {} ({} {}, {} layers, dim {}, ffn {}, vocab {}, {:.1f} MiB) in "
+             "hearth synth: wrote {} ({} {}, {} layers, dim {}, ffn {}{}, vocab {}, {:.1f} MiB) in "
              "{:.1f} s\n",
-             out, model::arch_name(hp.arch), type, hp.n_layers, hp.dim, hp.ffn, hp.vocab,
-             bytes / 1048576.0, now_seconds() - t0);
+             out, model::arch_name(hp.arch), type, hp.n_layers, hp.dim, hp.ffn, experts_text,
+             hp.vocab, bytes / 1048576.0, now_seconds() - t0);
   return 0;
 }
 

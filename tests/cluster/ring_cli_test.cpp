@@ -46,12 +46,18 @@ std::string make_model(const std::string& file, const std::string& name,
   model::SynthOptions opt;
   opt.hp.arch = arch;
   opt.hp.qkv_bias = arch == model::Arch::kQwen2;
-  opt.hp.qk_norm = arch == model::Arch::kQwen3;
+  const bool qwen3 = arch == model::Arch::kQwen3 || arch == model::Arch::kQwen3Moe;
+  opt.hp.qk_norm = qwen3;
   opt.hp.n_layers = static_cast<uint32_t>(layers);
   opt.hp.dim = 256;
   opt.hp.n_heads = 4;
   opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = arch == model::Arch::kQwen3 ? 128 : 64;
+  opt.hp.head_dim = qwen3 ? 128 : 64;
+  if (arch == model::Arch::kQwen3Moe) {
+    opt.hp.n_experts = 16;
+    opt.hp.n_experts_used = 4;
+    opt.hp.ffn_expert = 256;
+  }
   opt.hp.ffn = 512;
   opt.hp.vocab = 512;
   opt.hp.ctx_train = 16384;
@@ -312,6 +318,11 @@ TEST(RingQwen2, FourDevicesGiveTheSingleDeviceIds) {
 // qwen3: per-head q/k norms, attention wider than the stream.
 TEST(RingQwen3, FourDevicesGiveTheSingleDeviceIds) {
   four_devices_give_the_single_device_ids(model::Arch::kQwen3);
+}
+
+// qwen3moe: a mixture of experts in every window, routed on each device.
+TEST(RingQwen3Moe, FourDevicesGiveTheSingleDeviceIds) {
+  four_devices_give_the_single_device_ids(model::Arch::kQwen3Moe);
 }
 
 // The head's KV cache types reach every worker (Assign.kv_type_*): a ring with quantized

@@ -1,5 +1,6 @@
 // The engine against the independent float32 reference (reference_forward.h) on synthetic
-// llama and qwen2 models, and batched prefill against token-by-token evaluation.
+// llama, qwen2, qwen3 and mixture-of-experts models, and batched prefill against token-by-token
+// evaluation.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -32,6 +33,8 @@ struct Case {
   // matmuls of a path through 2 layers and the output (~3% rms); the maximum over 12 x 512
   // logits is ~4 sigma -> 0.15.
   double tol;
+  uint32_t experts = 0, experts_used = 0;  // a mixture of experts of width 256
+  ExpertLayout layout = ExpertLayout::kMerged;
 };
 
 std::string make_model(const Case& c) {
@@ -42,14 +45,18 @@ std::string make_model(const Case& c) {
   hp.n_heads = c.heads;
   hp.n_kv_heads = c.kv_heads;
   // qwen3 attends wider than its stream (heads x 128 > dim), as the real models do.
-  hp.head_dim = c.arch == Arch::kQwen3 ? 128 : 256 / c.heads;
+  hp.head_dim = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe ? 128 : 256 / c.heads;
   hp.ffn = 512;
   hp.vocab = 512;
   hp.ctx_train = 256;
   hp.rms_eps = 1e-5f;
   hp.rope_base = 10000.0f;
   hp.qkv_bias = c.arch == Arch::kQwen2;
-  hp.qk_norm = c.arch == Arch::kQwen3;
+  hp.qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
+  hp.n_experts = c.experts;
+  hp.n_experts_used = c.experts_used;
+  hp.ffn_expert = c.experts > 0 ? 256 : 0;
+  hp.expert_layout = c.layout;
   hp.tied_embeddings = c.tied;
   hp.rope_freqs = c.rope_freqs;
   hp.rope_freq_scale = c.freq_scale;
@@ -138,7 +145,15 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen2_f32_bias", Arch::kQwen2, "f32", 4, 2, false, false, 1.0f, 1e-2},
         Case{"qwen2_q4_k_m_tied", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 1.5e-1},
         Case{"qwen3_f32_qknorm", Arch::kQwen3, "f32", 4, 2, false, false, 1.0f, 1e-2},
-        Case{"qwen3_q4_k_m_tied", Arch::kQwen3, "q4_k_m", 4, 1, true, false, 1.0f, 1.5e-1}),
+        Case{"qwen3_q4_k_m_tied", Arch::kQwen3, "q4_k_m", 4, 1, true, false, 1.0f, 1.5e-1},
+        Case{"qwen3moe_f32", Arch::kQwen3Moe, "f32", 4, 2, false, false, 1.0f, 1e-2, 16, 4},
+        Case{"qwen3moe_q4_k_m", Arch::kQwen3Moe, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 16,
+             4},
+        Case{"mixtral_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 1e-2, 8, 2},
+        Case{"mixtral_q8_0_split", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 1.5e-1, 8, 2,
+             ExpertLayout::kSplit},
+        Case{"mixtral_q4_k_m_split", Arch::kLlama, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 8,
+             2, ExpertLayout::kSplit}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Engine, ContextFullAndBadTokensAreErrors) {
@@ -276,7 +291,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"batch_q5_k", Arch::kLlama, "q5_k", 4, 2, false, false, 1.0f, 0},
         Case{"batch_q6_k", Arch::kLlama, "q6_k", 4, 2, false, false, 1.0f, 0},
         Case{"batch_qwen2_q4_k_m", Arch::kQwen2, "q4_k_m", 4, 2, true, false, 1.0f, 0},
-        Case{"batch_qwen3_q4_k_m", Arch::kQwen3, "q4_k_m", 4, 2, false, false, 1.0f, 0}),
+        Case{"batch_qwen3_q4_k_m", Arch::kQwen3, "q4_k_m", 4, 2, false, false, 1.0f, 0},
+        Case{"batch_qwen3moe_q4_k_m", Arch::kQwen3Moe, "q4_k_m", 4, 2, false, false, 1.0f, 0, 16,
+             4},
+        Case{"batch_mixtral_q8_0_split", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 0, 8, 2,
+             ExpertLayout::kSplit}),
     [](const auto& info) { return info.param.name; });
 
 // Repacking into the rows16 layout (EngineOptions::repack) keeps the logits within the
@@ -325,6 +344,35 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   EXPECT_EQ(parse_repack_mode("auto"), RepackMode::kAuto);
   EXPECT_EQ(parse_repack_mode("off"), RepackMode::kOff);
   EXPECT_THROW(parse_repack_mode("yes"), UsageError);
+}
+
+// A mixture of experts repacks every expert's matrices (the router is f32: no rows16 layout)
+// and gives the ids and, within summation order, the logits of the file layout.
+TEST(Engine, RepackedExpertsGiveTheSameAnswers) {
+  const auto path = make_model(
+      Case{"repack_moe", Arch::kQwen3Moe, "q8_0", 4, 2, false, false, 1.0f, 0, 16, 4});
+  const auto file = gguf::GgufFile::open(path);
+  EngineOptions on{2, 64, {}}, off{2, 64, {}};
+  on.repack = RepackMode::kOn;
+  off.repack = RepackMode::kOff;
+  on.with_output = false;  // only the layers' matrices
+  Engine packed(file, on), plain(file, off);
+  if (quant::traits(gguf::TensorType::kQ8_0).rows16_fast) {
+    // 2 layers x (q, o: 512x256 and 256x512; k, v: 256x256; 16 experts x 3 x 256x256), Q8_0.
+    const uint64_t per_layer = (2 * 512 * 256 + 2 * 256 * 256 + 16 * 3 * 256 * 256) / 32 * 34;
+    EXPECT_EQ(packed.repacked_bytes(), 2 * per_layer);
+  }
+  const int64_t vocab = packed.hparams().vocab;
+  std::vector<float> a(vocab), b(vocab);
+  packed.eval(0, kPrompt, a.data());
+  plain.eval(0, kPrompt, b.data());
+  EXPECT_LT(rel_error(a, b), 1e-3);
+  for (int step = 0; step < 6; ++step) {
+    const int32_t ta = argmax(a), tb = argmax(b);
+    ASSERT_EQ(ta, tb) << "step " << step;
+    packed.eval(0, std::span<const int32_t>(&ta, 1), a.data());
+    plain.eval(0, std::span<const int32_t>(&tb, 1), b.data());
+  }
 }
 
 // A refused batch (a sequence twice, context full for one member, a bad token in one member)

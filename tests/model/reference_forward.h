@@ -1,9 +1,12 @@
-// An independent float32 reference of the llama/qwen2/qwen3 forward pass for tests: plain loops in
-// double-accumulated float, weights dequantized once, a float KV cache, no threads, no SIMD.
-// Written from the architecture description, not from the engine, so the two can disagree.
+// An independent float32 reference of the llama/qwen2/qwen3 forward pass, with or without a
+// mixture of experts (Mixtral's and Qwen 3's), for tests: plain loops in double-accumulated
+// float, weights dequantized once, a float KV cache, no threads, no SIMD. Written from the
+// architecture description, not from the engine, so the two can disagree.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -44,9 +47,27 @@ class ReferenceModel {
         L.k_norm = deq(p + "attn_k_norm.weight");
       }
       L.ffn_norm = deq(p + "ffn_norm.weight");
-      L.wg = deq(p + "ffn_gate.weight");
-      L.wu = deq(p + "ffn_up.weight");
-      L.wd = deq(p + "ffn_down.weight");
+      if (!hp_.is_moe()) {
+        L.wg = deq(p + "ffn_gate.weight");
+        L.wu = deq(p + "ffn_up.weight");
+        L.wd = deq(p + "ffn_down.weight");
+      } else if (hp_.expert_layout == model::ExpertLayout::kMerged) {
+        // Expert e's matrix is the e-th slice of the 3-D tensor's last dimension.
+        L.wg = deq(p + "ffn_gate_exps.weight");
+        L.wu = deq(p + "ffn_up_exps.weight");
+        L.wd = deq(p + "ffn_down_exps.weight");
+        L.router = deq(p + "ffn_gate_inp.weight");
+      } else {
+        for (uint32_t e = 0; e < hp_.n_experts; ++e) {
+          const std::string x = "." + std::to_string(e) + ".weight";
+          for (auto [dst, kind] : {std::pair{&L.wg, "ffn_gate"}, {&L.wu, "ffn_up"},
+                                   {&L.wd, "ffn_down"}}) {
+            const auto one = deq(p + kind + x);
+            dst->insert(dst->end(), one.begin(), one.end());
+          }
+        }
+        L.router = deq(p + "ffn_gate_inp.weight");
+      }
       layers_.push_back(std::move(L));
     }
     kcache_.resize(hp_.n_layers);
@@ -104,12 +125,29 @@ class ReferenceModel {
       auto o = matvec(L.wo, att, dim);
       for (int i = 0; i < dim; ++i) x[i] += o[i];
       xn = rmsnorm(x, L.ffn_norm);
-      auto g = matvec(L.wg, xn, hp_.ffn);
-      auto u = matvec(L.wu, xn, hp_.ffn);
-      for (size_t i = 0; i < g.size(); ++i)
-        g[i] = float(g[i] / (1.0 + std::exp(-double(g[i]))) * u[i]);
-      auto d = matvec(L.wd, g, dim);
-      for (int i = 0; i < dim; ++i) x[i] += d[i];
+      if (!hp_.is_moe()) {
+        const auto d = swiglu(L.wg.data(), L.wu.data(), L.wd.data(), xn, hp_.ffn);
+        for (int i = 0; i < dim; ++i) x[i] += d[i];
+        continue;
+      }
+      // Router: softmax over all experts, the k most probable, their probabilities rescaled
+      // to sum to 1, the experts' outputs added with those weights.
+      const auto logits = matvec(L.router, xn, hp_.n_experts);
+      std::vector<double> prob(hp_.n_experts);
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      for (size_t e = 0; e < prob.size(); ++e) prob[e] = std::exp(logits[e] - mx);
+      std::vector<int> order(hp_.n_experts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+      order.resize(hp_.n_experts_used);
+      double kept = 0;
+      for (int e : order) kept += prob[e];
+      const size_t fe = hp_.ffn_expert, width = fe * dim;
+      for (int e : order) {
+        const auto d = swiglu(L.wg.data() + e * width, L.wu.data() + e * width,
+                              L.wd.data() + e * width, xn, fe);
+        for (int i = 0; i < dim; ++i) x[i] += float(prob[e] / kept * d[i]);
+      }
     }
     return matvec(output_, rmsnorm(x, out_norm_), hp_.vocab);
   }
@@ -117,7 +155,27 @@ class ReferenceModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, wg, wu, wd;
+    std::vector<float> router;  // (n_experts, dim); wg/wu/wd then hold every expert, in order
   };
+
+  // A SwiGLU block of width ffn: down(silu(gate x) * up x), matrices row-major.
+  std::vector<float> swiglu(const float* wg, const float* wu, const float* wd,
+                            const std::vector<float>& xn, size_t ffn) const {
+    const size_t dim = xn.size();
+    std::vector<float> g(ffn), d(dim);
+    for (size_t r = 0; r < ffn; ++r) {
+      double a = 0, b = 0;
+      for (size_t c = 0; c < dim; ++c) a += double(wg[r * dim + c]) * xn[c];
+      for (size_t c = 0; c < dim; ++c) b += double(wu[r * dim + c]) * xn[c];
+      g[r] = float(a / (1.0 + std::exp(-a)) * b);
+    }
+    for (size_t r = 0; r < dim; ++r) {
+      double acc = 0;
+      for (size_t c = 0; c < ffn; ++c) acc += double(wd[r * ffn + c]) * g[c];
+      d[r] = float(acc);
+    }
+    return d;
+  }
 
   void norm_head(float* v, const std::vector<float>& w) const {
     const std::vector<float> head(v, v + hp_.head_dim);

@@ -33,6 +33,8 @@ TEST(Synth, EveryPresetWritesAndReadsBack) {
     if (hp.dim > 256) hp = scale_hparams(hp, 256.0 / hp.dim + 1e-9);
     hp.n_layers = std::min<uint32_t>(hp.n_layers, 3);
     hp.vocab = 512;
+    hp.n_experts = std::min<uint32_t>(hp.n_experts, 16);  // Qwen 3's 128 are slow to quantize
+    hp.n_experts_used = std::min<uint32_t>(hp.n_experts_used, 4);
     SynthOptions opt;
     opt.hp = hp;
     opt.types = parse_type_recipe("q4_k_m");
@@ -46,17 +48,28 @@ TEST(Synth, EveryPresetWritesAndReadsBack) {
     EXPECT_EQ(got.n_heads, hp.n_heads) << preset.name;
     EXPECT_EQ(got.n_kv_heads, hp.n_kv_heads) << preset.name;
     EXPECT_EQ(got.head_dim, hp.head_dim) << preset.name;
-    EXPECT_EQ(got.ffn, hp.ffn) << preset.name;
     EXPECT_EQ(got.vocab, hp.vocab) << preset.name;
     EXPECT_EQ(got.tied_embeddings, hp.tied_embeddings) << preset.name;
     EXPECT_EQ(got.qkv_bias, hp.qkv_bias) << preset.name;
     EXPECT_EQ(got.qk_norm, hp.qk_norm) << preset.name;
     EXPECT_FLOAT_EQ(got.rope_base, hp.rope_base) << preset.name;
     EXPECT_FLOAT_EQ(got.rms_eps, hp.rms_eps) << preset.name;
-    const size_t per_layer = 9 + (hp.qkv_bias ? 3 : 0) + (hp.qk_norm ? 2 : 0);
+    EXPECT_EQ(got.n_experts, hp.n_experts) << preset.name;
+    EXPECT_EQ(got.n_experts_used, hp.n_experts_used) << preset.name;
+    // The router and three merged expert tensors take the dense block's three matrices' place.
+    const size_t per_layer =
+        9 + (hp.qkv_bias ? 3 : 0) + (hp.qk_norm ? 2 : 0) + (hp.is_moe() ? 1 : 0);
     EXPECT_EQ(f.tensors().size(), 2 + per_layer * hp.n_layers + (hp.tied_embeddings ? 0 : 1))
         << preset.name;
-    EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").shape, (std::vector<uint64_t>{hp.ffn, hp.dim}));
+    if (hp.is_moe()) {
+      EXPECT_EQ(got.ffn_expert, hp.ffn_expert) << preset.name;
+      EXPECT_EQ(f.tensor("blk.0.ffn_down_exps.weight").shape,
+                (std::vector<uint64_t>{hp.ffn_expert, hp.dim, hp.n_experts}));
+      EXPECT_EQ(f.tensor("blk.0.ffn_gate_inp.weight").type, gguf::TensorType::kF32);
+    } else {
+      EXPECT_EQ(got.ffn, hp.ffn) << preset.name;
+      EXPECT_EQ(f.tensor("blk.0.ffn_down.weight").shape, (std::vector<uint64_t>{hp.ffn, hp.dim}));
+    }
     EXPECT_EQ(f.tensor("blk.0.attn_k.weight").shape, (std::vector<uint64_t>{hp.dim, hp.kv_dim()}));
     std::filesystem::remove(path);
   }
@@ -93,6 +106,19 @@ TEST(Synth, Q4KMMixesTypesLikeLlamaCpp) {
   hp.tied_embeddings = true;
   EXPECT_EQ(tensor_type_for(r, hp, "token_embd.weight", -1), TensorType::kQ6_K);
   EXPECT_THROW(parse_type_recipe("q3_k_xl"), UsageError);
+  // Mixtral (8 experts): attention k and v at q8_0 and its output at q5_k; every expert's
+  // down projection follows ffn_down's rule; the router stays f32.
+  const HParams mx = find_preset("mixtral-8x7b").hparams;
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.5.attn_k.weight", 5), TensorType::kQ8_0);
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.5.attn_v.weight", 5), TensorType::kQ8_0);
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.5.attn_output.weight", 5), TensorType::kQ5_K);
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.0.ffn_down_exps.weight", 0), TensorType::kQ6_K);
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.4.ffn_down.3.weight", 4), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_for(r, mx, "blk.4.ffn_gate_inp.weight", 4), TensorType::kF32);
+  // Qwen 3's 128 experts keep the dense rules.
+  const HParams qm = find_preset("qwen3-30b-a3b").hparams;
+  EXPECT_EQ(tensor_type_for(r, qm, "blk.5.attn_k.weight", 5), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_for(r, qm, "blk.5.ffn_up_exps.weight", 5), TensorType::kQ4_K);
 }
 
 // Weights are random but bounded and centred as intended; the same seed gives the same bytes.
@@ -208,6 +234,24 @@ TEST(HParams, HostileSizesAreRefusedNamingTheKey) {
        "llama.context_length"},
       {[](auto& w) { w.set("llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(-1.0f)); },
        "layer_norm_rms_epsilon"},
+      {[](auto& w) {
+         w.set("llama.expert_count", gguf::Value::u32(1u << 20));
+         w.set("llama.expert_used_count", gguf::Value::u32(2));
+       },
+       "llama.expert_count"},
+      {[](auto& w) {
+         w.set("llama.expert_count", gguf::Value::u32(8));
+         w.set("llama.expert_used_count", gguf::Value::u32(9));
+       },
+       "llama.expert_used_count"},
+      {[](auto& w) { w.set("llama.expert_count", gguf::Value::u32(8)); },
+       "llama.expert_used_count"},
+      // Experts promised, none stored.
+      {[](auto& w) {
+         w.set("llama.expert_count", gguf::Value::u32(8));
+         w.set("llama.expert_used_count", gguf::Value::u32(2));
+       },
+       "ffn_gate_exps"},
   };
   for (const auto& c : cases) {
     const auto bytes = file_with(c.change);

@@ -79,7 +79,9 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       for (int g = 0; g < model::kMatrixGroups; ++g) {
         for (int j = 0; j < 3; ++j) {
           const compute::WeightView* v = groups[g][j];
-          if (v == nullptr) continue;
+          // A mixture-of-experts layer has no dense feed-forward matrices: its experts are
+          // read through the mapping when the router picks them (counted with the norms).
+          if (v == nullptr || v->data == nullptr) continue;
           const auto* p = static_cast<const uint8_t*>(v->data);
           matrices_.push_back(residency::PlannedMatrix{l, g, static_cast<uint64_t>(p - base),
                                                        matrix_bytes(*v), j, v->rows});

@@ -241,6 +241,25 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
 
 void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
                  quant::Isa isa) {
+  for (int k = 1; k < n; ++k) {
+    if (ws[k].cols != ws[0].cols) {
+      throw UsageError("matvec_many: matrix " + std::to_string(k) + " has " +
+                       std::to_string(ws[k].cols) + " columns, matrix 0 has " +
+                       std::to_string(ws[0].cols));
+    }
+  }
+  thread_local std::vector<const float*> xs;
+  xs.assign(static_cast<size_t>(std::max(n, 0)), x);
+  matvec_each(pool, ws, n, xs.data(), ys, isa);
+}
+
+void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
+                 float* const* ys) {
+  matvec_each(pool, ws, n, xs, ys, quant::active_isa());
+}
+
+void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
+                 float* const* ys, quant::Isa isa) {
   if (n <= 0) return;
   // How a matrix reads its activation: quantized to act_traits' type, then prepared by
   // `prepared` (GGUF layout) or `rows16` (rows16 layout), or neither. Matrices with the same
@@ -249,6 +268,7 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
     Prepared p;
     const quant::PreparedDot* prepared;  // GGUF-layout decode preparation, if any
     const quant::Rows16* rows16;         // rows16 layout, if the view is in it
+    const float* x;                      // the activation as given
     const void* act;                     // the activation in this item's form
     void (*dot)(int64_t, const void*, const void*, float*);
   };
@@ -263,12 +283,8 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
     return buf.data();
   };
   for (int k = 0; k < n; ++k) {
-    if (ws[k].cols != ws[0].cols) {
-      throw UsageError("matvec_many: matrix " + std::to_string(k) + " has " +
-                       std::to_string(ws[k].cols) + " columns, matrix 0 has " +
-                       std::to_string(ws[0].cols));
-    }
-    Item it{prepare(ws[k], "matvec_many", isa), nullptr, nullptr, x, nullptr};
+    const float* x = xs[k];
+    Item it{prepare(ws[k], "matvec_many", isa), nullptr, nullptr, x, x, nullptr};
     if (ws[k].layout == WeightLayout::kRows16) {
       it.rows16 = it.p.w_traits->rows16;
     } else {
@@ -278,8 +294,8 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
     if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {
         const Item& o = items[static_cast<size_t>(j)];
-        if (o.p.act_traits == it.p.act_traits && o.prepared == it.prepared &&
-            o.rows16 == it.rows16) {
+        if (o.x == x && o.p.act_traits == it.p.act_traits && o.prepared == it.prepared &&
+            o.rows16 == it.rows16 && ws[j].cols == ws[k].cols) {
           it.act = o.act;
         }
       }

@@ -57,6 +57,12 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
 // gives. ys[k]: (ws[k].rows) f32.
 void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys);
 
+// ys[k] = ws[k] xs[k] for k < n, in one pool dispatch: each matrix reads its own input (the
+// down projections of a token's experts), of that matrix's cols; matrices given the same input
+// pointer share its quantization. Each ys[k] is bitwise what matvec(ws[k], xs[k]) gives.
+void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
+                 float* const* ys);
+
 // The same with the kernels of a given ISA instead of the active one (tests and benchmarks
 // compare ISAs in one process). UsageError if this CPU lacks it.
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, quant::Isa isa);
@@ -64,5 +70,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
             quant::Isa isa);
 void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
                  quant::Isa isa);
+void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
+                 float* const* ys, quant::Isa isa);
 
 }  // namespace hearth::compute

@@ -1,5 +1,7 @@
 #include "hearth/model/engine.h"
 
+#include "hearth/model/router.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -91,8 +93,13 @@ void Engine::repack(RepackMode mode, bool with_output) {
   std::vector<WeightView*> todo;
   for (int l : layers_) {
     LayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-      if (compute::rows16_worthwhile(*w)) todo.push_back(w);
+    for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router}) {
+      if (w->data != nullptr && compute::rows16_worthwhile(*w)) todo.push_back(w);
+    }
+    for (ExpertWeights& E : L.experts) {
+      for (WeightView* w : {&E.gate, &E.up, &E.down}) {
+        if (compute::rows16_worthwhile(*w)) todo.push_back(w);
+      }
     }
   }
   if (with_output && compute::rows16_worthwhile(weights_.output)) todo.push_back(&weights_.output);
@@ -411,6 +418,11 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
   // Feed-forward block (SwiGLU). silu_mul row by row so that a row's elements meet the same
   // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
+  if (hp.is_moe()) {
+    experts_forward(L, xn_.data(), n, proj_.data());
+    compute::add(x, proj_.data(), x, n * dim);
+    return;
+  }
   project_group(feed, layer, MatrixGroup::kGateUp, M.group(MatrixGroup::kGateUp), xn_.data(), n,
                 {gate_.data(), up_.data()});
   for (int64_t t = 0; t < n; ++t) {
@@ -419,6 +431,85 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
   project_group(feed, layer, MatrixGroup::kDown, M.group(MatrixGroup::kDown), gate_.data(), n,
                 {proj_.data()});
   compute::add(x, proj_.data(), x, n * dim);
+}
+
+// A mixture-of-experts block over xn (n, dim) -> out (n, dim). Each row's result is the sum,
+// in the router's order, of its k experts' outputs times their weights; every expert's product
+// of a row is bitwise the same whichever other rows share the expert (matmul's contract), so a
+// row's result does not depend on the batch it is in. The experts' matrices are read through
+// the mapping (or their rows16 copies), never through a feed: which ones a token needs is known
+// only here, after its router.
+void Engine::experts_forward(const LayerWeights& L, const float* xn, int64_t n, float* out) {
+  const HParams& hp = weights_.hp;
+  const int64_t dim = hp.dim, ffn = hp.ffn_expert;
+  const int n_exp = static_cast<int>(hp.n_experts), k = static_cast<int>(hp.n_experts_used);
+  project(L.router, xn, n, router_.data());
+  moe_sel_.resize(static_cast<size_t>(n * k));
+  for (int64_t t = 0; t < n; ++t) {
+    route_token(router_.data() + t * n_exp, n_exp, k, moe_sel_.data() + t * k,
+                moe_w_.data() + t * k);
+  }
+  if (n == 1) {
+    // Decode: the k experts' gate and up projections in one dispatch (they read the same row),
+    // then their k down projections in another.
+    thread_local std::vector<WeightView> ws;
+    thread_local std::vector<float*> ys;
+    thread_local std::vector<const float*> xs;
+    ws.clear();
+    ys.clear();
+    for (int j = 0; j < k; ++j) {
+      const ExpertWeights& E = L.experts[static_cast<size_t>(moe_sel_[j])];
+      ws.push_back(E.gate);
+      ws.push_back(E.up);
+      ys.push_back(gate_.data() + j * ffn);
+      ys.push_back(up_.data() + j * ffn);
+    }
+    compute::matvec_many(pool_, ws.data(), 2 * k, xn, ys.data());
+    ws.clear();
+    ys.clear();
+    xs.clear();
+    for (int j = 0; j < k; ++j) {
+      float* g = gate_.data() + j * ffn;
+      compute::silu_mul(g, up_.data() + j * ffn, g, ffn);
+      ws.push_back(L.experts[static_cast<size_t>(moe_sel_[j])].down);
+      xs.push_back(g);
+      ys.push_back(moe_out_.data() + j * dim);
+    }
+    compute::matvec_each(pool_, ws.data(), k, xs.data(), ys.data());
+  } else {
+    // Prefill and batches: each chosen expert once, over the rows routed to it.
+    thread_local std::vector<int64_t> slots;  // (row * k + j) of the rows routed to expert e
+    for (int e = 0; e < n_exp; ++e) {
+      slots.clear();
+      for (int64_t i = 0; i < n * k; ++i) {
+        if (moe_sel_[i] == e) slots.push_back(i);
+      }
+      if (slots.empty()) continue;
+      const auto m = static_cast<int64_t>(slots.size());
+      for (int64_t r = 0; r < m; ++r) {
+        std::copy_n(xn + (slots[r] / k) * dim, dim, moe_x_.data() + r * dim);
+      }
+      const ExpertWeights& E = L.experts[static_cast<size_t>(e)];
+      project2(E.gate, E.up, moe_x_.data(), m, gate_.data(), up_.data());
+      for (int64_t r = 0; r < m; ++r) {
+        compute::silu_mul(gate_.data() + r * ffn, up_.data() + r * ffn, gate_.data() + r * ffn,
+                          ffn);
+      }
+      project(E.down, gate_.data(), m, moe_x_.data());
+      for (int64_t r = 0; r < m; ++r) {
+        std::copy_n(moe_x_.data() + r * dim, dim, moe_out_.data() + slots[r] * dim);
+      }
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * dim;
+    const float* y = moe_out_.data() + t * k * dim;
+    const float* w = moe_w_.data() + t * k;
+    for (int64_t c = 0; c < dim; ++c) o[c] = w[0] * y[c];
+    for (int j = 1; j < k; ++j) {
+      for (int64_t c = 0; c < dim; ++c) o[c] += w[j] * y[j * dim + c];
+    }
+  }
 }
 
 void Engine::logits(const float* hidden_row, float* logits_out) {
@@ -490,9 +581,12 @@ void Engine::batch_logits(std::span<const EvalItem> items, const float* hidden) 
   }
 }
 
-std::array<Engine::ScratchBuffer, 12> Engine::scratch() const {
+std::array<Engine::ScratchBuffer, 16> Engine::scratch() const {
   const HParams& hp = weights_.hp;
-  const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn;
+  const size_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim();
+  // A mixture-of-experts row has k experts' intermediates (decode computes them side by side).
+  const size_t k = hp.n_experts_used;
+  const size_t ffn = hp.is_moe() ? k * hp.ffn_expert : hp.ffn;
   // const: the engine lends its own buffers out to grow, trim and measure them.
   auto* self = const_cast<Engine*>(this);
   return {{{&self->xn_, dim},
@@ -503,6 +597,10 @@ std::array<Engine::ScratchBuffer, 12> Engine::scratch() const {
            {&self->proj_, dim},
            {&self->gate_, ffn},
            {&self->up_, ffn},
+           {&self->router_, hp.n_experts},
+           {&self->moe_w_, k},
+           {&self->moe_x_, hp.is_moe() ? dim : 0},
+           {&self->moe_out_, k * dim},
            {&self->hidden_, dim},
            {&self->last_rows_, dim},
            {&self->logits_tmp_, hp.vocab},
@@ -513,10 +611,11 @@ void Engine::trim_scratch(int64_t rows) {
   const auto r = static_cast<size_t>(std::max<int64_t>(rows, 1));
   for (const auto& [buf, per_row] : scratch()) trim(*buf, r * per_row);
   trim(positions_, r);
+  trim(moe_sel_, r * weights_.hp.n_experts_used);
 }
 
 uint64_t Engine::scratch_bytes() const {
-  uint64_t b = positions_.capacity() * sizeof(int64_t);
+  uint64_t b = positions_.capacity() * sizeof(int64_t) + moe_sel_.capacity() * sizeof(int32_t);
   for (const auto& [buf, per_row] : scratch()) b += buf->capacity() * sizeof(float);
   return b;
 }

@@ -131,6 +131,7 @@ class Engine {
   void repack(RepackMode mode, bool with_output);
   void layer_forward(int layer, WeightFeed* feed, std::span<const BatchSegment> segments,
                      std::span<compute::KvCache* const> caches, float* x, int64_t n);
+  void experts_forward(const LayerWeights& L, const float* xn, int64_t n, float* out);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
   void project2(const WeightView& a, const WeightView& b, const float* x, int64_t n, float* ya,
                 float* yb);
@@ -159,10 +160,16 @@ class Engine {
     std::vector<float>* buf;
     size_t per_row;
   };
-  static constexpr size_t kLayerScratch = 8;
-  std::array<ScratchBuffer, 12> scratch() const;
-  // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32.
+  static constexpr size_t kLayerScratch = 12;
+  std::array<ScratchBuffer, 16> scratch() const;
+  // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32;
+  // a mixture of experts' gate/up are (n, k x ffn_expert).
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+  std::vector<float> router_;    // (n, n_experts) the router's logits
+  std::vector<float> moe_w_;     // (n, k) each row's expert weights
+  std::vector<float> moe_x_;     // (n, dim) the rows routed to one expert, then its outputs
+  std::vector<float> moe_out_;   // (n, k, dim) each row's expert outputs, in router order
+  std::vector<int32_t> moe_sel_;  // (n, k) each row's experts, in router order
   std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
   std::vector<float> last_rows_;    // (n_seq, dim) f32: each sequence's last row, normed
   std::vector<float> logits_tmp_;   // (n_seq, vocab) f32

@@ -13,6 +13,8 @@ const char* arch_name(Arch arch) {
       return "qwen2";
     case Arch::kQwen3:
       return "qwen3";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
     case Arch::kLlama:
       break;
   }
@@ -31,6 +33,7 @@ constexpr uint64_t kMaxHeadDim = 4096;       // key_length
 constexpr uint64_t kMaxAttnWidth = 1 << 20;  // head_count * key_length
 constexpr uint64_t kMaxContext = 1 << 24;
 constexpr uint64_t kMaxVocab = 1 << 22;
+constexpr uint64_t kMaxExperts = 1024;  // expert_count (the largest models have 256-384)
 
 uint32_t require_u32(const gguf::GgufFile& f, const std::string& key, uint64_t max) {
   const auto v = f.get_u64(key);
@@ -40,6 +43,34 @@ uint32_t require_u32(const gguf::GgufFile& f, const std::string& key, uint64_t m
         fmt::format("{}: metadata '{}' = {} is out of range (1 to {})", f.path(), key, *v, max));
   }
   return static_cast<uint32_t>(*v);
+}
+
+// The mixture-of-experts keys. qwen3moe requires them; a llama file has experts when it has
+// expert_count (Mixtral). The expert width is the feed-forward length for Mixtral and
+// expert_feed_forward_length for qwen3moe, where feed_forward_length is a dense width the
+// model does not use.
+void load_experts(const gguf::GgufFile& f, const std::string& p, HParams& hp) {
+  const bool declared = f.find(p + "expert_count") != nullptr;
+  if (!declared && hp.arch != Arch::kQwen3Moe) return;
+  hp.n_experts = require_u32(f, p + "expert_count", kMaxExperts);
+  hp.n_experts_used = require_u32(f, p + "expert_used_count", kMaxExperts);
+  if (hp.n_experts_used > hp.n_experts) {
+    throw FormatError(fmt::format("{}: metadata '{}expert_used_count' = {} exceeds expert_count {}",
+                                  f.path(), p, hp.n_experts_used, hp.n_experts));
+  }
+  hp.ffn_expert = f.find(p + "expert_feed_forward_length")
+                      ? require_u32(f, p + "expert_feed_forward_length", kMaxFfn)
+                      : hp.ffn;
+  if (f.find_tensor("blk.0.ffn_gate_exps.weight") != nullptr) {
+    hp.expert_layout = ExpertLayout::kMerged;
+  } else if (f.find_tensor("blk.0.ffn_gate.0.weight") != nullptr) {
+    hp.expert_layout = ExpertLayout::kSplit;
+  } else {
+    throw FormatError(
+        fmt::format("{}: metadata '{}expert_count' = {} but neither tensor "
+                    "'blk.0.ffn_gate_exps.weight' nor 'blk.0.ffn_gate.0.weight' is there",
+                    f.path(), p, hp.n_experts));
+  }
 }
 
 }  // namespace
@@ -54,10 +85,12 @@ HParams load_hparams(const gguf::GgufFile& f) {
     hp.arch = Arch::kQwen2;
   } else if (*arch == "qwen3") {
     hp.arch = Arch::kQwen3;
+  } else if (*arch == "qwen3moe") {
+    hp.arch = Arch::kQwen3Moe;
   } else {
-    throw UsageError(
-        fmt::format("{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3)",
-                    f.path(), *arch));
+    throw UsageError(fmt::format(
+        "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe)",
+        f.path(), *arch));
   }
   const std::string p = *arch + ".";
   hp.n_layers = require_u32(f, p + "block_count", kMaxLayers);
@@ -146,6 +179,7 @@ HParams load_hparams(const gguf::GgufFile& f) {
   hp.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   hp.qk_norm = f.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
   hp.rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+  load_experts(f, p, hp);
   return hp;
 }
 

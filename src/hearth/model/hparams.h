@@ -14,14 +14,22 @@ class GgufFile;
 
 namespace hearth::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
-// "llama", "qwen2", "qwen3" (the GGUF general.architecture value).
+// Mixtral-style mixtures of experts are `llama` files with expert tensors; Qwen 3's are
+// `qwen3moe`.
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe };
+// "llama", "qwen2", "qwen3", "qwen3moe" (the GGUF general.architecture value).
 const char* arch_name(Arch arch);
 // The Qwen families rotate pairs (i, i + d/2) (GGUF's NEOX rope) and share Qwen 2's tokenizer
 // rules and ChatML template.
 constexpr bool is_qwen(Arch arch) {
-  return arch == Arch::kQwen2 || arch == Arch::kQwen3;
+  return arch == Arch::kQwen2 || arch == Arch::kQwen3 || arch == Arch::kQwen3Moe;
 }
+
+// How a mixture-of-experts file stores its expert matrices.
+enum class ExpertLayout : uint8_t {
+  kMerged,  // one 3-D tensor per kind and layer: blk.N.ffn_{gate,up,down}_exps (llama.cpp today)
+  kSplit,   // each expert's own tensors: blk.N.ffn_{gate,up,down}.E (older Mixtral conversions)
+};
 
 struct HParams {
   Arch arch = Arch::kLlama;
@@ -40,8 +48,17 @@ struct HParams {
   bool qkv_bias = false;         // qwen2: attn_q/k/v carry biases
   bool qk_norm = false;          // qwen3: each head of q and k is RMS-normalised before rope
   bool rope_freqs = false;       // Llama 3.1+: a `rope_freqs` tensor divides frequencies
+  // Mixture of experts: every layer's feed-forward block is n_experts SwiGLU experts of width
+  // ffn_expert, of which a router picks n_experts_used per token. 0 experts: dense (ffn).
+  uint32_t n_experts = 0;
+  uint32_t n_experts_used = 0;
+  uint32_t ffn_expert = 0;
+  ExpertLayout expert_layout = ExpertLayout::kMerged;
 
   uint32_t q_dim() const { return n_heads * head_dim; }
+  bool is_moe() const { return n_experts > 0; }
+  // Width of the feed-forward intermediate one row computes: ffn, or k experts' widths.
+  uint32_t ffn_row() const { return is_moe() ? n_experts_used * ffn_expert : ffn; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
 };
 

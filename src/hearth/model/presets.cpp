@@ -54,6 +54,31 @@ constexpr HParams qwen3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t 
   return hp;
 }
 
+// Qwen 3's mixtures of experts: 128 experts, 8 of them per token, the dense width unused.
+constexpr HParams qwen3moe(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
+                           uint32_t ffn_expert) {
+  HParams hp = qwen3(layers, dim, heads, kv, ffn, false);
+  hp.arch = Arch::kQwen3Moe;
+  hp.n_experts = 128;
+  hp.n_experts_used = 8;
+  hp.ffn_expert = ffn_expert;
+  return hp;
+}
+
+// Mixtral: a llama whose feed-forward block is 8 experts of the dense width, 2 per token, with
+// Mistral's 32000-token vocabulary.
+constexpr HParams mixtral(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t ffn,
+                          uint32_t vocab, uint32_t ctx) {
+  HParams hp = llama3(layers, dim, heads, 8, ffn, false);
+  hp.vocab = vocab;
+  hp.ctx_train = ctx;
+  hp.rope_base = 1000000.0f;
+  hp.n_experts = 8;
+  hp.n_experts_used = 2;
+  hp.ffn_expert = ffn;
+  return hp;
+}
+
 constexpr HParams tiny(Arch arch) {
   HParams hp = shape(arch, 4, 256, 4, 2, 512, false);
   hp.vocab = 1024;
@@ -66,6 +91,25 @@ constexpr HParams tiny(Arch arch) {
 constexpr HParams tiny_qwen3() {
   HParams hp = tiny(Arch::kQwen3);
   hp.head_dim = 128;
+  return hp;
+}
+
+// Small mixtures of experts for tests: 16 experts of width 256, 4 per token (qwen3moe), and
+// 8 of width 512, 2 per token (Mixtral's layout).
+constexpr HParams tiny_qwen3moe() {
+  HParams hp = tiny_qwen3();
+  hp.arch = Arch::kQwen3Moe;
+  hp.n_experts = 16;
+  hp.n_experts_used = 4;
+  hp.ffn_expert = 256;
+  return hp;
+}
+
+constexpr HParams tiny_mixtral() {
+  HParams hp = tiny(Arch::kLlama);
+  hp.n_experts = 8;
+  hp.n_experts_used = 2;
+  hp.ffn_expert = hp.ffn;
   return hp;
 }
 
@@ -92,6 +136,10 @@ const std::array kPresets = {
            tiny(Arch::kQwen2)},
     Preset{"tiny-qwen3", "4-layer qwen3 for tests (dim 256, GQA 4/2, head dim 128, q/k norms)",
            tiny_qwen3()},
+    Preset{"tiny-qwen3moe", "4-layer qwen3moe for tests (dim 256, 16 experts of 256, 4 used)",
+           tiny_qwen3moe()},
+    Preset{"tiny-mixtral", "4-layer llama with 8 experts of 512, 2 used (Mixtral's layout)",
+           tiny_mixtral()},
     Preset{"llama3-1b-shape", "Llama 3.2 1B shape (16 layers, dim 2048, ffn 8192, tied)",
            llama3(16, 2048, 32, 8, 8192, true)},
     Preset{"llama3-8b", "Llama 3 8B (32 layers, dim 4096)", llama3(32, 4096, 32, 8, 14336, false)},
@@ -111,6 +159,15 @@ const std::array kPresets = {
     Preset{"qwen3-14b", "Qwen 3 14B (40 layers, dim 5120)", qwen3(40, 5120, 40, 8, 17408, false)},
     Preset{"qwen3-32b", "Qwen 3 32B (64 layers, dim 5120, 64 heads of 128)",
            qwen3(64, 5120, 64, 8, 25600, false)},
+    Preset{"qwen3-30b-a3b", "Qwen 3 30B-A3B (48 layers, dim 2048, 128 experts of 768, 8 used)",
+           qwen3moe(48, 2048, 32, 4, 6144, 768)},
+    Preset{"qwen3-235b-a22b",
+           "Qwen 3 235B-A22B (94 layers, dim 4096, 128 experts of 1536, 8 used)",
+           qwen3moe(94, 4096, 64, 4, 12288, 1536)},
+    Preset{"mixtral-8x7b", "Mixtral 8x7B (32 layers, dim 4096, 8 experts of 14336, 2 used)",
+           mixtral(32, 4096, 32, 14336, 32000, 32768)},
+    Preset{"mixtral-8x22b", "Mixtral 8x22B (56 layers, dim 6144, 8 experts of 16384, 2 used)",
+           mixtral(56, 6144, 48, 16384, 32768, 65536)},
 };
 
 uint32_t round_to(double x, uint32_t multiple) {
@@ -148,6 +205,9 @@ HParams scale_hparams(const HParams& hp, double scale) {
   // 32B attends over 64 x 128 = 8192 from a stream of 5120).
   out.dim = round_to(static_cast<double>(hp.dim) * out.n_heads / hp.n_heads, 256);
   out.ffn = round_to(hp.ffn * (static_cast<double>(out.dim) / hp.dim), 256);
+  if (hp.is_moe()) {  // expert count and top-k stay: they set how much of a layer a token reads
+    out.ffn_expert = round_to(hp.ffn_expert * (static_cast<double>(out.dim) / hp.dim), 256);
+  }
   return out;
 }
 

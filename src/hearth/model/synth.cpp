@@ -108,15 +108,25 @@ void fill_rows(uint8_t* dst, TensorType type, uint64_t cols, uint64_t r0, uint64
 
 TensorType tensor_type_for(const TypeRecipe& r, const HParams& hp, const std::string& name,
                            int layer) {
+  // The converter writes the router as f32 and the quantizer leaves it so.
   const bool is_vector = name.find("_norm") != std::string::npos ||
-                         name.find(".bias") != std::string::npos || name == "rope_freqs.weight";
+                         name.find(".bias") != std::string::npos || name == "rope_freqs.weight" ||
+                         name.find("ffn_gate_inp") != std::string::npos;
   if (is_vector) return TensorType::kF32;
   if (!r.k_mixed) return r.base;
   const bool output =
       name == "output.weight" || (hp.tied_embeddings && name == "token_embd.weight");
   if (output) return TensorType::kQ6_K;
-  const bool more_bits_kind = name.find("attn_v.weight") != std::string::npos ||
-                              name.find("ffn_down.weight") != std::string::npos;
+  // The quantizer's rules for 8-expert models (Mixtral): attention k and v at q8_0, its output
+  // at q5_k.
+  const bool eight_experts = hp.n_experts == 8 && r.name == "q4_k_m";
+  const bool attn_v = name.find("attn_v.weight") != std::string::npos;
+  if (eight_experts && (attn_v || name.find("attn_k.weight") != std::string::npos))
+    return TensorType::kQ8_0;
+  if (eight_experts && name.find("attn_output.weight") != std::string::npos)
+    return TensorType::kQ5_K;
+  // ffn_down of a dense layer, and of every expert (ffn_down_exps, ffn_down.E).
+  const bool more_bits_kind = attn_v || name.find("ffn_down") != std::string::npos;
   if (more_bits_kind && use_more_bits(layer, static_cast<int>(hp.n_layers)))
     return TensorType::kQ6_K;
   return r.base;
@@ -133,6 +143,13 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
     throw UsageError("synth: head dimension must be even");
   if (hp.dim % 32 != 0 || hp.ffn % 32 != 0)
     throw UsageError("synth: dim and ffn must be multiples of 32");
+  if (hp.is_moe() && (hp.n_experts_used == 0 || hp.n_experts_used > hp.n_experts ||
+                      hp.ffn_expert == 0 || hp.ffn_expert % 32 != 0)) {
+    throw UsageError(
+        "synth: --experts-used must be 1 to --experts, and the expert width a positive multiple "
+        "of 32");
+  }
+  if (hp.arch == Arch::kQwen3Moe && !hp.is_moe()) throw UsageError("synth: qwen3moe needs --experts");
   const SynthVocab vocab = make_synth_vocab(hp.arch, hp.vocab, opt.seed);
 
   gguf::GgufWriter w;
@@ -147,7 +164,9 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
   w.set(a + ".block_count", Value::u32(hp.n_layers));
   w.set(a + ".context_length", Value::u32(hp.ctx_train));
   w.set(a + ".embedding_length", Value::u32(hp.dim));
-  w.set(a + ".feed_forward_length", Value::u32(hp.ffn));
+  // A Mixtral file's feed-forward length is its experts' width.
+  const bool mixtral = hp.is_moe() && hp.arch == Arch::kLlama;
+  w.set(a + ".feed_forward_length", Value::u32(mixtral ? hp.ffn_expert : hp.ffn));
   w.set(a + ".attention.head_count", Value::u32(hp.n_heads));
   w.set(a + ".attention.head_count_kv", Value::u32(hp.n_kv_heads));
   w.set(a + ".rope.freq_base", Value::f32(hp.rope_base));
@@ -162,6 +181,13 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
     w.set(a + ".rope.scaling.factor", Value::f32(1.0f / hp.rope_freq_scale));
   }
   if (hp.arch == Arch::kLlama) w.set(a + ".vocab_size", Value::u32(hp.vocab));
+  if (hp.is_moe()) {
+    w.set(a + ".expert_count", Value::u32(hp.n_experts));
+    w.set(a + ".expert_used_count", Value::u32(hp.n_experts_used));
+    if (hp.arch == Arch::kQwen3Moe) {
+      w.set(a + ".expert_feed_forward_length", Value::u32(hp.ffn_expert));
+    }
+  }
 
   std::vector<Value> tokens, types, merges;
   tokens.reserve(vocab.tokens.size());
@@ -242,10 +268,29 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
     add(p + "attn_output.weight", li, {hp.q_dim(), hp.dim},
         {0.0f, residual_scale / std::sqrt(static_cast<float>(hp.q_dim()))});
     add(p + "ffn_norm.weight", li, {hp.dim}, {1.0f, 0.1f});
-    add(p + "ffn_gate.weight", li, {hp.dim, hp.ffn}, {0.0f, in_dim});
-    add(p + "ffn_up.weight", li, {hp.dim, hp.ffn}, {0.0f, in_dim});
-    add(p + "ffn_down.weight", li, {hp.ffn, hp.dim},
-        {0.0f, residual_scale / std::sqrt(static_cast<float>(hp.ffn))});
+    if (!hp.is_moe()) {
+      add(p + "ffn_gate.weight", li, {hp.dim, hp.ffn}, {0.0f, in_dim});
+      add(p + "ffn_up.weight", li, {hp.dim, hp.ffn}, {0.0f, in_dim});
+      add(p + "ffn_down.weight", li, {hp.ffn, hp.dim},
+          {0.0f, residual_scale / std::sqrt(static_cast<float>(hp.ffn))});
+      continue;
+    }
+    // Router logits of stddev ~2 make some experts clearly preferred per token, as a trained
+    // router does, without ties.
+    add(p + "ffn_gate_inp.weight", li, {hp.dim, hp.n_experts}, {0.0f, 2.0f * in_dim});
+    const uint32_t fe = hp.ffn_expert, ne = hp.n_experts;
+    const Init down{0.0f, residual_scale / std::sqrt(static_cast<float>(fe))};
+    if (hp.expert_layout == ExpertLayout::kMerged) {
+      add(p + "ffn_gate_exps.weight", li, {hp.dim, fe, ne}, {0.0f, in_dim});
+      add(p + "ffn_down_exps.weight", li, {fe, hp.dim, ne}, down);
+      add(p + "ffn_up_exps.weight", li, {hp.dim, fe, ne}, {0.0f, in_dim});
+    } else {
+      for (uint32_t e = 0; e < ne; ++e) {
+        add(fmt::format("{}ffn_gate.{}.weight", p, e), li, {hp.dim, fe}, {0.0f, in_dim});
+        add(fmt::format("{}ffn_down.{}.weight", p, e), li, {fe, hp.dim}, down);
+        add(fmt::format("{}ffn_up.{}.weight", p, e), li, {hp.dim, fe}, {0.0f, in_dim});
+      }
+    }
   }
   add("output_norm.weight", -1, {hp.dim}, {1.0f, 0.1f});
   if (!hp.tied_embeddings) add("output.weight", -1, {hp.dim, hp.vocab}, {0.0f, 2.0f * in_dim});

@@ -28,7 +28,17 @@ struct Binder {
 
   WeightView matrix(const std::string& name, uint64_t cols, uint64_t rows,
                     std::vector<std::pair<const uint8_t*, uint64_t>>* spans = nullptr) const {
-    const auto& t = get(name, {cols, rows});
+    return typed(get(name, {cols, rows}), name, rows, cols, spans);
+  }
+
+  // A (cols, rows, depth) tensor as one (depth * rows, cols) matrix.
+  WeightView matrix3(const std::string& name, uint64_t cols, uint64_t rows, uint64_t depth,
+                     std::vector<std::pair<const uint8_t*, uint64_t>>* spans = nullptr) const {
+    return typed(get(name, {cols, rows, depth}), name, rows * depth, cols, spans);
+  }
+
+  WeightView typed(const gguf::TensorInfo& t, const std::string& name, uint64_t rows,
+                   uint64_t cols, std::vector<std::pair<const uint8_t*, uint64_t>>* spans) const {
     if (!quant::is_supported(t.type) || quant::traits(t.type).vec_dot == nullptr) {
       throw FormatError(
           fmt::format("{}: tensor '{}' has type {}, which hearth cannot compute with yet", f.path(),
@@ -50,6 +60,39 @@ struct Binder {
     return reinterpret_cast<const float*>(t.data);
   }
 };
+
+// Expert e of a merged (cols, rows, n_experts) tensor is its rows [e * rows, (e + 1) * rows)
+// seen as one (n_experts * rows, cols) matrix.
+WeightView expert_slice(const WeightView& all, uint32_t n_experts, uint32_t e) {
+  const int64_t rows = all.rows / n_experts;
+  const uint64_t row_bytes = *gguf::row_bytes(all.type, static_cast<uint64_t>(all.cols));
+  WeightView v = all;
+  v.rows = rows;
+  v.data = static_cast<const uint8_t*>(all.data) + static_cast<uint64_t>(e) * rows * row_bytes;
+  return v;
+}
+
+void bind_experts(const Binder& b, const HParams& hp, const std::string& p, LayerWeights& L) {
+  auto* s = &L.spans;
+  const uint32_t n = hp.n_experts, ffn = hp.ffn_expert;
+  L.router = b.matrix(p + "ffn_gate_inp.weight", hp.dim, n, s);
+  L.experts.resize(n);
+  if (hp.expert_layout == ExpertLayout::kSplit) {
+    for (uint32_t e = 0; e < n; ++e) {
+      ExpertWeights& E = L.experts[e];
+      E.gate = b.matrix(fmt::format("{}ffn_gate.{}.weight", p, e), hp.dim, ffn, s);
+      E.up = b.matrix(fmt::format("{}ffn_up.{}.weight", p, e), hp.dim, ffn, s);
+      E.down = b.matrix(fmt::format("{}ffn_down.{}.weight", p, e), ffn, hp.dim, s);
+    }
+    return;
+  }
+  const WeightView gate = b.matrix3(p + "ffn_gate_exps.weight", hp.dim, ffn, n, s);
+  const WeightView up = b.matrix3(p + "ffn_up_exps.weight", hp.dim, ffn, n, s);
+  const WeightView down = b.matrix3(p + "ffn_down_exps.weight", ffn, hp.dim, n, s);
+  for (uint32_t e = 0; e < n; ++e) {
+    L.experts[e] = {expert_slice(gate, n, e), expert_slice(up, n, e), expert_slice(down, n, e)};
+  }
+}
 
 }  // namespace
 
@@ -88,9 +131,13 @@ ModelWeights bind_weights(const gguf::GgufFile& file, const HParams& hp) {
       L.k_norm = b.vec(p + "attn_k_norm.weight", hp.head_dim, s);
     }
     L.ffn_norm = b.vec(p + "ffn_norm.weight", hp.dim, s);
-    L.w_gate = b.matrix(p + "ffn_gate.weight", hp.dim, hp.ffn, s);
-    L.w_up = b.matrix(p + "ffn_up.weight", hp.dim, hp.ffn, s);
-    L.w_down = b.matrix(p + "ffn_down.weight", hp.ffn, hp.dim, s);
+    if (hp.is_moe()) {
+      bind_experts(b, hp, p, L);
+    } else {
+      L.w_gate = b.matrix(p + "ffn_gate.weight", hp.dim, hp.ffn, s);
+      L.w_up = b.matrix(p + "ffn_up.weight", hp.dim, hp.ffn, s);
+      L.w_down = b.matrix(p + "ffn_down.weight", hp.ffn, hp.dim, s);
+    }
   }
   return m;
 }

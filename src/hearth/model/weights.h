@@ -1,4 +1,4 @@
-// Binds a GGUF file's tensors to the weights of a llama/qwen2/qwen3 transformer: views into the
+// Binds a GGUF file's tensors to the weights of a llama/qwen2/qwen3/qwen3moe transformer: views into the
 // mmap, no copies. Every shape is checked against the hyperparameters before use.
 #pragma once
 
@@ -12,6 +12,11 @@ namespace hearth::model {
 
 using compute::WeightView;
 
+// One expert of a mixture-of-experts layer: a SwiGLU feed-forward block of width ffn_expert.
+struct ExpertWeights {
+  WeightView gate{}, up{}, down{};  // (ffn_expert, dim) (ffn_expert, dim) (dim, ffn_expert)
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;       // (dim) f32
   WeightView wq{}, wk{}, wv{}, wo{};      // (q_dim, dim) (kv_dim, dim) (kv_dim, dim) (dim, q_dim)
@@ -21,7 +26,11 @@ struct LayerWeights {
   const float* q_norm = nullptr;          // (head_dim) f32, qwen3 only: per-head RMS norm of q
   const float* k_norm = nullptr;          // (head_dim) f32, of k
   const float* ffn_norm = nullptr;        // (dim) f32
-  WeightView w_gate{}, w_up{}, w_down{};  // (ffn, dim) (ffn, dim) (dim, ffn)
+  WeightView w_gate{}, w_up{}, w_down{};  // (ffn, dim) (ffn, dim) (dim, ffn); dense layers only
+  // Mixture of experts (hp.is_moe()): the router's (n_experts, dim) matrix and the experts,
+  // each a view into its layer's merged tensors or its own ones (hp.expert_layout).
+  WeightView router{};
+  std::vector<ExpertWeights> experts;
   // Byte ranges of this layer inside the file mapping, for residency (prefetch/release).
   std::vector<std::pair<const uint8_t*, uint64_t>> spans;
 };

@@ -32,8 +32,9 @@ struct Matrix {
   uint64_t cols;  // input features (the contiguous dimension)
 };
 
-void add_matrix(LayerProfile& lp, const Matrix& m) {
-  lp.flops[m.type] += 2.0 * static_cast<double>(m.rows) * static_cast<double>(m.cols);
+// `share`: the fraction of the matrix a token multiplies (a mixture's experts: used / count).
+void add_matrix(LayerProfile& lp, const Matrix& m, double share = 1.0) {
+  lp.flops[m.type] += share * 2.0 * static_cast<double>(m.rows) * static_cast<double>(m.cols);
   const uint64_t b = matrix_bytes(m.type, m.rows, m.cols);
   lp.bytes[m.type] += b;
   lp.total_bytes += b;
@@ -42,14 +43,16 @@ void add_matrix(LayerProfile& lp, const Matrix& m) {
 // Elementwise work of one layer (two RMS norms, RoPE, SiLU-gate, residual adds, qwen3's
 // per-head q/k norms), f32.
 double elementwise_flops(const model::HParams& hp) {
-  return 2.0 * 4.0 * hp.dim + 3.0 * (hp.q_dim() + hp.kv_dim()) + 4.0 * hp.ffn + 2.0 * hp.dim +
+  return 2.0 * 4.0 * hp.dim + 3.0 * (hp.q_dim() + hp.kv_dim()) + 4.0 * hp.ffn_row() + 2.0 * hp.dim +
          (hp.qk_norm ? 4.0 * (hp.q_dim() + hp.kv_dim()) : 0.0);
 }
 
 }  // namespace
 
 uint64_t stage_working_bytes(const model::HParams& hp) {
-  return 4ull * kStageRows * (5ull * hp.dim + 2ull * hp.ffn + hp.q_dim());
+  // A mixture's row also holds its router logits and its k experts' outputs.
+  const uint64_t moe = hp.is_moe() ? hp.n_experts + (hp.n_experts_used + 1ull) * hp.dim : 0;
+  return 4ull * kStageRows * (5ull * hp.dim + 2ull * hp.ffn_row() + hp.q_dim() + moe);
 }
 
 namespace {}  // namespace
@@ -70,7 +73,7 @@ void fill_common(ModelProfile& p, const model::HParams& hp) {
   p.head_dim = hp.head_dim;
   set_kv_types(p, {});
   p.hidden_bytes = 4ull * hp.dim;
-  p.compute_buffer_cpu = 4ull * 512ull * (4ull * hp.dim + 2ull * hp.ffn);
+  p.compute_buffer_cpu = 4ull * 512ull * (4ull * hp.dim + 2ull * hp.ffn_row());
   p.compute_buffer_gpu = p.compute_buffer_cpu;
   p.stage_buffer_cpu = stage_working_bytes(hp);
   // The average layer: the cost model treats layers as interchangeable (paper A.3 uses one b).
@@ -121,14 +124,16 @@ WeightTypes weight_types_for_scheme(const model::HParams& hp, std::string_view s
     // and every third layer between them keep attn_v and ffn_down at 6 bits.
     const bool more_bits = i < L / 8 || i >= 7 * L / 8 || (i - L / 8) % 3 == 2;
     const TensorType hi = mixed && more_bits ? TensorType::kQ6_K : base;
+    // And for 8-expert models (Mixtral) in q4_k_m: attention k, v at q8_0, output at q5_k.
+    const bool eight = hp.n_experts == 8 && scheme == "q4_k_m";
     LayerTypes lt;
     lt.attn_q = storable(base, hp.dim);
-    lt.attn_k = storable(base, hp.dim);
-    lt.attn_v = storable(hi, hp.dim);
-    lt.attn_output = storable(base, hp.q_dim());
+    lt.attn_k = storable(eight ? TensorType::kQ8_0 : base, hp.dim);
+    lt.attn_v = storable(eight ? TensorType::kQ8_0 : hi, hp.dim);
+    lt.attn_output = storable(eight ? TensorType::kQ5_K : base, hp.q_dim());
     lt.ffn_gate = storable(base, hp.dim);
     lt.ffn_up = storable(base, hp.dim);
-    lt.ffn_down = storable(hi, hp.ffn);
+    lt.ffn_down = storable(hi, hp.is_moe() ? hp.ffn_expert : hp.ffn);
     wt.layers.push_back(lt);
   }
   wt.token_embd = storable(base, hp.dim);
@@ -150,16 +155,21 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
     add_matrix(lp, {lt.attn_k, hp.kv_dim(), hp.dim});
     add_matrix(lp, {lt.attn_v, hp.kv_dim(), hp.dim});
     add_matrix(lp, {lt.attn_output, hp.dim, hp.q_dim()});
-    add_matrix(lp, {lt.ffn_gate, hp.ffn, hp.dim});
-    add_matrix(lp, {lt.ffn_up, hp.ffn, hp.dim});
-    add_matrix(lp, {lt.ffn_down, hp.dim, hp.ffn});
+    // A mixture holds every expert and multiplies the k its router picks, plus the router.
+    const uint64_t ffn = hp.is_moe() ? hp.ffn_expert : hp.ffn;
+    const uint64_t copies = hp.is_moe() ? hp.n_experts : 1;
+    const double share = hp.is_moe() ? double(hp.n_experts_used) / hp.n_experts : 1.0;
+    if (hp.is_moe()) add_matrix(lp, {TensorType::kF32, hp.n_experts, hp.dim});
+    add_matrix(lp, {lt.ffn_gate, copies * ffn, hp.dim}, share);
+    add_matrix(lp, {lt.ffn_up, copies * ffn, hp.dim}, share);
+    add_matrix(lp, {lt.ffn_down, copies * hp.dim, ffn}, share);
     const uint64_t bias = hp.qkv_bias ? 4ull * (hp.q_dim() + 2ull * hp.kv_dim()) : 0;
     const uint64_t units[] = {
         matrix_bytes(lt.attn_q, hp.q_dim(), hp.dim) + matrix_bytes(lt.attn_k, hp.kv_dim(), hp.dim) +
             matrix_bytes(lt.attn_v, hp.kv_dim(), hp.dim) + bias,
         matrix_bytes(lt.attn_output, hp.dim, hp.q_dim()),
-        matrix_bytes(lt.ffn_gate, hp.ffn, hp.dim) + matrix_bytes(lt.ffn_up, hp.ffn, hp.dim),
-        matrix_bytes(lt.ffn_down, hp.dim, hp.ffn)};
+        hp.is_moe() ? 0 : matrix_bytes(lt.ffn_gate, ffn, hp.dim) + matrix_bytes(lt.ffn_up, ffn, hp.dim),
+        hp.is_moe() ? 0 : matrix_bytes(lt.ffn_down, hp.dim, ffn)};
     for (uint64_t u : units) p.stream_unit_bytes = std::max(p.stream_unit_bytes, u);
     // Norm weights (and qwen2's q/k/v biases, qwen3's per-head q/k norms) are f32 vectors.
     const uint64_t vec = 2ull * hp.dim + (hp.qkv_bias ? hp.q_dim() + 2ull * hp.kv_dim() : 0) +
@@ -212,12 +222,19 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
                        : role == "ffn_gate" || role == "ffn_up"                 ? 2
                        : role == "ffn_down"                                     ? 3
                                                                                 : -1;
-      if (unit >= 0) units[layer][static_cast<size_t>(unit)] += t.bytes;
+      // Experts (merged ffn_*_exps, or split ffn_*.E): a token multiplies used / count of them,
+      // and a stage reads them where the router sends it, never in stream units.
+      const bool expert = role.size() > 5 && role.compare(role.size() - 5, 5, "_exps") == 0;
+      const bool split_expert = hp.is_moe() && (role == "ffn_gate" || role == "ffn_up" ||
+                                                role == "ffn_down");
+      if (unit >= 0 && !split_expert) units[layer][static_cast<size_t>(unit)] += t.bytes;
       auto& lp = p.layers[layer];
       lp.bytes[t.type] += t.bytes;
       lp.total_bytes += t.bytes;
+      const double share =
+          expert || split_expert ? double(hp.n_experts_used) / hp.n_experts : 1.0;
       if (t.shape.size() >= 2) {
-        lp.flops[t.type] += 2.0 * elems;
+        lp.flops[t.type] += share * 2.0 * elems;
         ++matrices[layer];
       }
     } else if (t.name == "token_embd.weight") {
