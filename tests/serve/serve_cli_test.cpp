@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "hearth/model/presets.h"
 #include "serve/serve_process.h"
 
 namespace hearth::serve::testing {
@@ -62,6 +63,7 @@ class ServeTest : public ::testing::Test {
     EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
     return parse_sse(r->body);
   }
+  static void concurrent_greedy_streams_equal_single_requests();
   static json chat(const std::string& user, int max_tokens) {
     return {
         {"messages",
@@ -221,6 +223,32 @@ TEST_F(ServeTest, TokenizeDetokenizeRoundTrip) {
 
 // N concurrent streaming clients: every stream completes and equals the request alone.
 TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSingleRequests) {
+  concurrent_greedy_streams_equal_single_requests();
+}
+
+// The same server on a mixture of experts (qwen3moe): batched rows are routed to their own
+// experts and each request's answer is the one it gets alone.
+class ServeMoe : public ServeTest {
+ protected:
+  static void SetUpTestSuite() {
+    model::SynthOptions opt;
+    opt.hp = model::find_preset("tiny-qwen3moe").hparams;
+    opt.hp.n_layers = 2;
+    opt.types = model::parse_type_recipe("q8_0");
+    opt.seed = 13;
+    opt.threads = 1;
+    const std::string path = (test_dir() / "serve_moe.gguf").string();
+    model::write_synthetic_model(opt, path);
+    server_ = std::make_unique<ServeProc>(
+        std::vector<std::string>{"--parallel", "4", "-c", "4096"}, path);
+  }
+};
+
+TEST_F(ServeMoe, ConcurrentGreedyStreamsEqualSingleRequests) {
+  concurrent_greedy_streams_equal_single_requests();
+}
+
+void ServeTest::concurrent_greedy_streams_equal_single_requests() {
   constexpr int kClients = 6;  // more than --parallel 4: two wait in the queue
   std::vector<json> bodies;
   std::vector<std::string> alone;
