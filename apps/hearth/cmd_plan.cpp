@@ -37,8 +37,13 @@ void print_table(const plan::Plan& p) {
       note = fmt::format("streams {:.0f} MiB/token, buffer {:.0f} MiB",
                          c.stream_bytes / (1024.0 * 1024.0),
                          c.stream_buffer_bytes / (1024.0 * 1024.0));
+    } else if (c.expert_read_bytes > 0) {
+      note = fmt::format("reads {:.0f} MiB/token of experts", c.expert_read_bytes / (1024.0 * 1024.0));
     } else if (c.overloaded) {
       note = "overloaded (reloads from disk)";
+    }
+    if (c.stream_buffer_bytes > 0 && c.expert_read_bytes > 0) {
+      note += fmt::format(" (experts {:.0f} MiB)", c.expert_read_bytes / (1024.0 * 1024.0));
     }
     fmt::print(
         "{:<12} {:>4} {:>4} {:>7} {:>7} {:>11.2f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f}  "

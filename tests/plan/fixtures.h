@@ -84,8 +84,9 @@ inline profile::ModelProfile round_model(uint32_t L) {
 // A random ring of 1..max_devices devices around an L-layer slice of a Llama-3-8B-shaped
 // model: memory from a tenth to all of the model per device, some GPUs, some slow disks.
 inline Problem random_problem(std::mt19937_64& rng, uint32_t L, size_t devices,
-                              CostModel model = CostModel::kPaper) {
-  auto hp = model::find_preset("llama3-8b").hparams;
+                              CostModel model = CostModel::kPaper,
+                              std::string_view preset = "llama3-8b") {
+  auto hp = model::find_preset(preset).hparams;
   hp.n_layers = L;
   Problem p;
   p.model = profile::profile_model(hp, profile::weight_types_for_scheme(hp, "q4_k_m"), "rand");

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "fixtures.h"
+#include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/fleet.h"
 #include "hearth/plan/halda.h"
@@ -77,6 +78,45 @@ TEST(HaldaSelection, SearchEqualsExhaustiveOverEverySubset) {
       EXPECT_GT(head_zero, 20);
     }
   }
+}
+
+// The same on a mixture of experts (Qwen 3 30B-A3B's shape), whose experts leave memory first
+// and are read by their share: the search reaches the exhaustive optimum, and the MILP, which
+// does not model them, refuses the model.
+TEST(HaldaSelection, SearchEqualsExhaustiveOnAMixtureOfExperts) {
+  for (const bool streaming : {true, false}) {
+    std::mt19937_64 rng(77 + streaming);
+    int feasible = 0, equal = 0, expert_reads = 0;
+    for (int i = 0; i < 120; ++i) {
+      const uint32_t L = std::array<uint32_t, 3>{4, 6, 8}[i % 3];
+      const size_t M = 1 + (i / 3) % 4;
+      auto p = random_problem(rng, L, M, CostModel::kOverlap, "qwen3-30b-a3b");
+      p.options.streaming = streaming;
+      ExhaustiveOptions eo;
+      eo.allow_drop = true;
+      const auto opt = exhaustive(p, eo);
+      const auto h = halda(p);
+      ASSERT_EQ(h.feasible, opt.feasible) << "instance " << i << ": " << h.reason;
+      if (!h.feasible) continue;
+      ++feasible;
+      EXPECT_TRUE(same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9))
+          << "instance " << i << " L=" << L << " M=" << M << ": " << h.predicted_tpot_ms << " vs "
+          << opt.predicted_tpot_ms;
+      equal += same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9);
+      for (const auto& d : h.devices) expert_reads += d.cost.expert_read_bytes > 0;
+    }
+    std::printf("mixture, streaming %d: %d feasible, search = exhaustive on %d, %d devices read "
+                "experts\n",
+                streaming, feasible, equal, expert_reads);
+    EXPECT_EQ(equal, feasible);
+    EXPECT_GT(feasible, 60);
+    EXPECT_GT(expert_reads, 10);
+  }
+  std::mt19937_64 rng(5);
+  auto p = random_problem(rng, 8, 3, CostModel::kOverlap, "qwen3-30b-a3b");
+  HaldaOptions milp;
+  milp.milp = true;
+  EXPECT_THROW(halda(p, milp), UsageError);
 }
 
 // On rings too large for exhaustive search, the search and the MILP (CBC, with a binary per

@@ -162,6 +162,46 @@ TEST(OverlapModel, PlainMmapRereadsEverythingWhenOverMemory) {
   EXPECT_NEAR(r.tpot_s, kTH + kTO + 2 * kHop + 2.0, 1e-9);
 }
 
+// A mixture of experts, 0.8e9 of each 1e9 layer experts of which a token reads a quarter: a
+// token reads 1e9 - 0.75 * 0.8e9 = 0.4e9 of a layer in RAM (0.0401 s with its KV), and O's
+// 0.5e9 over memory are all experts, of which it reads a quarter per token (1.25e8 at 1e9 B/s,
+// exposed), streaming nothing.
+TEST(OverlapModel, ExpertsLeaveMemoryFirstAndAreReadByTheirShare) {
+  auto p = two_devices();
+  p.model.expert_bytes = 0.8e9;
+  p.model.expert_share = 0.25;
+  const auto r = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(r.feasible) << r.reason;
+  const double t_o = 2 * (0.01 + 0.0401 + 1e-5), t_h = t_o + 0.02001 + 0.002;
+  const auto& h = r.devices[0];
+  EXPECT_FALSE(h.overloaded);
+  EXPECT_NEAR(h.compute_s + h.memory_s, t_h, 1e-12);
+  const auto& o = r.devices[1];
+  EXPECT_TRUE(o.overloaded);
+  EXPECT_NEAR(o.compute_s + o.memory_s, t_o, 1e-12);
+  EXPECT_EQ(o.stream_buffer_bytes, 0.0);
+  EXPECT_NEAR(o.expert_read_bytes, 1.25e8, 1e-3);
+  EXPECT_NEAR(o.stream_bytes, 1.25e8, 1e-3);
+  EXPECT_NEAR(o.exposed_s, 0.125, 1e-12);
+  EXPECT_NEAR(r.tpot_s, t_h + t_o + 2 * kHop + 0.125, 1e-9);
+
+  // Experts 0.2e9 of each layer: O's 0.4e9 of experts leave memory and 0.1e9 of dense weights
+  // stream (k = 1: e = E / s - T < 0, hidden); a token reads 1e8 of experts and 0.2e9 of stream.
+  p.model.expert_bytes = 0.2e9;
+  const auto q = predict(p, {2, 2}, {0, 0});
+  ASSERT_TRUE(q.feasible) << q.reason;
+  const double t_o2 = 2 * (0.01 + 0.0851 + 1e-5), t_h2 = t_o2 + 0.02001 + 0.002;
+  const auto& o2 = q.devices[1];
+  EXPECT_NEAR(o2.expert_read_bytes, 1e8, 1e-3);
+  EXPECT_NEAR(o2.stream_buffer_bytes, 1e8, 1e-3);
+  EXPECT_NEAR(o2.stream_bytes, 0.1e9 + 1e8 + 1e8, 1e-3);
+  EXPECT_NEAR(o2.exposed_s, 0.1, 1e-12);
+  EXPECT_NEAR(q.tpot_s, t_h2 + t_o2 + 2 * kHop + 0.1, 1e-9);
+  double sum = 0;
+  for (const auto& d : q.devices) sum += d.total_s();
+  EXPECT_NEAR(sum, q.tpot_s, 1e-12);
+}
+
 TEST(OverlapModel, HeadMayRunNoLayers) {
   auto p = two_devices();
   p.devices[1] = cpu_device("O", 8e9);

@@ -105,6 +105,8 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
   const double b = mp.layer_bytes;                                     // weights of one layer
   const double kv = static_cast<double>(mp.kv_bytes_per_token) * ctx;  // KV of one layer
   const double b_kv = b + kv;                                          // b'
+  // What a token reads of a layer in RAM: a mixture reads only its routed experts.
+  const double b_read_kv = mp.layer_read_bytes() + kv;
   const double lookup = head ? static_cast<double>(mp.input_bytes) / mp.vocab : 0.0;  // b_i / V
   const double io = head ? lookup + static_cast<double>(mp.output_bytes) : 0.0;
   // The overlap model plans for the streaming stage, which reserves its own working buffers.
@@ -127,9 +129,9 @@ DeviceTerms device_terms(const Problem& p, size_t m, double l, double l_gpu, dou
   if (head) t.compute_s += out_flop_s;
 
   // Eq. 13-14: KV append, host<->device copies per window, streaming weights + KV.
-  t.memory_s = l_cpu * d.cpu.kv_copy_s + l_cpu * b_kv / d.cpu.mem_read_bps;
+  t.memory_s = l_cpu * d.cpu.kv_copy_s + l_cpu * b_read_kv / d.cpu.mem_read_bps;
   if (d.has_gpu()) {
-    if (l_gpu != 0) t.memory_s += l_gpu * d.gpu.kv_copy_s + l_gpu * b_kv / d.gpu.mem_read_bps;
+    if (l_gpu != 0) t.memory_s += l_gpu * d.gpu.kv_copy_s + l_gpu * b_read_kv / d.gpu.mem_read_bps;
     if (!d.gpu.uma) t.memory_s += windows * (d.gpu.ram_to_vram_s + d.gpu.vram_to_ram_s);
   }
   if (head) t.memory_s += io / d.cpu.mem_read_bps;
@@ -219,7 +221,14 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
   o.buffer_share_bytes =
       residency::stream_buffer_share(total, static_cast<double>(working) + kv, target);
   o.buffer_max_bytes = std::max(o.buffer_min_bytes, std::floor(o.buffer_share_bytes));
-  if (o.assigned_bytes <= o.cap_bytes) {
+  // A mixture's experts leave memory before any dense weight (a dense weight is read every
+  // token, an expert by the share of tokens routed to it): the bytes over memory are experts
+  // first, of which a token reads its share, on demand, where the router picks them (nothing
+  // hides those reads). What is over memory beyond the experts streams as a dense model's.
+  const double experts = (l - l_gpu) * mp.expert_bytes;
+  o.expert_out_bytes = std::clamp(o.assigned_bytes - o.cap_bytes, 0.0, experts);
+  const double expert_reads = mp.expert_share * o.expert_out_bytes;
+  if (o.excess_bytes() <= 0) {
     o.mode = ReadMode::kFits;
     o.disk_bps = d.disk_seq_read_bps;
   } else if (p.options.streaming) {
@@ -228,12 +237,17 @@ OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, d
     o.disk_burst_bytes = d.disk_burst_bytes;
     o.disk_peak_bps = d.disk_peak_read_bps;
   } else {
-    // Plain mmap: the page faults come at the OS's paging speed, inside compute.
+    // Plain mmap: the page faults come at the OS's paging speed, inside compute: every dense
+    // weight, and the experts the tokens are routed to.
     o.mode = ReadMode::kThrashes;
     o.disk_bps = disk_read_bps(d);
-    o.fixed_read_bytes = o.assigned_bytes;
-    o.fixed_exposed_s = o.assigned_bytes / o.disk_bps;
+    o.fixed_read_bytes = o.assigned_bytes - experts + expert_reads;
+    o.fixed_exposed_s = o.fixed_read_bytes / o.disk_bps;
+    return o;
   }
+  o.expert_read_bytes = expert_reads;
+  o.fixed_read_bytes += expert_reads;
+  o.fixed_exposed_s += expert_reads / d.disk_seq_read_bps;
   return o;
 }
 
@@ -256,6 +270,10 @@ std::string violation(const DeviceProfile& d, double l_gpu, const DeviceTerms& t
              " and its disk is too slow to reload them";
     }
     return "";
+  }
+  if (o->expert_out_bytes > 0 && t.slow_disk) {
+    return "experts overflow memory by " + fmt_gib(o->expert_out_bytes) +
+           " and its disk is too slow to read them when the router picks them";
   }
   if (o->mode != ReadMode::kFits && t.slow_disk) {
     return "weights overflow memory by " + fmt_gib(o->excess_bytes()) +
@@ -476,7 +494,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
     }
     const auto o = overlap_terms(p, m, dc.layers, dc.gpu_layers, dc.windows, hops);
     if (auto why = violation(d, dc.gpu_layers, o.paper, &o); !why.empty()) infeasible(d.name, why);
-    dc.overloaded = o.mode != ReadMode::kFits;
+    dc.overloaded = o.mode != ReadMode::kFits || o.expert_out_bytes > 0;
     dc.ram_need_bytes = o.paper.ram_need;
     dc.ram_cap_bytes = o.paper.ram_cap;
     dc.compute_s = o.paper.compute_s;
@@ -485,6 +503,7 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
     dc.assigned_bytes = o.assigned_bytes;
     dc.weight_budget_bytes = o.cap_bytes;
     dc.stream_bytes = o.fixed_read_bytes;
+    dc.expert_read_bytes = o.expert_read_bytes;
     dc.disk_s = dc.exposed_s = o.fixed_exposed_s;
     RingDevice rd{m, o.busy_s + o.paper.comm_s + o.fixed_exposed_s, o.mode == ReadMode::kStreams,
                   o.paper.comm_s, o.busy_s};
@@ -510,6 +529,10 @@ Prediction predict(const Problem& p, const std::vector<uint32_t>& w, const std::
       dc.stream_bytes = ring[i].excess + sol.buffer[i];
       dc.disk_s = dc.stream_bytes / ring[i].s;
       dc.exposed_s = sol.exposed[i];
+      // A mixture's experts read on demand besides the stream (in the ring's fixed terms).
+      dc.stream_bytes += dc.expert_read_bytes;
+      dc.disk_s += dc.expert_read_bytes / ring[i].s;
+      dc.exposed_s += dc.expert_read_bytes / ring[i].s;
     }
   }
   double total = 0;

@@ -137,7 +137,13 @@ struct OverlapTerms {
   double disk_peak_bps = 0;     // u: streaming only, the rate of that burst (0: at once)
   double fixed_exposed_s = 0;   // kThrashes, kMetalReload (and Metal's lookup): exposed reads
   double fixed_read_bytes = 0;  // the bytes behind fixed_exposed_s
-  double excess_bytes() const { return assigned_bytes - cap_bytes; }  // E = A - cap
+  // A mixture of experts: the experts' bytes that do not fit (memory holds the dense weights
+  // first), and the share of them a token reads where the router picks them (in the fixed
+  // terms above: reads nothing hides).
+  double expert_out_bytes = 0;
+  double expert_read_bytes = 0;
+  // E = A - cap, less the experts left out: the dense weights a token streams.
+  double excess_bytes() const { return assigned_bytes - cap_bytes - expert_out_bytes; }
 };
 // l layers (l_gpu on the GPU) in `windows` windows with `hops` hops per token.
 OverlapTerms overlap_terms(const Problem& p, size_t m, double l, double l_gpu, double windows,
@@ -160,6 +166,7 @@ struct DeviceCost {
   double assigned_bytes = 0;                     // A: weights of its CPU layers (+ io on the head)
   double weight_budget_bytes = 0;  // resident weights: cap - C when streaming, cap otherwise
   double stream_bytes = 0;         // X: bytes read from disk per token
+  double expert_read_bytes = 0;    // of which a mixture's experts read where routed
   double stream_buffer_bytes = 0;  // C: the streaming buffer
   // Both models: tpot_s = sum over devices of total_s().
   double total_s() const { return compute_s + memory_s + exposed_s + comm_s; }

@@ -664,6 +664,13 @@ Plan halda(const Problem& p, const HaldaOptions& options) {
   // model. With `milp`, the overlap model's MILP selects devices itself; the paper's model runs
   // Algorithm 1 and the drop loop below.
   const bool searched = options.select_devices && !options.milp;
+  if (!searched && p.options.model == CostModel::kOverlap && p.model.expert_bytes > 0) {
+    // The MILP's rows are linear in the bytes over memory; a mixture's reads are not (experts
+    // leave memory first and are read by their share). The knapsack search costs them exactly.
+    throw UsageError(
+        "halda: the overlap model's MILP (--solver ilp, --no-select) does not model a "
+        "mixture of experts; the default search does");
+  }
   const bool milp_selects =
       options.select_devices && options.milp && p.options.model == CostModel::kOverlap;
   std::optional<Assignment> best;

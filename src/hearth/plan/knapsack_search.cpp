@@ -38,6 +38,8 @@ struct Load {
   double pinned_cap = 0;
   // Not Metal: the overlap terms.
   Lin busy, assigned, cap, share;
+  Lin experts;              // a mixture's expert bytes on the CPU (0: dense)
+  double expert_share = 1;  // the share of them a token reads
   double comm = 0, c_min = 0, s_mmap = 0;
   DiskRates disk;
   // The paper's terms: within memory, or over it (reloads per token: the part over memory on
@@ -78,6 +80,10 @@ Load make_load(const Problem& p, size_t m, uint32_t k, double windows, double ho
   l.assigned = lin3(o00.assigned_bytes, o10.assigned_bytes, o11.assigned_bytes);
   l.cap = lin3(o00.cap_bytes, o10.cap_bytes, o11.cap_bytes);
   l.share = lin3(o00.buffer_share_bytes, o10.buffer_share_bytes, o11.buffer_share_bytes);
+  // Expert bytes per CPU layer: (w, n) = (1, 0) holds k layers, (1, 1) k - k GPU layers.
+  const double x = k * p.model.expert_bytes;
+  l.experts = {x, -x, 0.0};
+  l.expert_share = p.model.expert_share;
   l.comm = o00.paper.comm_s;
   l.c_min = o00.buffer_min_bytes;
   l.disk = {d.disk_seq_read_bps, d.disk_burst_bytes, d.disk_peak_read_bps};
@@ -100,16 +106,25 @@ double cost(const Load& l, const Problem& p, uint32_t k, double w, double n, dou
   const double base = busy + l.comm;
   const double assigned = l.assigned.at(w, n);
   const double cap = l.cap.at(w, n);
-  const double excess = assigned - cap;
-  if (excess <= 0) return base;
+  const double over = assigned - cap;
+  if (over <= 0) return base;
   if (l.slow) return kNever;
-  if (!p.options.streaming) return base + assigned / l.s_mmap;
+  // overlap_terms: experts leave memory first and a token reads its share of them, exposed;
+  // the rest over memory is dense and streams (or faults in, without streaming).
+  const double experts = l.experts.at(w, n);
+  const double expert_out = std::min(over, experts);
+  const double excess = over - expert_out;
+  if (!p.options.streaming && excess > 0) {
+    return base + (assigned - experts + l.expert_share * expert_out) / l.s_mmap;
+  }
+  const double moe = l.expert_share * expert_out / l.disk.seq_bps;
+  if (excess <= 0) return base + moe;
   if (cap < l.c_min) return kNever;  // no room for the smallest buffer
   // The slowest reader bound: the excess and the smallest buffer must be read within tau.
   const double room = l.disk.seq_bps * (tau - l.comm) - excess;
   if (room < l.c_min) return kNever;
   const double c_max = std::min(cap, std::max(l.c_min, l.share.at(w, n)));
-  return base + stream_at(excess, busy, l.comm, l.c_min, c_max, l.disk, k, tau).exposed_s;
+  return base + moe + stream_at(excess, busy, l.comm, l.c_min, c_max, l.disk, k, tau).exposed_s;
 }
 
 // The best cost of a device for each window w = 0..W at tau (over its GPU layers n), and the

@@ -64,6 +64,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
       j["weight_budget_bytes"] = d.cost.weight_budget_bytes;
       j["stream_bytes"] = d.cost.stream_bytes;
       j["stream_buffer_bytes"] = d.cost.stream_buffer_bytes;
+      j["expert_read_bytes"] = d.cost.expert_read_bytes;
     }
     devs.push_back(std::move(j));
   }

@@ -87,6 +87,10 @@ void fill_common(ModelProfile& p, const model::HParams& hp) {
   mean.total_bytes = static_cast<uint64_t>(bytes / static_cast<double>(p.layers.size()));
   p.mean_layer = std::move(mean);
   p.layer_bytes = bytes / static_cast<double>(p.layers.size());
+  double experts = 0;
+  for (const auto& l : p.layers) experts += static_cast<double>(l.expert_bytes);
+  p.expert_bytes = experts / static_cast<double>(p.layers.size());
+  p.expert_share = hp.is_moe() ? double(hp.n_experts_used) / hp.n_experts : 1.0;
 }
 
 void check_hparams(const model::HParams& hp) {
@@ -163,6 +167,11 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
     add_matrix(lp, {lt.ffn_gate, copies * ffn, hp.dim}, share);
     add_matrix(lp, {lt.ffn_up, copies * ffn, hp.dim}, share);
     add_matrix(lp, {lt.ffn_down, copies * hp.dim, ffn}, share);
+    if (hp.is_moe()) {
+      lp.expert_bytes = matrix_bytes(lt.ffn_gate, copies * ffn, hp.dim) +
+                        matrix_bytes(lt.ffn_up, copies * ffn, hp.dim) +
+                        matrix_bytes(lt.ffn_down, copies * hp.dim, ffn);
+    }
     const uint64_t bias = hp.qkv_bias ? 4ull * (hp.q_dim() + 2ull * hp.kv_dim()) : 0;
     const uint64_t units[] = {
         matrix_bytes(lt.attn_q, hp.q_dim(), hp.dim) + matrix_bytes(lt.attn_k, hp.kv_dim(), hp.dim) +
@@ -231,6 +240,7 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
       auto& lp = p.layers[layer];
       lp.bytes[t.type] += t.bytes;
       lp.total_bytes += t.bytes;
+      if (expert || split_expert) lp.expert_bytes += t.bytes;
       const double share =
           expert || split_expert ? double(hp.n_experts_used) / hp.n_experts : 1.0;
       if (t.shape.size() >= 2) {

@@ -44,6 +44,7 @@ struct LayerProfile {
   std::map<gguf::TensorType, double> flops;    // FLOPs per token by weight type of the matvec
   std::map<gguf::TensorType, uint64_t> bytes;  // weight bytes by type
   uint64_t total_bytes = 0;                    // b for this layer
+  uint64_t expert_bytes = 0;                   // of which a mixture's experts
 };
 
 struct ModelProfile {
@@ -54,6 +55,10 @@ struct ModelProfile {
   std::vector<LayerProfile> layers;  // (n_layers)
   LayerProfile mean_layer;           // the per-layer average the cost model uses (b, F)
   double layer_bytes = 0;            // b: mean weight bytes of one layer
+  // A mixture of experts: the mean bytes of one layer's experts (part of b), and the share of
+  // them a token reads (experts used / count, uniform popularity). 0 and 1 for a dense model.
+  double expert_bytes = 0;
+  double expert_share = 1;
   uint64_t input_bytes = 0;          // b_i: token embedding table
   uint64_t output_bytes = 0;         // b_o: output norm + output matrix (the embedding if tied)
   std::map<gguf::TensorType, double> output_flops;  // F_out per token
@@ -78,6 +83,8 @@ struct ModelProfile {
   uint64_t stream_unit_bytes = 0;
 
   double total_weight_bytes() const { return layer_bytes * n_layers + input_bytes + output_bytes; }
+  // Bytes of one layer a token reads: the dense part and its share of the experts.
+  double layer_read_bytes() const { return layer_bytes - expert_bytes * (1.0 - expert_share); }
 };
 
 // Working buffers of a ring stage for `kStageRows` rows (decode, short prompts, a few
