@@ -79,6 +79,10 @@ nlohmann::json device_stats_json(const std::vector<cluster::RingDevice>& devs,
                    {"read_exposed_ms", t.per_decode_token(&S::exposed_ms)},
                    {"read_hidden_ms", std::max(0.0, t.per_decode_token(&S::read_ms) -
                                                         t.per_decode_token(&S::exposed_ms))},
+                   {"expert_uses_per_token", t.per_decode_token(&S::expert_uses)},
+                   {"expert_reads_per_token", t.per_decode_token(&S::expert_reads)},
+                   {"expert_bytes_per_token", t.per_decode_token(&S::expert_bytes)},
+                   {"expert_read_ms", t.per_decode_token(&S::expert_read_ms)},
                    {"assigned_bytes", t.sum.assigned_bytes},
                    {"weight_budget_bytes", t.sum.weight_budget_bytes},
                    {"stream_buffer_bytes", t.sum.stream_buffer_bytes}});

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "support/subprocess.h"
+#include "hearth/model/presets.h"
+#include "hearth/model/synth.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
 
@@ -58,6 +60,46 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
       EXPECT_GT(d["stream_bytes_per_token"].get<double>(), 0.0) << d.dump();
       EXPECT_GT(d["stream_buffer_bytes"].get<double>(), 0.0) << d.dump();
       EXPECT_EQ(d["decode_steps"].get<int>(), 7) << d.dump();
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// A mixture of experts on devices whose memory holds few of their experts: the others are
+// read when routed, and the ids are those of one device holding everything.
+TEST(RingStream, ExpertsReadWhenRoutedGiveTheIdsOfOneDevice) {
+  const auto dir = fs::temp_directory_path() / ("hearth_ring_moe_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::SynthOptions opt;
+  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
+  opt.hp.vocab = 512;
+  opt.types = model::parse_type_recipe("q4_k_m");
+  opt.seed = 9;
+  opt.threads = 2;
+  const std::string model = (dir / "moe.gguf").string();
+  model::write_synthetic_model(opt, model);
+  const std::string gen = " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json --repack off";
+  const auto ref = run_hearth("run -m " + model + gen + " --residency mmap");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  const auto ids = last_json_line(ref.out)["ids"];
+  ASSERT_EQ(ids.size(), 8u);
+  // 1 MiB of weight memory per device, of 1.8 MiB of experts per layer.
+  const std::vector<std::string> wflags = {"-m", model, "--repack", "off", "--weight-memory", "1"};
+  hearth::testing::WorkerProcess w1(wflags), w2(wflags);
+  ASSERT_FALSE(w1.address().empty());
+  const std::string workers = " --workers " + w1.address() + "," + w2.address();
+  for (const std::string plan : {"0,2,2", "1,1,2"}) {
+    SCOPED_TRACE(plan);
+    const auto r =
+        run_hearth("run -m " + model + gen + workers + " --plan " + plan + " --weight-memory 1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = last_json_line(r.out);
+    EXPECT_EQ(j["ids"], ids);
+    for (size_t m = 1; m < 3; ++m) {
+      const auto& d = j["devices"][m];
+      EXPECT_GT(d["expert_reads_per_token"].get<double>(), 0.0) << d.dump();
+      EXPECT_GT(d["expert_bytes_per_token"].get<double>(), 0.0) << d.dump();
     }
   }
   std::error_code ec;

@@ -12,6 +12,8 @@
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
+#include "hearth/model/presets.h"
+#include "hearth/model/synth.h"
 #include "hearth/profile/model_profile.h"
 #include "hearth/residency/page_ranges.h"
 #include "support/synth_model.h"
@@ -123,6 +125,63 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
           EXPECT_GE(s.totals.decode_sum.disk_bytes, 0.9 * (steps * pass - plan.buffer_bytes));
         }
       }
+}
+
+// A mixture of experts whose experts do not all fit: the dense weights take memory first,
+// the experts what is left; the others are read where the router picks them. Logits are
+// bitwise those of a device that holds everything, each token's routed experts are counted,
+// and a read takes only the expert's own bytes (whole aligned blocks: at most 1.15 x).
+TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
+  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model::SynthOptions opt;
+  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
+  opt.hp.vocab = 512;
+  opt.types = model::parse_type_recipe("q8_0");
+  opt.seed = 3;
+  opt.threads = 2;
+  const std::string path = (dir / "moe.gguf").string();
+  model::write_synthetic_model(opt, path);
+  const auto file = gguf::GgufFile::open(path);
+  const model::HParams& hp = opt.hp;
+  ResidencyOptions all;
+  all.weight_memory = uint64_t{1} << 34;
+  const StageRun ref = run_stage(file, {{0, 4}}, all);
+  const auto views = model::bind_weights(file, model::load_hparams(file));
+  const uint64_t one = ExpertStore::expert_bytes(views.layers[0].experts[0]);
+  const uint64_t experts = one * hp.n_experts * hp.n_layers;
+  const uint64_t dense = ref.layout.stream.assigned_bytes - experts;
+  const std::vector<int> layers = {0, 1, 2, 3};
+  const uint64_t buffer = ExpertStore::buffer_bytes_for(views, layers);
+  struct Case {
+    std::vector<Window> windows;
+    uint64_t weight_memory;
+    bool streams;  // the dense weights do not fit either
+  };
+  for (const Case& c : {Case{{{0, 4}}, dense + buffer + experts * 3 / 10, false},
+                        Case{{{0, 2}, {2, 4}}, dense + buffer + experts / 2, false},
+                        Case{{{0, 4}}, dense / 2, true}}) {
+    SCOPED_TRACE(::testing::Message() << c.windows.size() << " rounds, weight memory "
+                                      << c.weight_memory);
+    ResidencyOptions ro;
+    ro.weight_memory = c.weight_memory;
+    const StageRun s = run_stage(file, c.windows, ro);
+    EXPECT_EQ(s.layout.mode == ResidencyMode::kStream, c.streams);
+    ASSERT_EQ(s.logits.size(), ref.logits.size());
+    for (size_t i = 0; i < ref.logits.size(); ++i) EXPECT_EQ(s.logits[i], ref.logits[i]) << i;
+    const auto& d = s.totals.decode_sum;
+    EXPECT_EQ(d.expert_uses, 6.0 * hp.n_layers * hp.n_experts_used);
+    EXPECT_GT(d.expert_reads, 0.0);
+    if (c.streams) {
+      EXPECT_EQ(d.expert_reads, d.expert_uses);  // nothing left for resident experts
+    } else {
+      EXPECT_LT(d.expert_reads, d.expert_uses);
+    }
+    EXPECT_LE(d.expert_bytes, 1.15 * d.expert_reads * static_cast<double>(one));
+    EXPECT_GE(d.expert_bytes, d.expert_reads * static_cast<double>(one));
+  }
+  // A device that holds every expert has no store: nothing read, nothing counted.
+  EXPECT_EQ(ref.totals.decode_sum.expert_uses, 0.0);
 }
 
 // A streaming device reads its resident part in before it reports ready, so the first tokens

@@ -258,8 +258,9 @@ TEST(StepStats, FieldsRoundTripAndRejectBadValues) {
   s.decode = 1;
   s.sends = 2;
   s.weight_budget_bytes = 5e6;
+  s.expert_bytes = 3e6;
   const auto f = to_fields(s);
-  ASSERT_EQ(f.size(), 18u);  // every StepStats field, once
+  ASSERT_EQ(f.size(), 22u);  // every StepStats field, once
   const auto back = from_fields(f);
   EXPECT_EQ(back.disk_bytes, 1 << 20);
   EXPECT_EQ(back.decode, 1.0);
@@ -269,6 +270,7 @@ TEST(StepStats, FieldsRoundTripAndRejectBadValues) {
   EXPECT_EQ(back.reload_bytes, 4096);
   EXPECT_EQ(back.major_faults, 3);
   EXPECT_EQ(back.pressure, 0.25);
+  EXPECT_EQ(back.expert_bytes, 3e6);
   const std::vector<std::pair<std::string, double>> bad{
       {"compute_ms", NAN}, {"wait_ms", -5}, {"pressure", 7}, {"unknown", 1}};
   const auto b = from_fields(bad);

@@ -1,5 +1,7 @@
 #include "hearth/cluster/stage.h"
 
+#include "hearth/cluster/expert_store.h"
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -69,10 +71,11 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   // The matrices in the order a token uses them, as views into the mapping.
   const model::ModelWeights views = model::bind_weights(file_, hp);
   const uint8_t* base = file_.bytes().data();
-  uint64_t fixed = 0;
+  uint64_t fixed = 0, experts = 0;
   for (const Window& w : opt_.windows) {
     for (int l = w.begin; l < w.end; ++l) {
       const model::LayerWeights& L = views.layers[static_cast<size_t>(l)];
+      for (const auto& e : L.experts) experts += ExpertStore::expert_bytes(e);
       const compute::WeightView* groups[model::kMatrixGroups][3] = {
           {&L.wq, &L.wk, &L.wv}, {&L.wo}, {&L.w_gate, &L.w_up}, {&L.w_down}};
       uint64_t layer_matrices = 0;
@@ -90,7 +93,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       }
       uint64_t layer_all = 0;
       for (const auto& [ptr, len] : L.spans) layer_all += len;
-      fixed += layer_all - std::min(layer_all, layer_matrices);  // norms and biases
+      fixed += layer_all - std::min(layer_all, layer_matrices);  // norms, biases, experts
     }
   }
   if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
@@ -130,6 +133,17 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   }
   layout_.weight_memory = budget;
 
+  // A mixture's experts take what the dense weights leave (those are read every token; an
+  // expert by its share): when they do not all fit, the ones that do stay resident and the
+  // others are read where the router picks them, through a buffer of one token's experts.
+  uint64_t dense = fixed - experts;
+  for (const auto& m : matrices_) dense += m.bytes;
+  if (experts > 0 && dense + experts > budget) {
+    const uint64_t buffer = ExpertStore::buffer_bytes_for(views, layers);
+    const uint64_t room = budget > dense + buffer ? budget - dense - buffer : 0;
+    expert_resident_ = std::min(room, experts);
+    fixed = fixed - experts + expert_resident_ + buffer;
+  }
   fixed_bytes_ = fixed;
   layout_.stream = plan_for(budget, {});
   const bool streams = !layout_.stream.fits();
@@ -148,10 +162,13 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   eo.repack = opt_.residency.repack;
   // A streaming device computes from the file's bytes; with k > 1 rounds in mmap mode the
   // windows come and go from the page cache: both keep the GGUF layout.
-  if (streaming || rounds() > 1) eo.repack = model::RepackMode::kOff;
+  // An expert store reads experts into a buffer in the file's layout.
+  const bool store = expert_resident_ != kNoStore;
+  if (streaming || rounds() > 1 || store) eo.repack = model::RepackMode::kOff;
   eo.no_layers = layers.empty();  // a head with no layers still embeds and computes logits
   engine_ = std::make_unique<model::Engine>(file_, eo);
   meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
+  if (store) start_experts(layers);
   meter_->set_layout(layout_.stream.assigned_bytes,
                      streams ? layout_.stream.weight_budget_bytes : budget,
                      streaming ? layout_.stream.buffer_bytes : 0);
@@ -175,7 +192,9 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   const bool release =
       residency::release_enabled(opt_.residency.release, pages_->span_bytes(share),
                                  pages_->resident_bytes(share), meter_->baseline());
-  if (rounds() > 1 && (opt_.residency.prefetch || release) && engine_->repacked_bytes() == 0) {
+  // Window prefetch would read every expert of a window, which an expert store reads on demand.
+  if (rounds() > 1 && (opt_.residency.prefetch || release) && engine_->repacked_bytes() == 0 &&
+      !experts_) {
     prefetch_ = std::make_unique<WindowPrefetcher>(
         engine_->weights(), *pages_, opt_.residency.prefetch, opt_.residency.method, release);
     prefetch_->request(window(0));  // warm the first window while the ring sets up
@@ -183,6 +202,24 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
 }
 
 Stage::~Stage() = default;
+
+// The resident experts are read at start-up (as a streaming device's resident part is), the
+// others' pages dropped from the cache.
+void Stage::start_experts(std::span<const int> layers) {
+  experts_ = std::make_unique<ExpertStore>(file_.path(), file_.bytes().data(), engine_->weights(),
+                                           layers, expert_resident_);
+  engine_->set_expert_feed(experts_.get());
+  std::vector<residency::ByteRange> resident, cold;
+  for (const auto& [p, n] : experts_->ranges(true)) resident.push_back({p, n});
+  for (const auto& [p, n] : experts_->ranges(false)) cold.push_back({p, n});
+  pages_->release(cold);
+  pages_->prefetch(resident, residency::PrefetchMethod::kBoth);
+  log::info(
+      "stage: {} of {} experts resident ({} MiB), the others read when routed through a {} MiB "
+      "buffer",
+      experts_->resident_experts(), resident.size() / 3 + cold.size() / 3,
+      experts_->resident_bytes() / kMiB, experts_->buffer_bytes() / kMiB);
+}
 
 // Faults must read only what they touch: no readahead into streamed bytes, and no small
 // tensors in the mapping between streamed matrices. Pages of the streamed part left in the
@@ -274,6 +311,12 @@ residency::StepStats Stage::finish_step(bool decode) {
                        c.exposed_ms - stream0_.exposed_ms);
     stream0_ = c;
   }
+  if (experts_) {
+    const ExpertStore::Counters c = experts_->counters();
+    meter_->add_experts(c.uses - experts0_.uses, c.reads - experts0_.reads,
+                        c.bytes_read - experts0_.bytes_read, c.read_ms - experts0_.read_ms);
+    experts0_ = c;
+  }
   const residency::StepStats st = meter_->finish_step(decode);
   if (decode) recalibrate(st);
   // The plan reserves working buffers for kStageRows rows: a longer prompt's scratch goes
@@ -295,7 +338,8 @@ void Stage::recalibrate(const residency::StepStats& st) {
     settle_ = false;
     return;
   }
-  const double extra = st.disk_bytes > st.stream_bytes ? st.disk_bytes - st.stream_bytes : 0.0;
+  const double planned = st.stream_bytes + st.expert_bytes;
+  const double extra = st.disk_bytes > planned ? st.disk_bytes - planned : 0.0;
   const double resident = static_cast<double>(layout_.stream.resident_bytes);
   if (extra <= std::max(4.0 * static_cast<double>(kMiB), resident / 20)) return;
   const uint64_t cut =

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hearth/cluster/expert_store.h"
 #include "hearth/cluster/prefetcher.h"
 #include "hearth/cluster/weight_streamer.h"
 #include "hearth/cluster/windows.h"
@@ -111,6 +112,8 @@ class Stage {
   void recalibrate(const residency::StepStats& st);
   // Starts the reader of layout_.stream's streamed part (start-up and re-plans alike).
   void start_streaming(bool prefetch_resident);
+  // Starts the expert store of a mixture whose experts do not all fit.
+  void start_experts(std::span<const int> layers);
   // The residency plan for `weight_memory` (keeping `streamed_before` streamed).
   residency::StreamPlan plan_for(uint64_t weight_memory, std::vector<bool> streamed_before) const;
 
@@ -122,6 +125,7 @@ class Stage {
   std::unique_ptr<residency::DeviceMeter> meter_;
   std::unique_ptr<WindowPrefetcher> prefetch_;      // mmap mode, k > 1
   std::unique_ptr<WeightStreamer> streamer_;        // stream mode with something to stream
+  std::unique_ptr<ExpertStore> experts_;            // a mixture whose experts do not all fit
   std::vector<residency::PlannedMatrix> matrices_;  // every matrix, in use order
   uint64_t fixed_bytes_ = 0;    // always resident: norms, biases, the head's output layer
   uint64_t working_bytes_ = 0;  // profile::stage_working_bytes
@@ -129,6 +133,9 @@ class Stage {
   uint64_t total_memory_ = 0;   // what the pressure target is a share of
   uint64_t advised0_ = 0, released0_ = 0;
   StreamCounters stream0_;
+  static constexpr uint64_t kNoStore = UINT64_MAX;
+  uint64_t expert_resident_ = kNoStore;  // bytes of resident experts when there is a store
+  ExpertStore::Counters experts0_;
   bool settle_ = false;  // skip one recalibration check after a re-plan
 };
 

@@ -419,7 +419,7 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
   // vector/tail split whatever the number of rows.
   compute::rmsnorm(x, L.ffn_norm, xn_.data(), n, dim, hp.rms_eps);
   if (hp.is_moe()) {
-    experts_forward(L, xn_.data(), n, proj_.data());
+    experts_forward(layer, xn_.data(), n, proj_.data());
     compute::add(x, proj_.data(), x, n * dim);
     return;
   }
@@ -439,7 +439,8 @@ void Engine::layer_forward(int layer, WeightFeed* feed, std::span<const BatchSeg
 // row's result does not depend on the batch it is in. The experts' matrices are read through
 // the mapping (or their rows16 copies), never through a feed: which ones a token needs is known
 // only here, after its router.
-void Engine::experts_forward(const LayerWeights& L, const float* xn, int64_t n, float* out) {
+void Engine::experts_forward(int layer, const float* xn, int64_t n, float* out) {
+  const LayerWeights& L = weights_.layers[static_cast<size_t>(layer)];
   const HParams& hp = weights_.hp;
   const int64_t dim = hp.dim, ffn = hp.ffn_expert;
   const int n_exp = static_cast<int>(hp.n_experts), k = static_cast<int>(hp.n_experts_used);
@@ -455,10 +456,16 @@ void Engine::experts_forward(const LayerWeights& L, const float* xn, int64_t n, 
     thread_local std::vector<WeightView> ws;
     thread_local std::vector<float*> ys;
     thread_local std::vector<const float*> xs;
+    thread_local std::vector<ExpertWeights> views;
+    views.clear();
+    for (int j = 0; j < k; ++j) views.push_back(L.experts[static_cast<size_t>(moe_sel_[j])]);
+    if (expert_feed_ != nullptr) {
+      expert_feed_->acquire_experts(layer, std::span<const int32_t>(moe_sel_.data(), k), views);
+    }
     ws.clear();
     ys.clear();
     for (int j = 0; j < k; ++j) {
-      const ExpertWeights& E = L.experts[static_cast<size_t>(moe_sel_[j])];
+      const ExpertWeights& E = views[static_cast<size_t>(j)];
       ws.push_back(E.gate);
       ws.push_back(E.up);
       ys.push_back(gate_.data() + j * ffn);
@@ -471,7 +478,7 @@ void Engine::experts_forward(const LayerWeights& L, const float* xn, int64_t n, 
     for (int j = 0; j < k; ++j) {
       float* g = gate_.data() + j * ffn;
       compute::silu_mul(g, up_.data() + j * ffn, g, ffn);
-      ws.push_back(L.experts[static_cast<size_t>(moe_sel_[j])].down);
+      ws.push_back(views[static_cast<size_t>(j)].down);
       xs.push_back(g);
       ys.push_back(moe_out_.data() + j * dim);
     }
@@ -489,7 +496,12 @@ void Engine::experts_forward(const LayerWeights& L, const float* xn, int64_t n, 
       for (int64_t r = 0; r < m; ++r) {
         std::copy_n(xn + (slots[r] / k) * dim, dim, moe_x_.data() + r * dim);
       }
-      const ExpertWeights& E = L.experts[static_cast<size_t>(e)];
+      ExpertWeights E = L.experts[static_cast<size_t>(e)];
+      if (expert_feed_ != nullptr) {
+        const int32_t id = e;
+        expert_feed_->acquire_experts(layer, std::span<const int32_t>(&id, 1),
+                                      std::span<ExpertWeights>(&E, 1));
+      }
       project2(E.gate, E.up, moe_x_.data(), m, gate_.data(), up_.data());
       for (int64_t r = 0; r < m; ++r) {
         compute::silu_mul(gate_.data() + r * ffn, up_.data() + r * ffn, gate_.data() + r * ffn,

@@ -94,6 +94,8 @@ class Engine {
   // the same bytes, so the results are bitwise those without it.
   void forward_batch(std::span<const BatchSegment> segments, int layer_begin, int layer_end,
                      float* hidden, WeightFeed* feed = nullptr);
+  // A mixture's experts are read through `experts` when set (the same bytes: same results).
+  void set_expert_feed(ExpertFeed* experts) { expert_feed_ = experts; }
 
   // Head: final norm and output projection of one hidden row (dim) -> logits (vocab).
   void logits(const float* hidden_row, float* logits);
@@ -131,7 +133,7 @@ class Engine {
   void repack(RepackMode mode, bool with_output);
   void layer_forward(int layer, WeightFeed* feed, std::span<const BatchSegment> segments,
                      std::span<compute::KvCache* const> caches, float* x, int64_t n);
-  void experts_forward(const LayerWeights& L, const float* xn, int64_t n, float* out);
+  void experts_forward(int layer, const float* xn, int64_t n, float* out);
   void project(const WeightView& w, const float* x, int64_t n, float* y);
   void project2(const WeightView& a, const WeightView& b, const float* x, int64_t n, float* ya,
                 float* yb);
@@ -143,6 +145,7 @@ class Engine {
                      int64_t n, std::initializer_list<float*> outputs);
 
   ModelWeights weights_;
+  ExpertFeed* expert_feed_ = nullptr;
   HugeBuffer repacked_;        // rows16 copies of the matrices that views in weights_ point to
   std::vector<float> pinned_;  // pin_small_tensors(): copies the norm/bias pointers point to
   uint64_t repacked_bytes_ = 0;

@@ -14,6 +14,7 @@
 #include <span>
 
 #include "hearth/compute/matmul.h"
+#include "hearth/model/weights.h"
 
 namespace hearth::model {
 
@@ -70,6 +71,22 @@ class WeightFeed {
   virtual void acquire(int layer, MatrixGroup g, GroupViews& v) = 0;
   // After the engine's last read of the group: its buffer space may be reused.
   virtual void release(int layer, MatrixGroup g) = 0;
+};
+
+// Where a mixture's experts are read from (a device whose memory does not hold them all,
+// cluster/expert_store.h). Which experts a row needs is known only after the layer's router,
+// so they cannot come in layer order like the groups above: the engine asks for them there.
+class ExpertFeed {
+ public:
+  virtual ~ExpertFeed() = default;
+  // The most experts one acquire_experts call may ask for.
+  virtual int max_experts() const = 0;
+  // Before the engine multiplies by experts `ids` of model layer `layer` (distinct, at most
+  // max_experts()): views[j] holds expert ids[j]'s views into the file mapping; the feed may
+  // point them at a buffer of the same bytes, blocking until they are read. They stay valid
+  // until the next call.
+  virtual void acquire_experts(int layer, std::span<const int32_t> ids,
+                               std::span<ExpertWeights> views) = 0;
 };
 
 }  // namespace hearth::model

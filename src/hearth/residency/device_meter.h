@@ -32,6 +32,12 @@ struct StepStats {
   double stream_bytes = 0;    // of those, bytes the weight streamer read
   double read_ms = 0;         // time the streamer spent reading
   double exposed_ms = 0;      // time compute waited for streamed weights
+  // A mixture's experts: picked by the router here, of those read from storage (not
+  // resident), the bytes and the time (compute waits all of it) those reads took.
+  double expert_uses = 0;
+  double expert_reads = 0;
+  double expert_bytes = 0;
+  double expert_read_ms = 0;
   double decode = 0;          // 1: every sequence of the step advanced by one token
   // The device's residency layout (constant over a session; carried with every step so the
   // head needs no other message): bytes of its weights, what the resident part may take, and
@@ -109,6 +115,12 @@ class DeviceMeter {
     step_.stream_bytes += static_cast<double>(bytes);
     step_.read_ms += read_ms;
     step_.exposed_ms += exposed_ms;
+  }
+  void add_experts(uint64_t uses, uint64_t reads, uint64_t bytes, double read_ms) {
+    step_.expert_uses += static_cast<double>(uses);
+    step_.expert_reads += static_cast<double>(reads);
+    step_.expert_bytes += static_cast<double>(bytes);
+    step_.expert_read_ms += read_ms;
   }
   void set_layout(uint64_t assigned, uint64_t weight_budget, uint64_t stream_buffer) {
     layout_ = {static_cast<double>(assigned), static_cast<double>(weight_budget),
