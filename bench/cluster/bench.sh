@@ -8,6 +8,7 @@
 # Usage: bench.sh [--profile small|full] [--bin PATH] [--data DIR] [--out DIR] [--testbed FILE]
 #   small: 8B and 70B shapes, 6 tokens per run, once (about 3 minutes)
 #   full:  8B, 30B and 70B shapes, 16 tokens per run, 3 repetitions (about 20 minutes)
+#   moe:   a Qwen3-30B-A3B-like mixture of experts larger than the cluster's memory, 16 tokens
 #   --reps N: repetitions (the report takes each system's median run)
 # Environment: LLAMA_CPP_BIN=DIR with llama-bench: also run llama.cpp alone on the strongest
 # device, same files and limits (optional). HEARTH_CLUSTER_SYSTEMS="halda halda-paper ...":
@@ -42,7 +43,8 @@ BIN=$(readlink -f "$BIN")
 case "$PROFILE" in
   small) MODELS=(l8 l70); TOKENS=6; REPS=${REPS:-1} ;;
   full) MODELS=(l8 l30 l70); TOKENS=16; REPS=${REPS:-3} ;;
-  *) echo "bench.sh: --profile small|full" >&2; exit 2 ;;
+  moe) MODELS=(m30); TOKENS=16; REPS=${REPS:-1} ;;
+  *) echo "bench.sh: --profile small|full|moe" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2206
 SYSTEMS=(${HEARTH_CLUSTER_SYSTEMS:-single single-mmap pipeline ring-k2-off ring-k2 halda halda-prefetch halda-paper halda-mmap halda-k1 halda-cache})
@@ -66,6 +68,12 @@ REAL[l30]=19600000000
 SYNTH[l70]="--preset llama3-70b --scale 0.125"
 LAYERS[l70]=80
 REAL[l70]=42500000000
+# A mixture shaped as Qwen3-30B-A3B (48 layers, qwen3moe, a token reads 1/16 of the experts),
+# with 64 experts of width 256 (4 per token) so that the file is as much larger than the
+# cluster's emulated memory as the real model (18.6 GB) is than the paper cluster's 18.1 GiB;
+# its real size is what the file stands for at the run's memory scale (computed below).
+SYNTH[m30]="--arch qwen3moe --layers 48 --dim 256 --heads 2 --kv-heads 1 --head-dim 128 --ffn 768 --experts 64 --experts-used 4 --expert-ffn 256"
+LAYERS[m30]=48
 for m in "${MODELS[@]}" l70; do
   f="$DATA/$m.gguf"
   if [[ ! -f "$f" ]]; then
@@ -76,6 +84,9 @@ done
 # One memory scale for the whole run: the 70B file over the real 70B model, so the largest
 # model overflows the cluster exactly as in the paper.
 MEMSCALE=$(awk -v a="$(stat -c %s "$DATA/l70.gguf")" -v b="${REAL[l70]}" 'BEGIN { printf "%.6f", a / b }')
+for m in "${MODELS[@]}"; do
+  [[ -n "${REAL[$m]:-}" ]] || REAL[$m]=$(awk -v a="$(stat -c %s "$DATA/$m.gguf")" -v s="$MEMSCALE" 'BEGIN { printf "%.0f", a / s }')
+done
 
 RES="$OUT/results-$PROFILE.jsonl"
 : > "$RES"

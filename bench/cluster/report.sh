@@ -111,6 +111,26 @@ label() {
     (if $r.plan then ((([($r.plan.devices // [])[] | select(.name == $r.devices[$k].name or ($k == 0 and .name == "head"))] | .[0].w) // 0) * $r.plan.k) else $r.layers end) as $layers |
     "| \($r.system) | \(.name) | \($layers) | \(.cg_limit_bytes / 1048576 | round) | \(.cg_peak_bytes / .cg_limit_bytes * 100 | round) | \(.cg_oom_kills // 0) | \(num(.pressure_max; . * 100 | round)) | \(num(.pressure_unreclaimed_max; . * 100 | round)) | \(num(.reload_bytes; . / 1e6 | r1)) | \(.disk_read_bytes / 1e6 / $r.tokens | r1) | \(num(.disk_bytes_per_token; . / 1e6 | r1)) | \(num(.assigned_bytes; mib)) | \(num(.weight_budget_bytes; mib)) | \(num($ex; mib)) | \(if .disk_bytes_per_token == null or $ex == null then "-" else ((if $ex > 0 then (.disk_bytes_per_token / $ex | . * 100 | round / 100 | tostring) else "- (no excess)" end) + (if .disk_bytes_per_token > 1.15 * $ex + 4194304 then " **over**" else "" end)) end) | \(num(.read_hidden_ms; r1)) | \(num(.read_exposed_ms; r1)) | \(num(.compute_ms; round)) | \(num(.wait_ms; round)) |"' <<< "$ALL"
   echo
+  if jq -e 'any(.[]; any(.devices[]?; (.expert_uses_per_token // 0) > 0))' <<< "$ALL" > /dev/null; then
+    echo "## Experts (mixtures of experts)"
+    echo
+    echo "Per device and decoded token: the experts its router picked (uses), those read from disk"
+    echo "because they were not resident (reads), the bytes those reads took, and the time compute"
+    echo "waited for them; beside the bytes the plan's cost model predicted (experts over memory"
+    echo "times the share a token reads). read / active = bytes read over the bytes of the"
+    echo "non-resident experts the tokens were routed to (their matrices' own bytes; a read takes"
+    echo "whole aligned blocks), against the bound 1.15."
+    echo
+    echo "| model | system | device | uses / token | reads / token | expert MB / token | predicted MB / token | read ms / token | read / active |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    jq -r --argjson sys "$SYSTEMS" '
+      def r1: . * 10 | round / 10;
+      def r2: . * 100 | round / 100;
+      sort_by(.real_bytes, (.system as $s | $sys | index($s)))[] | select(.failed | not) | . as $r |
+      .devices[] | select((.expert_uses_per_token // 0) > 0) |
+      "| \($r.name) | \($r.system) | \(.name) | \(.expert_uses_per_token | r1) | \(.expert_reads_per_token | r1) | \(.expert_bytes_per_token / 1e6 | r1) | \(if .predicted_expert_read_bytes == null then "-" else (.predicted_expert_read_bytes / 1e6 | r1) end) | \(.expert_read_ms | r1) | \(if (.expert_active_bytes_per_token // 0) > 0 then (.expert_bytes_per_token / .expert_active_bytes_per_token | r2) else "-" end) |"' <<< "$ALL"
+    echo
+  fi
   echo "## Lower bound on TPOT (Halda runs)"
   echo
   echo "Every token, the bytes a plan assigns beyond the devices' weight budgets must come from disk,"

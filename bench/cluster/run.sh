@@ -260,7 +260,8 @@ for ((u = 0; u < ${#USE[@]}; u++)); do
     | . + [$d + $s + ($h | with_entries(if .key == "name" then .key = "hearth_name" else . end))
       + {disk_bytes_per_token: ($h.disk_bytes_per_token // null),
          assigned_bytes: ($h.assigned_bytes // $p.assigned_bytes // null),
-         weight_budget_bytes: ($h.weight_budget_bytes // $p.weight_budget_bytes // null)}]' <<< "$DEVS")
+         weight_budget_bytes: ($h.weight_budget_bytes // $p.weight_budget_bytes // null),
+         predicted_expert_read_bytes: ($p.expert_read_bytes // null)}]' <<< "$DEVS")
 done
 jq -c --arg system "$SYSTEM" --arg model "$(basename "$MODEL")" --arg testbed "$(basename "$TESTBED")" \
   --argjson size "$(stat -c %s "$MODEL")" --argjson devs "$DEVS" --argjson tokens "$TOKENS" \

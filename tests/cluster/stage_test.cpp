@@ -179,6 +179,8 @@ TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
     }
     EXPECT_LE(d.expert_bytes, 1.15 * d.expert_reads * static_cast<double>(one));
     EXPECT_GE(d.expert_bytes, d.expert_reads * static_cast<double>(one));
+    EXPECT_EQ(d.expert_active_bytes, d.expert_reads * static_cast<double>(one));
+    EXPECT_LE(d.expert_bytes, 1.15 * d.expert_active_bytes);
   }
   // A device that holds every expert has no store: nothing read, nothing counted.
   EXPECT_EQ(ref.totals.decode_sum.expert_uses, 0.0);

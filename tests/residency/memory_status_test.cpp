@@ -260,7 +260,7 @@ TEST(StepStats, FieldsRoundTripAndRejectBadValues) {
   s.weight_budget_bytes = 5e6;
   s.expert_bytes = 3e6;
   const auto f = to_fields(s);
-  ASSERT_EQ(f.size(), 22u);  // every StepStats field, once
+  ASSERT_EQ(f.size(), 23u);  // every StepStats field, once
   const auto back = from_fields(f);
   EXPECT_EQ(back.disk_bytes, 1 << 20);
   EXPECT_EQ(back.decode, 1.0);

@@ -118,7 +118,7 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
   }
   Layer& l = layers_[static_cast<size_t>(li)];
   if (l.since_rerank >= kRerankUses) rerank(l);
-  uint64_t reads = 0, bytes = 0;
+  uint64_t reads = 0, bytes = 0, exact = 0;
   const double t0 = now_ms();
   for (size_t j = 0; j < ids.size(); ++j) {
     const auto e = static_cast<size_t>(ids[j]);
@@ -128,6 +128,7 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
     const model::ExpertWeights& in_map = weights_.layers[static_cast<size_t>(layer)].experts[e];
     if (read_into(in_map, static_cast<int>(j), views[j])) {
       ++reads;
+      exact += expert_bytes(in_map);
       for (const auto* w : matrices(in_map)) {
         const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(w->data) - mapping_);
         bytes += residency::aligned_span(off, view_bytes(*w), kAlign);
@@ -139,6 +140,7 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
   counters_.uses += ids.size();
   counters_.reads += reads;
   counters_.bytes_read += bytes;
+  counters_.expert_bytes += exact;
   counters_.read_ms += ms;
 }
 

@@ -314,7 +314,8 @@ residency::StepStats Stage::finish_step(bool decode) {
   if (experts_) {
     const ExpertStore::Counters c = experts_->counters();
     meter_->add_experts(c.uses - experts0_.uses, c.reads - experts0_.reads,
-                        c.bytes_read - experts0_.bytes_read, c.read_ms - experts0_.read_ms);
+                        c.bytes_read - experts0_.bytes_read,
+                        c.expert_bytes - experts0_.expert_bytes, c.read_ms - experts0_.read_ms);
     experts0_ = c;
   }
   const residency::StepStats st = meter_->finish_step(decode);

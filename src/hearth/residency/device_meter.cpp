@@ -34,6 +34,7 @@ constexpr Field kFields[] = {
     {"expert_uses", &StepStats::expert_uses},
     {"expert_reads", &StepStats::expert_reads},
     {"expert_bytes", &StepStats::expert_bytes},
+    {"expert_active_bytes", &StepStats::expert_active_bytes},
     {"expert_read_ms", &StepStats::expert_read_ms},
     {"decode", &StepStats::decode},
     {"assigned_bytes", &StepStats::assigned_bytes},

@@ -37,6 +37,7 @@ struct StepStats {
   double expert_uses = 0;
   double expert_reads = 0;
   double expert_bytes = 0;
+  double expert_active_bytes = 0;  // the read experts' own bytes (expert_bytes: whole blocks)
   double expert_read_ms = 0;
   double decode = 0;          // 1: every sequence of the step advanced by one token
   // The device's residency layout (constant over a session; carried with every step so the
@@ -116,10 +117,12 @@ class DeviceMeter {
     step_.read_ms += read_ms;
     step_.exposed_ms += exposed_ms;
   }
-  void add_experts(uint64_t uses, uint64_t reads, uint64_t bytes, double read_ms) {
+  void add_experts(uint64_t uses, uint64_t reads, uint64_t bytes, uint64_t active,
+                   double read_ms) {
     step_.expert_uses += static_cast<double>(uses);
     step_.expert_reads += static_cast<double>(reads);
     step_.expert_bytes += static_cast<double>(bytes);
+    step_.expert_active_bytes += static_cast<double>(active);
     step_.expert_read_ms += read_ms;
   }
   void set_layout(uint64_t assigned, uint64_t weight_budget, uint64_t stream_buffer) {
