@@ -102,9 +102,27 @@ ExpertStore::ExpertStore(const std::string& path, const uint8_t* mapping,
                               buffer_bytes_ >> 20, std::strerror(errno)));
   }
   buffer_ = static_cast<uint8_t*>(p);
+  // Some file systems refuse direct I/O only when a read is made: try one block now, and read
+  // through the page cache (dropping what is read) where it is refused.
+  if (direct_ && buffer_bytes_ >= kAlign && ::pread(fd_, buffer_, kAlign, 0) < 0) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd_);
+      fd_ = fd;
+      direct_ = false;
+      log::info("experts {}: direct I/O refused, reading through the page cache", path_);
+    }
+  }
+  for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
 }
 
 ExpertStore::~ExpertStore() {
+  {
+    const std::lock_guard lock(io_mu_);
+    quit_ = true;
+  }
+  io_cv_.notify_all();
+  for (auto& t : io_threads_) t.join();
   if (buffer_ != nullptr) ::munmap(buffer_, buffer_bytes_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -126,14 +144,17 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
     ++l.since_rerank;
     if (l.resident[e]) continue;
     const model::ExpertWeights& in_map = weights_.layers[static_cast<size_t>(layer)].experts[e];
-    if (read_into(in_map, static_cast<int>(j), views[j])) {
-      ++reads;
-      exact += expert_bytes(in_map);
-      for (const auto* w : matrices(in_map)) {
-        const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(w->data) - mapping_);
-        bytes += residency::aligned_span(off, view_bytes(*w), kAlign);
-      }
+    queue_reads(in_map, static_cast<int>(j), views[j]);
+    ++reads;
+    exact += expert_bytes(in_map);
+  }
+  for (const Read& r : batch_) bytes += r.bytes;
+  if (!read_all()) {
+    // The mapping still has the bytes: the engine faults them in, slower, same values.
+    for (size_t j = 0; j < ids.size(); ++j) {
+      views[j] = weights_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(ids[j])];
     }
+    reads = bytes = exact = 0;
   }
   const double ms = reads > 0 ? now_ms() - t0 : 0.0;
   const std::lock_guard lock(mu_);
@@ -144,7 +165,8 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
   counters_.read_ms += ms;
 }
 
-bool ExpertStore::read_into(const model::ExpertWeights& e, int slot, model::ExpertWeights& v) {
+void ExpertStore::queue_reads(const model::ExpertWeights& e, int slot,
+                              model::ExpertWeights& v) {
   uint8_t* dst = buffer_ + static_cast<uint64_t>(slot) * slot_bytes_;
   uint64_t pos = 0;
   const auto from = matrices(e);
@@ -152,41 +174,56 @@ bool ExpertStore::read_into(const model::ExpertWeights& e, int slot, model::Expe
   for (size_t i = 0; i < from.size(); ++i) {
     const uint64_t off =
         static_cast<uint64_t>(static_cast<const uint8_t*>(from[i]->data) - mapping_);
-    const uint64_t begin = off / kAlign * kAlign;
     const uint64_t len = residency::aligned_span(off, view_bytes(*from[i]), kAlign);
-    uint64_t done = 0;
-    while (done < len) {
-      const ssize_t r = ::pread(fd_, dst + pos + done, len - done, static_cast<off_t>(begin + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && direct_ && errno == EINVAL) {
-        // The file system refuses direct I/O: read through the page cache from now on.
-        const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return false;
-        ::close(fd_);
-        fd_ = fd;
-        direct_ = false;
-        log::info("experts {}: direct I/O refused, reading through the page cache", path_);
-        continue;
-      }
-      if (r < 0) {
-        // The mapping still has the bytes: the engine faults them in, slower, same values.
-        log::warn("experts {}: read of {} bytes at {} failed: {}", path_, len - done,
-                  begin + done, std::strerror(errno));
-        return false;
-      }
-      if (r == 0) break;  // end of file inside the last aligned block
-      done += static_cast<uint64_t>(r);
-    }
-    if (!direct_) ::posix_fadvise(fd_, static_cast<off_t>(begin), static_cast<off_t>(len),
-                                  POSIX_FADV_DONTNEED);
+    batch_.push_back(Read{off / kAlign * kAlign, len, dst + pos});
+    to[i]->data = dst + pos + off % kAlign;
     pos += len;
   }
-  pos = 0;
-  for (size_t i = 0; i < from.size(); ++i) {
-    const uint64_t off =
-        static_cast<uint64_t>(static_cast<const uint8_t*>(from[i]->data) - mapping_);
-    to[i]->data = dst + pos + off % kAlign;
-    pos += residency::aligned_span(off, view_bytes(*from[i]), kAlign);
+}
+
+bool ExpertStore::read_all() {
+  if (batch_.empty()) return true;
+  std::unique_lock lock(io_mu_);
+  failed_ = false;
+  pending_ = static_cast<int>(batch_.size());
+  for (const Read& r : batch_) queue_.push_back(r);
+  batch_.clear();
+  io_cv_.notify_all();
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  return !failed_;
+}
+
+void ExpertStore::io_loop() {
+  std::unique_lock lock(io_mu_);
+  for (;;) {
+    io_cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+    if (quit_) return;
+    const Read r = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    const bool ok = read(r);
+    lock.lock();
+    failed_ = failed_ || !ok;
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+}
+
+bool ExpertStore::read(const Read& r) {
+  uint64_t done = 0;
+  while (done < r.bytes) {
+    const ssize_t n = ::pread(fd_, r.dst + done, r.bytes - done, static_cast<off_t>(r.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      log::warn("experts {}: read of {} bytes at {} failed: {}", path_, r.bytes - done,
+                r.offset + done, std::strerror(errno));
+      return false;
+    }
+    if (n == 0) break;  // end of file inside the last aligned block
+    done += static_cast<uint64_t>(n);
+  }
+  if (!direct_) {
+    ::posix_fadvise(fd_, static_cast<off_t>(r.offset), static_cast<off_t>(r.bytes),
+                    POSIX_FADV_DONTNEED);
   }
   return true;
 }

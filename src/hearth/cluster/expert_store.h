@@ -11,8 +11,11 @@
 // (the cost model's uniform popularity) and each layer keeps its lowest-numbered ones.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,8 +76,20 @@ class ExpertStore final : public model::ExpertFeed {
   };
   void rerank(Layer& l);
   void drop_pages(const model::ExpertWeights& e) const;
-  // Reads expert `e`'s three matrices into slot j of the buffer and points `v` at them.
-  bool read_into(const model::ExpertWeights& e, int slot, model::ExpertWeights& v);
+  // One aligned read of a matrix into the buffer.
+  struct Read {
+    uint64_t offset = 0, bytes = 0;
+    uint8_t* dst = nullptr;
+  };
+  // Reads expert `e`'s three matrices into slot j of the buffer (queued: read_all() does them)
+  // and points `v` at where they will be.
+  void queue_reads(const model::ExpertWeights& e, int slot, model::ExpertWeights& v);
+  // Runs the queued reads on the I/O threads, several at once (a token's experts are small
+  // reads: one after another they would wait on the disk's latency, not its rate); false when
+  // one failed.
+  bool read_all();
+  bool read(const Read& r);
+  void io_loop();
 
   std::string path_;
   const uint8_t* mapping_;
@@ -88,6 +103,15 @@ class ExpertStore final : public model::ExpertFeed {
   uint64_t buffer_bytes_ = 0, slot_bytes_ = 0;
   mutable std::mutex mu_;  // counters (read by the stats thread)
   Counters counters_;
+  // The I/O threads and their queue.
+  static constexpr int kIoThreads = 4;
+  std::mutex io_mu_;
+  std::condition_variable io_cv_, done_cv_;
+  std::deque<Read> queue_;
+  std::vector<Read> batch_;
+  int pending_ = 0;
+  bool failed_ = false, quit_ = false;
+  std::vector<std::thread> io_threads_;
 };
 
 }  // namespace hearth::cluster
