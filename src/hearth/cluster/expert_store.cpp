@@ -64,16 +64,23 @@ ExpertStore::ExpertStore(const std::string& path, const uint8_t* mapping,
   const model::HParams& hp = views.hp;
   max_experts_ = static_cast<int>(hp.n_experts_used);
   local_.assign(hp.n_layers, -1);
+  uint64_t all = 0;
   for (int l : layers) {
     local_[static_cast<size_t>(l)] = static_cast<int>(layers_.size());
     Layer layer;
     layer.model_layer = l;
     layer.resident.assign(hp.n_experts, 0);
     layer.uses.assign(hp.n_experts, 0);
+    for (const auto& e : views.layers[static_cast<size_t>(l)].experts) all += expert_bytes(e);
     layers_.push_back(std::move(layer));
   }
-  spread(resident_bytes);
-  for (Layer& l : layers_) {
+  // Resident experts spread evenly over the layers (every layer is as likely to be used).
+  const uint64_t count = layers_.size() * static_cast<uint64_t>(hp.n_experts);
+  const uint64_t mean = count > 0 ? all / count : 0;
+  const uint64_t keep = mean > 0 ? std::min(count, resident_bytes / mean) : count;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    l.keep = static_cast<uint32_t>(keep / layers_.size() + (i < keep % layers_.size() ? 1 : 0));
     for (uint32_t e = 0; e < l.keep; ++e) l.resident[e] = 1;
   }
   buffer_bytes_ = buffer_bytes_for(views, layers);
@@ -118,28 +125,6 @@ ExpertStore::~ExpertStore() {
   for (auto& t : io_threads_) t.join();
   if (buffer_ != nullptr) ::munmap(buffer_, buffer_bytes_);
   if (fd_ >= 0) ::close(fd_);
-}
-
-void ExpertStore::spread(uint64_t bytes) {
-  // Resident experts spread evenly over the layers (every layer is as likely to be used).
-  uint64_t all = 0;
-  for (const Layer& l : layers_) {
-    for (const auto& e : weights_.layers[static_cast<size_t>(l.model_layer)].experts) {
-      all += expert_bytes(e);
-    }
-  }
-  const uint64_t count = layers_.size() * static_cast<uint64_t>(weights_.hp.n_experts);
-  const uint64_t mean = count > 0 ? all / count : 0;
-  const uint64_t keep = mean > 0 ? std::min(count, bytes / mean) : count;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i].keep =
-        static_cast<uint32_t>(keep / layers_.size() + (i < keep % layers_.size() ? 1 : 0));
-  }
-}
-
-void ExpertStore::set_resident_bytes(uint64_t bytes) {
-  spread(bytes);
-  for (Layer& l : layers_) rerank(l);
 }
 
 void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,

@@ -52,10 +52,6 @@ class ExpertStore final : public model::ExpertFeed {
   void acquire_experts(int layer, std::span<const int32_t> ids,
                        std::span<model::ExpertWeights> views) override;
 
-  // Keeps fewer (or more) experts resident: `bytes` spread over the layers as at start, each
-  // layer keeping its most used; the pages of those it lets go are dropped.
-  void set_resident_bytes(uint64_t bytes);
-
   Counters counters() const;
   // Bytes of the read buffer (one token's experts, in whole aligned blocks).
   uint64_t buffer_bytes() const { return buffer_bytes_; }
@@ -79,8 +75,6 @@ class ExpertStore final : public model::ExpertFeed {
     uint32_t keep = 0;  // how many stay resident
   };
   void rerank(Layer& l);
-  // How many experts each layer keeps for `bytes` (layers_[i].keep).
-  void spread(uint64_t bytes);
   void drop_pages(const model::ExpertWeights& e) const;
   // One aligned read of a matrix into the buffer.
   struct Read {

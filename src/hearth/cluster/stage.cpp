@@ -343,25 +343,9 @@ void Stage::recalibrate(const residency::StepStats& st) {
   const double extra = st.disk_bytes > planned ? st.disk_bytes - planned : 0.0;
   const double resident = static_cast<double>(layout_.stream.resident_bytes);
   if (extra <= std::max(4.0 * static_cast<double>(kMiB), resident / 20)) return;
-  uint64_t cut =
+  const uint64_t cut =
       static_cast<uint64_t>(std::min(extra / 3, static_cast<double>(layout_.weight_memory) / 3));
   if (cut == 0 || cut >= layout_.weight_memory) return;
-  // A mixture's resident experts go first: a token reads only its share of an expert that
-  // leaves memory, and all of a dense weight.
-  if (experts_ && expert_resident_ > 0) {
-    const uint64_t take = std::min(cut, expert_resident_);
-    expert_resident_ -= take;
-    experts_->set_resident_bytes(expert_resident_);
-    fixed_bytes_ -= take;
-    layout_.weight_memory -= take;
-    cut -= take;
-    settle_ = true;
-    log::info(
-        "stage: {:.0f} MiB read per token beyond the planned reads: {} experts resident ({} "
-        "MiB)",
-        extra / kMiB, experts_->resident_experts(), experts_->resident_bytes() / kMiB);
-    if (cut == 0) return;
-  }
   layout_.weight_memory -= cut;
   streamer_.reset();
   layout_.stream = plan_for(layout_.weight_memory, layout_.stream.streamed);
