@@ -279,9 +279,11 @@ uint64_t ExpertStore::resident_bytes() const {
   return b;
 }
 
-std::vector<std::pair<const uint8_t*, uint64_t>> ExpertStore::ranges(bool resident) const {
+std::vector<std::pair<const uint8_t*, uint64_t>> ExpertStore::ranges(bool resident, int begin,
+                                                                     int end) const {
   std::vector<std::pair<const uint8_t*, uint64_t>> out;
   for (const auto& l : layers_) {
+    if (l.model_layer < begin || l.model_layer >= end) continue;
     const auto& experts = weights_.layers[static_cast<size_t>(l.model_layer)].experts;
     for (size_t e = 0; e < experts.size(); ++e) {
       if ((l.resident[e] != 0) != resident) continue;

@@ -58,8 +58,10 @@ class ExpertStore final : public model::ExpertFeed {
   // Experts resident now, over all this device's layers, and their bytes.
   uint64_t resident_experts() const;
   uint64_t resident_bytes() const;
-  // Byte ranges of the resident experts, and of the others (for warming and dropping pages).
-  std::vector<std::pair<const uint8_t*, uint64_t>> ranges(bool resident) const;
+  // Byte ranges of the resident experts, or of the others, of model layers [begin, end) (for
+  // warming and dropping pages, and for measuring what was resident).
+  std::vector<std::pair<const uint8_t*, uint64_t>> ranges(bool resident, int begin = 0,
+                                                          int end = INT32_MAX) const;
 
   // Bytes of one expert of a layer (its three matrices), and the buffer a device needs for k
   // of its largest experts when some are not resident.

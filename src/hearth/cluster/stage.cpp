@@ -268,8 +268,13 @@ residency::StreamPlan Stage::plan_for(uint64_t weight_memory,
 }
 
 std::vector<residency::ByteRange> Stage::resident_ranges(Window w) const {
-  if (!streamer_) return window_ranges(engine_->weights(), w);
+  if (!streamer_ && !experts_) return window_ranges(engine_->weights(), w);
   std::vector<residency::ByteRange> out;
+  // With an expert store: the dense matrices and the resident experts (the others are read
+  // when routed, never through the mapping).
+  if (experts_) {
+    for (const auto& [p, n] : experts_->ranges(true, w.begin, w.end)) out.push_back({p, n});
+  }
   const uint8_t* base = file_.bytes().data();
   for (size_t i = 0; i < matrices_.size(); ++i) {
     const auto& m = matrices_[i];
