@@ -212,6 +212,8 @@ void Stage::start_experts(std::span<const int> layers) {
   std::vector<residency::ByteRange> resident, cold;
   for (const auto& [p, n] : experts_->ranges(true)) resident.push_back({p, n});
   for (const auto& [p, n] : experts_->ranges(false)) cold.push_back({p, n});
+  // A fault in a resident expert must not read ahead into its cold neighbours.
+  pages_->advise_random();
   pages_->release(cold);
   pages_->prefetch(resident, residency::PrefetchMethod::kBoth);
   log::info(
