@@ -38,7 +38,8 @@ void print_table(const plan::Plan& p) {
                          c.stream_bytes / (1024.0 * 1024.0),
                          c.stream_buffer_bytes / (1024.0 * 1024.0));
     } else if (c.expert_read_bytes > 0) {
-      note = fmt::format("reads {:.0f} MiB/token of experts", c.expert_read_bytes / (1024.0 * 1024.0));
+      note =
+          fmt::format("reads {:.0f} MiB/token of experts", c.expert_read_bytes / (1024.0 * 1024.0));
     } else if (c.overloaded) {
       note = "overloaded (reloads from disk)";
     }

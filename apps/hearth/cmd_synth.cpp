@@ -113,10 +113,10 @@ int run_synth(const Args& args) {
   opt.name = preset.empty() ? "synthetic-" + arch : "synthetic-" + preset;
   const double t0 = now_seconds();
   const uint64_t bytes = model::write_synthetic_model(opt, out);
-  const std::string experts_text =
-      hp.is_moe() ? fmt::format(", {} experts of {}, {} used", hp.n_experts, hp.ffn_expert,
-                                hp.n_experts_used)
-                  : "";
+  const std::string experts_text = hp.is_moe()
+                                       ? fmt::format(", {} experts of {}, {} used", hp.n_experts,
+                                                     hp.ffn_expert, hp.n_experts_used)
+                                       : "";
   fmt::print(stderr,
              "hearth synth: wrote {} ({} {}, {} layers, dim {}, ffn {}{}, vocab {}, {:.1f} MiB) in "
              "{:.1f} s\n",

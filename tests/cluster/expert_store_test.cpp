@@ -12,8 +12,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/presets.h"
-#include "hearth/model/synth.h"
+#include "support/synth_model.h"
 
 namespace hearth::cluster {
 namespace {
@@ -21,17 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string moe_model() {
-  const auto dir = fs::temp_directory_path() / ("hearth_expert_store_" + std::to_string(::getpid()));
+  const auto dir =
+      fs::temp_directory_path() / ("hearth_expert_store_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  model::SynthOptions opt;
-  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
-  opt.hp.n_layers = 2;
-  opt.hp.vocab = 512;
-  opt.types = model::parse_type_recipe("q4_k_m");
-  opt.threads = 2;
-  const std::string path = (dir / "moe.gguf").string();
-  model::write_synthetic_model(opt, path);
-  return path;
+  return testing::write_moe_model((dir / "moe.gguf").string(), 2, "q4_k_m", 1);
 }
 
 uint64_t bytes_of(const compute::WeightView& w) {
@@ -72,7 +64,8 @@ TEST(ExpertStore, ReadsGiveTheMappingsBytesAndResidentExpertsFollowTheRouter) {
     const auto& in_map = w.layers[1].experts[static_cast<size_t>(ids[j])];
     const bool resident = ids[j] == 2;
     EXPECT_EQ(views[j].down.data == in_map.down.data, resident) << ids[j];
-    for (auto [got, want] : {std::pair{&views[j].gate, &in_map.gate}, {&views[j].up, &in_map.up},
+    for (auto [got, want] : {std::pair{&views[j].gate, &in_map.gate},
+                             {&views[j].up, &in_map.up},
                              {&views[j].down, &in_map.down}}) {
       EXPECT_EQ(std::memcmp(got->data, want->data, bytes_of(*want)), 0) << ids[j];
     }

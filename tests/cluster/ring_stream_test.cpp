@@ -9,8 +9,6 @@
 #include <string>
 
 #include "support/subprocess.h"
-#include "hearth/model/presets.h"
-#include "hearth/model/synth.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
 
@@ -71,14 +69,7 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
 TEST(RingStream, ExpertsReadWhenRoutedGiveTheIdsOfOneDevice) {
   const auto dir = fs::temp_directory_path() / ("hearth_ring_moe_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  model::SynthOptions opt;
-  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
-  opt.hp.vocab = 512;
-  opt.types = model::parse_type_recipe("q4_k_m");
-  opt.seed = 9;
-  opt.threads = 2;
-  const std::string model = (dir / "moe.gguf").string();
-  model::write_synthetic_model(opt, model);
+  const std::string model = testing::write_moe_model((dir / "moe.gguf").string(), 4, "q4_k_m", 9);
   const std::string gen = " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json --repack off";
   const auto ref = run_hearth("run -m " + model + gen + " --residency mmap");
   ASSERT_EQ(ref.exit_code, 0) << ref.err;

@@ -12,8 +12,6 @@
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
-#include "hearth/model/presets.h"
-#include "hearth/model/synth.h"
 #include "hearth/profile/model_profile.h"
 #include "hearth/residency/page_ranges.h"
 #include "support/synth_model.h"
@@ -134,16 +132,9 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
 TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
   const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  model::SynthOptions opt;
-  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
-  opt.hp.vocab = 512;
-  opt.types = model::parse_type_recipe("q8_0");
-  opt.seed = 3;
-  opt.threads = 2;
-  const std::string path = (dir / "moe.gguf").string();
-  model::write_synthetic_model(opt, path);
+  const std::string path = testing::write_moe_model((dir / "moe.gguf").string(), 4, "q8_0", 3);
   const auto file = gguf::GgufFile::open(path);
-  const model::HParams& hp = opt.hp;
+  const model::HParams hp = model::load_hparams(file);
   ResidencyOptions all;
   all.weight_memory = uint64_t{1} << 34;
   const StageRun ref = run_stage(file, {{0, 4}}, all);
@@ -161,8 +152,8 @@ TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
   for (const Case& c : {Case{{{0, 4}}, dense + buffer + experts * 3 / 10, false},
                         Case{{{0, 2}, {2, 4}}, dense + buffer + experts / 2, false},
                         Case{{{0, 4}}, dense / 2, true}}) {
-    SCOPED_TRACE(::testing::Message() << c.windows.size() << " rounds, weight memory "
-                                      << c.weight_memory);
+    SCOPED_TRACE(::testing::Message()
+                 << c.windows.size() << " rounds, weight memory " << c.weight_memory);
     ResidencyOptions ro;
     ro.weight_memory = c.weight_memory;
     const StageRun s = run_stage(file, c.windows, ro);

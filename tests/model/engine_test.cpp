@@ -147,13 +147,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen3_f32_qknorm", Arch::kQwen3, "f32", 4, 2, false, false, 1.0f, 1e-2},
         Case{"qwen3_q4_k_m_tied", Arch::kQwen3, "q4_k_m", 4, 1, true, false, 1.0f, 1.5e-1},
         Case{"qwen3moe_f32", Arch::kQwen3Moe, "f32", 4, 2, false, false, 1.0f, 1e-2, 16, 4},
-        Case{"qwen3moe_q4_k_m", Arch::kQwen3Moe, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 16,
-             4},
+        Case{"qwen3moe_q4_k_m", Arch::kQwen3Moe, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 16, 4},
         Case{"mixtral_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 1e-2, 8, 2},
         Case{"mixtral_q8_0_split", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 1.5e-1, 8, 2,
              ExpertLayout::kSplit},
-        Case{"mixtral_q4_k_m_split", Arch::kLlama, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 8,
-             2, ExpertLayout::kSplit}),
+        Case{"mixtral_q4_k_m_split", Arch::kLlama, "q4_k_m", 4, 2, false, false, 1.0f, 1.5e-1, 8, 2,
+             ExpertLayout::kSplit}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Engine, ContextFullAndBadTokensAreErrors) {
@@ -298,6 +297,27 @@ INSTANTIATE_TEST_SUITE_P(
              ExpertLayout::kSplit}),
     [](const auto& info) { return info.param.name; });
 
+// Two engines on one file, one repacked: the prompt's logits within 1e-3 and six greedy steps
+// with the same ids. Each step's cache holds the previous steps' K/V, so summation-order
+// differences compound: on AVX2-only CPUs the GGUF-layout Q8_0 kernel's 8-block FMA order
+// against rows16's per-block order drifts further by the later steps while every greedy id
+// stays the same (docs/status.md has the figure and lists it to look into). The bound grows
+// per step; the ids are the contract.
+void expect_same_answers(Engine& packed, Engine& plain) {
+  const int64_t vocab = packed.hparams().vocab;
+  std::vector<float> a(vocab), b(vocab);
+  packed.eval(0, kPrompt, a.data());
+  plain.eval(0, kPrompt, b.data());
+  EXPECT_LT(rel_error(a, b), 1e-3);
+  for (int step = 0; step < 6; ++step) {
+    const int32_t ta = argmax(a), tb = argmax(b);
+    ASSERT_EQ(ta, tb) << "step " << step;
+    packed.eval(0, std::span<const int32_t>(&ta, 1), a.data());
+    plain.eval(0, std::span<const int32_t>(&tb, 1), b.data());
+    EXPECT_LT(rel_error(a, b), step < 3 ? 1e-3 : 0.1) << "step " << step;
+  }
+}
+
 // Repacking into the rows16 layout (EngineOptions::repack) keeps the logits within the
 // quantized tolerance of the file-layout run (only float summation order differs), and
 // the greedy continuation is the same. Where this CPU has no rows16 kernels nothing is
@@ -319,23 +339,7 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   } else {
     EXPECT_EQ(packed.repacked_bytes(), 0u);
   }
-  const int64_t vocab = packed.hparams().vocab;
-  std::vector<float> a(vocab), b(vocab);
-  packed.eval(0, kPrompt, a.data());
-  plain.eval(0, kPrompt, b.data());
-  EXPECT_LT(rel_error(a, b), 1e-3);
-  // Each step's cache holds the previous steps' K/V, so summation-order differences compound:
-  // on AVX2-only CPUs the GGUF-layout Q8_0 kernel's 8-block FMA order against rows16's
-  // per-block order drifts further by the later steps while every greedy id stays the same
-  // (docs/status.md has the figure and lists it to look into). The bound grows per step; the
-  // ids are the contract.
-  for (int step = 0; step < 6; ++step) {
-    const int32_t ta = argmax(a), tb = argmax(b);
-    ASSERT_EQ(ta, tb) << "step " << step;
-    packed.eval(0, std::span<const int32_t>(&ta, 1), a.data());
-    plain.eval(0, std::span<const int32_t>(&tb, 1), b.data());
-    EXPECT_LT(rel_error(a, b), step < 3 ? 1e-3 : 0.1) << "step " << step;
-  }
+  expect_same_answers(packed, plain);
   // f32 weights have no rows16 layout: nothing is repacked even when asked.
   const auto f32_path =
       make_model(Case{"repack_f32", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0});
@@ -349,8 +353,8 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
 // A mixture of experts repacks every expert's matrices (the router is f32: no rows16 layout)
 // and gives the ids and, within summation order, the logits of the file layout.
 TEST(Engine, RepackedExpertsGiveTheSameAnswers) {
-  const auto path = make_model(
-      Case{"repack_moe", Arch::kQwen3Moe, "q8_0", 4, 2, false, false, 1.0f, 0, 16, 4});
+  const auto path =
+      make_model(Case{"repack_moe", Arch::kQwen3Moe, "q8_0", 4, 2, false, false, 1.0f, 0, 16, 4});
   const auto file = gguf::GgufFile::open(path);
   EngineOptions on{2, 64, {}}, off{2, 64, {}};
   on.repack = RepackMode::kOn;
@@ -362,17 +366,7 @@ TEST(Engine, RepackedExpertsGiveTheSameAnswers) {
     const uint64_t per_layer = (2 * 512 * 256 + 2 * 256 * 256 + 16 * 3 * 256 * 256) / 32 * 34;
     EXPECT_EQ(packed.repacked_bytes(), 2 * per_layer);
   }
-  const int64_t vocab = packed.hparams().vocab;
-  std::vector<float> a(vocab), b(vocab);
-  packed.eval(0, kPrompt, a.data());
-  plain.eval(0, kPrompt, b.data());
-  EXPECT_LT(rel_error(a, b), 1e-3);
-  for (int step = 0; step < 6; ++step) {
-    const int32_t ta = argmax(a), tb = argmax(b);
-    ASSERT_EQ(ta, tb) << "step " << step;
-    packed.eval(0, std::span<const int32_t>(&ta, 1), a.data());
-    plain.eval(0, std::span<const int32_t>(&tb, 1), b.data());
-  }
+  expect_same_answers(packed, plain);
 }
 
 // A refused batch (a sequence twice, context full for one member, a bad token in one member)

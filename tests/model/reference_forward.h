@@ -60,8 +60,8 @@ class ReferenceModel {
       } else {
         for (uint32_t e = 0; e < hp_.n_experts; ++e) {
           const std::string x = "." + std::to_string(e) + ".weight";
-          for (auto [dst, kind] : {std::pair{&L.wg, "ffn_gate"}, {&L.wu, "ffn_up"},
-                                   {&L.wd, "ffn_down"}}) {
+          for (auto [dst, kind] :
+               {std::pair{&L.wg, "ffn_gate"}, {&L.wu, "ffn_up"}, {&L.wd, "ffn_down"}}) {
             const auto one = deq(p + kind + x);
             dst->insert(dst->end(), one.begin(), one.end());
           }

@@ -35,6 +35,29 @@ bool same(double a, double b, double rel) {
   return std::abs(a - b) <= rel * std::max(a, b);
 }
 
+// Halda and exhaustive search (every subset that keeps the head, devices may drop) on one
+// instance: both feasible or neither, and the same TPOT to 1e-9.
+struct Compared {
+  Plan h, opt;
+  bool equal = false;
+};
+Compared search_and_exhaustive(const Problem& p, int instance) {
+  ExhaustiveOptions eo;
+  eo.allow_drop = true;
+  Compared r{halda(p), exhaustive(p, eo)};
+  EXPECT_EQ(r.h.feasible, r.opt.feasible) << "instance " << instance << ": " << r.h.reason;
+  if (!r.h.feasible || !r.opt.feasible) {
+    r.h.feasible = false;
+    return r;
+  }
+  EXPECT_GE(r.h.predicted_tpot_ms, r.opt.predicted_tpot_ms * (1 - 1e-9)) << "instance " << instance;
+  r.equal = same(r.h.predicted_tpot_ms, r.opt.predicted_tpot_ms, 1e-9);
+  EXPECT_TRUE(r.equal) << "instance " << instance << " L=" << p.model.n_layers
+                       << " M=" << p.devices.size() << ": " << r.h.predicted_tpot_ms << " vs "
+                       << r.opt.predicted_tpot_ms;
+  return r;
+}
+
 // Every subset that keeps the head, every w with W dividing L, every n: the search reaches the
 // same optimum under both cost models, and under the overlap model with and without streaming.
 TEST(HaldaSelection, SearchEqualsExhaustiveOverEverySubset) {
@@ -51,18 +74,11 @@ TEST(HaldaSelection, SearchEqualsExhaustiveOverEverySubset) {
       const size_t M = 1 + (i / 3) % 4;
       auto p = random_problem(rng, L, M, c.model);
       p.options.streaming = c.streaming;
-      ExhaustiveOptions eo;
-      eo.allow_drop = true;
-      const auto opt = exhaustive(p, eo);
-      const auto h = halda(p);
-      ASSERT_EQ(h.feasible, opt.feasible) << "instance " << i << ": " << h.reason;
-      if (!h.feasible) continue;
+      const Compared r = search_and_exhaustive(p, i);
+      if (!r.h.feasible) continue;
       ++feasible;
-      EXPECT_GE(h.predicted_tpot_ms, opt.predicted_tpot_ms * (1 - 1e-9)) << "instance " << i;
-      EXPECT_TRUE(same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9))
-          << "instance " << i << " L=" << L << " M=" << M << ": " << h.predicted_tpot_ms << " vs "
-          << opt.predicted_tpot_ms;
-      equal += same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9);
+      equal += r.equal;
+      const Plan& opt = r.opt;
       for (const auto& d : opt.devices) dropped += d.dropped;
       head_zero += opt.devices[0].w == 0;
     }
@@ -92,22 +108,16 @@ TEST(HaldaSelection, SearchEqualsExhaustiveOnAMixtureOfExperts) {
       const size_t M = 1 + (i / 3) % 4;
       auto p = random_problem(rng, L, M, CostModel::kOverlap, "qwen3-30b-a3b");
       p.options.streaming = streaming;
-      ExhaustiveOptions eo;
-      eo.allow_drop = true;
-      const auto opt = exhaustive(p, eo);
-      const auto h = halda(p);
-      ASSERT_EQ(h.feasible, opt.feasible) << "instance " << i << ": " << h.reason;
-      if (!h.feasible) continue;
+      const Compared r = search_and_exhaustive(p, i);
+      if (!r.h.feasible) continue;
       ++feasible;
-      EXPECT_TRUE(same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9))
-          << "instance " << i << " L=" << L << " M=" << M << ": " << h.predicted_tpot_ms << " vs "
-          << opt.predicted_tpot_ms;
-      equal += same(h.predicted_tpot_ms, opt.predicted_tpot_ms, 1e-9);
-      for (const auto& d : h.devices) expert_reads += d.cost.expert_read_bytes > 0;
+      equal += r.equal;
+      for (const auto& d : r.h.devices) expert_reads += d.cost.expert_read_bytes > 0;
     }
-    std::printf("mixture, streaming %d: %d feasible, search = exhaustive on %d, %d devices read "
-                "experts\n",
-                streaming, feasible, equal, expert_reads);
+    std::printf(
+        "mixture, streaming %d: %d feasible, search = exhaustive on %d, %d devices read "
+        "experts\n",
+        streaming, feasible, equal, expert_reads);
     EXPECT_EQ(equal, feasible);
     EXPECT_GT(feasible, 60);
     EXPECT_GT(expert_reads, 10);

@@ -12,8 +12,8 @@
 #include <memory>
 #include <thread>
 
-#include "hearth/model/presets.h"
 #include "serve/serve_process.h"
+#include "support/synth_model.h"
 
 namespace hearth::serve::testing {
 namespace {
@@ -231,16 +231,10 @@ TEST_F(ServeTest, ConcurrentGreedyStreamsEqualSingleRequests) {
 class ServeMoe : public ServeTest {
  protected:
   static void SetUpTestSuite() {
-    model::SynthOptions opt;
-    opt.hp = model::find_preset("tiny-qwen3moe").hparams;
-    opt.hp.n_layers = 2;
-    opt.types = model::parse_type_recipe("q8_0");
-    opt.seed = 13;
-    opt.threads = 1;
-    const std::string path = (test_dir() / "serve_moe.gguf").string();
-    model::write_synthetic_model(opt, path);
-    server_ = std::make_unique<ServeProc>(
-        std::vector<std::string>{"--parallel", "4", "-c", "4096"}, path);
+    const std::string path =
+        hearth::testing::write_moe_model((test_dir() / "serve_moe.gguf").string(), 2, "q8_0", 13);
+    server_ = std::make_unique<ServeProc>(std::vector<std::string>{"--parallel", "4", "-c", "4096"},
+                                          path);
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
 
 namespace hearth::testing {
@@ -33,6 +34,21 @@ inline std::string write_model(const std::string& path, const ModelShape& s) {
   opt.types = model::parse_type_recipe(s.types);
   opt.seed = s.seed;
   opt.name = "test-model";
+  opt.threads = 2;
+  model::write_synthetic_model(opt, path);
+  return path;
+}
+
+// A mixture of experts for a test: the tiny-qwen3moe preset (16 experts of width 256, 4 per
+// token) with `layers` layers and a 512-token vocabulary. Writes it to `path`, returns `path`.
+inline std::string write_moe_model(const std::string& path, int layers, const char* types,
+                                   uint64_t seed) {
+  model::SynthOptions opt;
+  opt.hp = model::find_preset("tiny-qwen3moe").hparams;
+  opt.hp.n_layers = static_cast<uint32_t>(layers);
+  opt.hp.vocab = 512;
+  opt.types = model::parse_type_recipe(types);
+  opt.seed = seed;
   opt.threads = 2;
   model::write_synthetic_model(opt, path);
   return path;

@@ -13,6 +13,7 @@
 
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/base/file_read.h"
 #include "hearth/base/log.h"
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/residency/stream_plan.h"
@@ -91,8 +92,8 @@ ExpertStore::ExpertStore(const std::string& path, const uint8_t* mapping,
   direct_ = fd_ >= 0;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
-    throw IoError(fmt::format("{}: cannot open for reading experts: {}", path_,
-                              std::strerror(errno)));
+    throw IoError(
+        fmt::format("{}: cannot open for reading experts: {}", path_, std::strerror(errno)));
   }
   void* p =
       ::mmap(nullptr, buffer_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -165,8 +166,7 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
   counters_.read_ms += ms;
 }
 
-void ExpertStore::queue_reads(const model::ExpertWeights& e, int slot,
-                              model::ExpertWeights& v) {
+void ExpertStore::queue_reads(const model::ExpertWeights& e, int slot, model::ExpertWeights& v) {
   uint8_t* dst = buffer_ + static_cast<uint64_t>(slot) * slot_bytes_;
   uint64_t pos = 0;
   const auto from = matrices(e);
@@ -209,21 +209,10 @@ void ExpertStore::io_loop() {
 }
 
 bool ExpertStore::read(const Read& r) {
-  uint64_t done = 0;
-  while (done < r.bytes) {
-    const ssize_t n = ::pread(fd_, r.dst + done, r.bytes - done, static_cast<off_t>(r.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      log::warn("experts {}: read of {} bytes at {} failed: {}", path_, r.bytes - done,
-                r.offset + done, std::strerror(errno));
-      return false;
-    }
-    if (n == 0) break;  // end of file inside the last aligned block
-    done += static_cast<uint64_t>(n);
-  }
-  if (!direct_) {
-    ::posix_fadvise(fd_, static_cast<off_t>(r.offset), static_cast<off_t>(r.bytes),
-                    POSIX_FADV_DONTNEED);
+  if (read_fully(fd_, r.dst, r.bytes, r.offset, !direct_) < 0) {
+    log::warn("experts {}: read of {} bytes at {} failed: {}", path_, r.bytes, r.offset,
+              std::strerror(errno));
+    return false;
   }
   return true;
 }

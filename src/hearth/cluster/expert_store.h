@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <thread>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hearth/model/weight_feed.h"
@@ -28,11 +28,11 @@ namespace hearth::cluster {
 class ExpertStore final : public model::ExpertFeed {
  public:
   struct Counters {
-    uint64_t uses = 0;        // experts the router picked (each row's k, per layer)
-    uint64_t reads = 0;       // of those, read from the file (not resident)
-    uint64_t bytes_read = 0;  // bytes those reads took (whole aligned blocks)
+    uint64_t uses = 0;          // experts the router picked (each row's k, per layer)
+    uint64_t reads = 0;         // of those, read from the file (not resident)
+    uint64_t bytes_read = 0;    // bytes those reads took (whole aligned blocks)
     uint64_t expert_bytes = 0;  // the bytes of the experts read (their matrices exactly)
-    double read_ms = 0;       // time spent reading them (compute waits all of it)
+    double read_ms = 0;         // time spent reading them (compute waits all of it)
   };
 
   // Uses between two choices of a layer's resident experts.

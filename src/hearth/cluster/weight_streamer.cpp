@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "hearth/base/file_read.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
@@ -241,22 +242,10 @@ void WeightStreamer::chunk_done(uint64_t seq, bool ok) {
 
 bool WeightStreamer::read_chunk(const Chunk& c) {
   if (io_ == StreamIo::kCache) return cache_chunk(c);
-  uint64_t done = 0;
-  while (done < c.bytes) {
-    const ssize_t r =
-        ::pread(fd_, c.dst + done, c.bytes - done, static_cast<off_t>(c.offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      log::warn("stream {}: read of {} bytes at {} failed: {}", path_, c.bytes - done,
-                c.offset + done, std::strerror(errno));
-      return false;
-    }
-    if (r == 0) break;  // end of file inside the last aligned block
-    done += static_cast<uint64_t>(r);
-  }
-  if (!direct_) {
-    ::posix_fadvise(fd_, static_cast<off_t>(c.offset), static_cast<off_t>(c.bytes),
-                    POSIX_FADV_DONTNEED);
+  if (read_fully(fd_, c.dst, c.bytes, c.offset, !direct_) < 0) {
+    log::warn("stream {}: read of {} bytes at {} failed: {}", path_, c.bytes, c.offset,
+              std::strerror(errno));
+    return false;
   }
   return true;
 }

@@ -168,11 +168,11 @@ class Engine {
   // Scratch, grown to the largest batch seen: (n, dim) (n, q_dim) (n, kv_dim) (n, ffn) f32;
   // a mixture of experts' gate/up are (n, k x ffn_expert).
   std::vector<float> xn_, q_, k_, v_, attn_, proj_, gate_, up_;
-  std::vector<float> router_;    // (n, n_experts) the router's logits
-  std::vector<float> moe_w_;     // (n, k) each row's expert weights
-  std::vector<float> moe_x_;     // (n, dim) the rows routed to one expert, then its outputs
-  std::vector<float> moe_out_;   // (n, k, dim) each row's expert outputs, in router order
-  std::vector<int32_t> moe_sel_;  // (n, k) each row's experts, in router order
+  std::vector<float> router_;       // (n, n_experts) the router's logits
+  std::vector<float> moe_w_;        // (n, k) each row's expert weights
+  std::vector<float> moe_x_;        // (n, dim) the rows routed to one expert, then its outputs
+  std::vector<float> moe_out_;      // (n, k, dim) each row's expert outputs, in router order
+  std::vector<int32_t> moe_sel_;    // (n, k) each row's experts, in router order
   std::vector<float> hidden_;       // (n, dim) f32: eval's embedded tokens
   std::vector<float> last_rows_;    // (n_seq, dim) f32: each sequence's last row, normed
   std::vector<float> logits_tmp_;   // (n_seq, vocab) f32

@@ -54,15 +54,20 @@ constexpr HParams qwen3(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t 
   return hp;
 }
 
+// `hp` with a feed-forward block of `n` experts of width `ffn`, `used` of them per token.
+constexpr HParams with_experts(HParams hp, uint32_t n, uint32_t used, uint32_t ffn) {
+  hp.n_experts = n;
+  hp.n_experts_used = used;
+  hp.ffn_expert = ffn;
+  return hp;
+}
+
 // Qwen 3's mixtures of experts: 128 experts, 8 of them per token, the dense width unused.
 constexpr HParams qwen3moe(uint32_t layers, uint32_t dim, uint32_t heads, uint32_t kv, uint32_t ffn,
                            uint32_t ffn_expert) {
   HParams hp = qwen3(layers, dim, heads, kv, ffn, false);
   hp.arch = Arch::kQwen3Moe;
-  hp.n_experts = 128;
-  hp.n_experts_used = 8;
-  hp.ffn_expert = ffn_expert;
-  return hp;
+  return with_experts(hp, 128, 8, ffn_expert);
 }
 
 // Mixtral: a llama whose feed-forward block is 8 experts of the dense width, 2 per token, with
@@ -73,10 +78,7 @@ constexpr HParams mixtral(uint32_t layers, uint32_t dim, uint32_t heads, uint32_
   hp.vocab = vocab;
   hp.ctx_train = ctx;
   hp.rope_base = 1000000.0f;
-  hp.n_experts = 8;
-  hp.n_experts_used = 2;
-  hp.ffn_expert = ffn;
-  return hp;
+  return with_experts(hp, 8, 2, ffn);
 }
 
 constexpr HParams tiny(Arch arch) {
@@ -99,18 +101,11 @@ constexpr HParams tiny_qwen3() {
 constexpr HParams tiny_qwen3moe() {
   HParams hp = tiny_qwen3();
   hp.arch = Arch::kQwen3Moe;
-  hp.n_experts = 16;
-  hp.n_experts_used = 4;
-  hp.ffn_expert = 256;
-  return hp;
+  return with_experts(hp, 16, 4, 256);
 }
 
 constexpr HParams tiny_mixtral() {
-  HParams hp = tiny(Arch::kLlama);
-  hp.n_experts = 8;
-  hp.n_experts_used = 2;
-  hp.ffn_expert = hp.ffn;
-  return hp;
+  return with_experts(tiny(Arch::kLlama), 8, 2, 512);
 }
 
 // The model `make demo` generates: small enough to make in a second, 8 layers deep so a ring
@@ -161,8 +156,7 @@ const std::array kPresets = {
            qwen3(64, 5120, 64, 8, 25600, false)},
     Preset{"qwen3-30b-a3b", "Qwen 3 30B-A3B (48 layers, dim 2048, 128 experts of 768, 8 used)",
            qwen3moe(48, 2048, 32, 4, 6144, 768)},
-    Preset{"qwen3-235b-a22b",
-           "Qwen 3 235B-A22B (94 layers, dim 4096, 128 experts of 1536, 8 used)",
+    Preset{"qwen3-235b-a22b", "Qwen 3 235B-A22B (94 layers, dim 4096, 128 experts of 1536, 8 used)",
            qwen3moe(94, 4096, 64, 4, 12288, 1536)},
     Preset{"mixtral-8x7b", "Mixtral 8x7B (32 layers, dim 4096, 8 experts of 14336, 2 used)",
            mixtral(32, 4096, 32, 14336, 32000, 32768)},

@@ -149,7 +149,8 @@ uint64_t write_synthetic_model(const SynthOptions& opt, const std::string& path)
         "synth: --experts-used must be 1 to --experts, and the expert width a positive multiple "
         "of 32");
   }
-  if (hp.arch == Arch::kQwen3Moe && !hp.is_moe()) throw UsageError("synth: qwen3moe needs --experts");
+  if (hp.arch == Arch::kQwen3Moe && !hp.is_moe())
+    throw UsageError("synth: qwen3moe needs --experts");
   const SynthVocab vocab = make_synth_vocab(hp.arch, hp.vocab, opt.seed);
 
   gguf::GgufWriter w;

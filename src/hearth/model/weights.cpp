@@ -37,8 +37,8 @@ struct Binder {
     return typed(get(name, {cols, rows, depth}), name, rows * depth, cols, spans);
   }
 
-  WeightView typed(const gguf::TensorInfo& t, const std::string& name, uint64_t rows,
-                   uint64_t cols, std::vector<std::pair<const uint8_t*, uint64_t>>* spans) const {
+  WeightView typed(const gguf::TensorInfo& t, const std::string& name, uint64_t rows, uint64_t cols,
+                   std::vector<std::pair<const uint8_t*, uint64_t>>* spans) const {
     if (!quant::is_supported(t.type) || quant::traits(t.type).vec_dot == nullptr) {
       throw FormatError(
           fmt::format("{}: tensor '{}' has type {}, which hearth cannot compute with yet", f.path(),

@@ -1,5 +1,5 @@
-// Binds a GGUF file's tensors to the weights of a llama/qwen2/qwen3/qwen3moe transformer: views into the
-// mmap, no copies. Every shape is checked against the hyperparameters before use.
+// Binds a GGUF file's tensors to the weights of a llama/qwen2/qwen3/qwen3moe transformer: views
+// into the mmap, no copies. Every shape is checked against the hyperparameters before use.
 #pragma once
 
 #include <vector>

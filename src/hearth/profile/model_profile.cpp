@@ -177,7 +177,8 @@ ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, s
         matrix_bytes(lt.attn_q, hp.q_dim(), hp.dim) + matrix_bytes(lt.attn_k, hp.kv_dim(), hp.dim) +
             matrix_bytes(lt.attn_v, hp.kv_dim(), hp.dim) + bias,
         matrix_bytes(lt.attn_output, hp.dim, hp.q_dim()),
-        hp.is_moe() ? 0 : matrix_bytes(lt.ffn_gate, ffn, hp.dim) + matrix_bytes(lt.ffn_up, ffn, hp.dim),
+        hp.is_moe() ? 0
+                    : matrix_bytes(lt.ffn_gate, ffn, hp.dim) + matrix_bytes(lt.ffn_up, ffn, hp.dim),
         hp.is_moe() ? 0 : matrix_bytes(lt.ffn_down, hp.dim, ffn)};
     for (uint64_t u : units) p.stream_unit_bytes = std::max(p.stream_unit_bytes, u);
     // Norm weights (and qwen2's q/k/v biases, qwen3's per-head q/k norms) are f32 vectors.
@@ -234,15 +235,14 @@ ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::Ten
       // Experts (merged ffn_*_exps, or split ffn_*.E): a token multiplies used / count of them,
       // and a stage reads them where the router sends it, never in stream units.
       const bool expert = role.size() > 5 && role.compare(role.size() - 5, 5, "_exps") == 0;
-      const bool split_expert = hp.is_moe() && (role == "ffn_gate" || role == "ffn_up" ||
-                                                role == "ffn_down");
+      const bool split_expert =
+          hp.is_moe() && (role == "ffn_gate" || role == "ffn_up" || role == "ffn_down");
       if (unit >= 0 && !split_expert) units[layer][static_cast<size_t>(unit)] += t.bytes;
       auto& lp = p.layers[layer];
       lp.bytes[t.type] += t.bytes;
       lp.total_bytes += t.bytes;
       if (expert || split_expert) lp.expert_bytes += t.bytes;
-      const double share =
-          expert || split_expert ? double(hp.n_experts_used) / hp.n_experts : 1.0;
+      const double share = expert || split_expert ? double(hp.n_experts_used) / hp.n_experts : 1.0;
       if (t.shape.size() >= 2) {
         lp.flops[t.type] += share * 2.0 * elems;
         ++matrices[layer];

@@ -117,8 +117,7 @@ class DeviceMeter {
     step_.read_ms += read_ms;
     step_.exposed_ms += exposed_ms;
   }
-  void add_experts(uint64_t uses, uint64_t reads, uint64_t bytes, uint64_t active,
-                   double read_ms) {
+  void add_experts(uint64_t uses, uint64_t reads, uint64_t bytes, uint64_t active, double read_ms) {
     step_.expert_uses += static_cast<double>(uses);
     step_.expert_reads += static_cast<double>(reads);
     step_.expert_bytes += static_cast<double>(bytes);
