@@ -7,6 +7,15 @@
 
 namespace hearth {
 
+int open_direct(const std::string& path) {
+#ifdef O_DIRECT
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+#else
+  (void)path;
+  return -1;
+#endif
+}
+
 int64_t read_fully(int fd, void* dst, uint64_t bytes, uint64_t offset, bool drop_cached) {
   auto* out = static_cast<uint8_t*>(dst);
   uint64_t done = 0;

@@ -3,8 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hearth {
+
+// Opens `path` for reading with direct I/O (no page cache), or returns -1 where the OS or the
+// file system has none (the caller then opens it plainly).
+int open_direct(const std::string& path);
 
 // Reads [offset, offset + bytes) of `fd` into `dst`. Returns the bytes read (fewer only at the
 // end of the file, where a direct read of the last aligned block comes back short), or -1 with

@@ -14,6 +14,7 @@
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 #include "hearth/base/file_read.h"
+#include "hearth/base/huge_buffer.h"
 #include "hearth/base/log.h"
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/residency/stream_plan.h"
@@ -23,10 +24,6 @@ namespace hearth::cluster {
 namespace {
 
 constexpr uint64_t kAlign = 4096;
-
-uint64_t view_bytes(const compute::WeightView& w) {
-  return *gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols)) * static_cast<uint64_t>(w.rows);
-}
 
 // The three matrices of an expert, in the order they are read.
 std::array<const compute::WeightView*, 3> matrices(const model::ExpertWeights& e) {
@@ -41,7 +38,7 @@ std::array<compute::WeightView*, 3> matrices(model::ExpertWeights& e) {
 
 uint64_t ExpertStore::expert_bytes(const model::ExpertWeights& e) {
   uint64_t b = 0;
-  for (const auto* w : matrices(e)) b += view_bytes(*w);
+  for (const auto* w : matrices(e)) b += compute::gguf_bytes(*w);
   return b;
 }
 
@@ -86,26 +83,22 @@ ExpertStore::ExpertStore(const std::string& path, const uint8_t* mapping,
   }
   buffer_bytes_ = buffer_bytes_for(views, layers);
   slot_bytes_ = max_experts_ > 0 ? buffer_bytes_ / static_cast<uint64_t>(max_experts_) : 0;
-#ifdef O_DIRECT
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-#endif
+  fd_ = open_direct(path_);
   direct_ = fd_ >= 0;
   if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) {
     throw IoError(
         fmt::format("{}: cannot open for reading experts: {}", path_, std::strerror(errno)));
   }
-  void* p =
-      ::mmap(nullptr, buffer_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
+  try {
+    buffer_ = HugeBuffer(buffer_bytes_);  // page-aligned, as direct I/O needs
+  } catch (...) {
     ::close(fd_);
-    throw IoError(fmt::format("{}: cannot allocate an expert buffer of {} MiB: {}", path_,
-                              buffer_bytes_ >> 20, std::strerror(errno)));
+    throw;
   }
-  buffer_ = static_cast<uint8_t*>(p);
   // Some file systems refuse direct I/O only when a read is made: try one block now, and read
   // through the page cache (dropping what is read) where it is refused.
-  if (direct_ && buffer_bytes_ >= kAlign && ::pread(fd_, buffer_, kAlign, 0) < 0) {
+  if (direct_ && buffer_bytes_ >= kAlign && ::pread(fd_, buffer_.data(), kAlign, 0) < 0) {
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       ::close(fd_);
@@ -124,7 +117,6 @@ ExpertStore::~ExpertStore() {
   }
   io_cv_.notify_all();
   for (auto& t : io_threads_) t.join();
-  if (buffer_ != nullptr) ::munmap(buffer_, buffer_bytes_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -167,14 +159,14 @@ void ExpertStore::acquire_experts(int layer, std::span<const int32_t> ids,
 }
 
 void ExpertStore::queue_reads(const model::ExpertWeights& e, int slot, model::ExpertWeights& v) {
-  uint8_t* dst = buffer_ + static_cast<uint64_t>(slot) * slot_bytes_;
+  uint8_t* dst = buffer_.data() + static_cast<uint64_t>(slot) * slot_bytes_;
   uint64_t pos = 0;
   const auto from = matrices(e);
   const auto to = matrices(v);
   for (size_t i = 0; i < from.size(); ++i) {
     const uint64_t off =
         static_cast<uint64_t>(static_cast<const uint8_t*>(from[i]->data) - mapping_);
-    const uint64_t len = residency::aligned_span(off, view_bytes(*from[i]), kAlign);
+    const uint64_t len = residency::aligned_span(off, compute::gguf_bytes(*from[i]), kAlign);
     batch_.push_back(Read{off / kAlign * kAlign, len, dst + pos});
     to[i]->data = dst + pos + off % kAlign;
     pos += len;
@@ -243,7 +235,7 @@ void ExpertStore::drop_pages(const model::ExpertWeights& e) const {
     const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(w->data) - mapping_);
     // Whole pages only: a page shared with a neighbouring expert stays.
     const uint64_t begin = (off + page - 1) / page * page;
-    const uint64_t end = (off + view_bytes(*w)) / page * page;
+    const uint64_t end = (off + compute::gguf_bytes(*w)) / page * page;
     if (end <= begin) continue;
     ::madvise(const_cast<uint8_t*>(mapping_) + begin, end - begin, MADV_DONTNEED);
     ::posix_fadvise(fd_, static_cast<off_t>(begin), static_cast<off_t>(end - begin),
@@ -277,7 +269,7 @@ std::vector<std::pair<const uint8_t*, uint64_t>> ExpertStore::ranges(bool reside
     for (size_t e = 0; e < experts.size(); ++e) {
       if ((l.resident[e] != 0) != resident) continue;
       for (const auto* w : matrices(experts[e])) {
-        out.emplace_back(static_cast<const uint8_t*>(w->data), view_bytes(*w));
+        out.emplace_back(static_cast<const uint8_t*>(w->data), compute::gguf_bytes(*w));
       }
     }
   }

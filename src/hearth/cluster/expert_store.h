@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "hearth/base/huge_buffer.h"
 #include "hearth/model/weight_feed.h"
 #include "hearth/model/weights.h"
 
@@ -101,7 +102,7 @@ class ExpertStore final : public model::ExpertFeed {
   int max_experts_ = 0;
   int fd_ = -1;
   bool direct_ = false;
-  uint8_t* buffer_ = nullptr;
+  HugeBuffer buffer_;
   uint64_t buffer_bytes_ = 0, slot_bytes_ = 0;
   mutable std::mutex mu_;  // counters (read by the stats thread)
   Counters counters_;

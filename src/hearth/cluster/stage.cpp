@@ -1,10 +1,9 @@
 #include "hearth/cluster/stage.h"
 
-#include "hearth/cluster/expert_store.h"
-
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
@@ -18,10 +17,6 @@ namespace hearth::cluster {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-uint64_t matrix_bytes(const compute::WeightView& v) {
-  return *gguf::row_bytes(v.type, static_cast<uint64_t>(v.cols)) * static_cast<uint64_t>(v.rows);
-}
 
 void check_windows(const std::vector<Window>& windows, int n_layers) {
   if (windows.empty()) throw UsageError("stage: no rounds");
@@ -87,8 +82,8 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
           if (v == nullptr || v->data == nullptr) continue;
           const auto* p = static_cast<const uint8_t*>(v->data);
           matrices_.push_back(residency::PlannedMatrix{l, g, static_cast<uint64_t>(p - base),
-                                                       matrix_bytes(*v), j, v->rows});
-          layer_matrices += matrix_bytes(*v);
+                                                       compute::gguf_bytes(*v), j, v->rows});
+          layer_matrices += compute::gguf_bytes(*v);
         }
       }
       uint64_t layer_all = 0;
@@ -96,7 +91,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
       fixed += layer_all - std::min(layer_all, layer_matrices);  // norms, biases, experts
     }
   }
-  if (opt_.with_output) fixed += matrix_bytes(views.output) + 4ull * hp.dim;
+  if (opt_.with_output) fixed += compute::gguf_bytes(views.output) + 4ull * hp.dim;
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
   working_bytes_ = profile::stage_working_bytes(hp);
@@ -138,11 +133,12 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   // others are read where the router picks them, through a buffer of one token's experts.
   uint64_t dense = fixed - experts;
   for (const auto& m : matrices_) dense += m.bytes;
+  std::optional<uint64_t> resident_experts;  // set: an expert store keeps this many bytes
   if (experts > 0 && dense + experts > budget) {
     const uint64_t buffer = ExpertStore::buffer_bytes_for(views, layers);
     const uint64_t room = budget > dense + buffer ? budget - dense - buffer : 0;
-    expert_resident_ = std::min(room, experts);
-    fixed = fixed - experts + expert_resident_ + buffer;
+    resident_experts = std::min(room, experts);
+    fixed = fixed - experts + *resident_experts + buffer;
   }
   fixed_bytes_ = fixed;
   layout_.stream = plan_for(budget, {});
@@ -163,12 +159,11 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   // A streaming device computes from the file's bytes; with k > 1 rounds in mmap mode the
   // windows come and go from the page cache: both keep the GGUF layout.
   // An expert store reads experts into a buffer in the file's layout.
-  const bool store = expert_resident_ != kNoStore;
-  if (streaming || rounds() > 1 || store) eo.repack = model::RepackMode::kOff;
+  if (streaming || rounds() > 1 || resident_experts) eo.repack = model::RepackMode::kOff;
   eo.no_layers = layers.empty();  // a head with no layers still embeds and computes logits
   engine_ = std::make_unique<model::Engine>(file_, eo);
   meter_ = std::make_unique<residency::DeviceMeter>(*pages_);
-  if (store) start_experts(layers);
+  if (resident_experts) start_experts(layers, *resident_experts);
   meter_->set_layout(layout_.stream.assigned_bytes,
                      streams ? layout_.stream.weight_budget_bytes : budget,
                      streaming ? layout_.stream.buffer_bytes : 0);
@@ -205,9 +200,9 @@ Stage::~Stage() = default;
 
 // The resident experts are read at start-up (as a streaming device's resident part is), the
 // others' pages dropped from the cache.
-void Stage::start_experts(std::span<const int> layers) {
+void Stage::start_experts(std::span<const int> layers, uint64_t resident_bytes) {
   experts_ = std::make_unique<ExpertStore>(file_.path(), file_.bytes().data(), engine_->weights(),
-                                           layers, expert_resident_);
+                                           layers, resident_bytes);
   engine_->set_expert_feed(experts_.get());
   std::vector<residency::ByteRange> resident, cold;
   for (const auto& [p, n] : experts_->ranges(true)) resident.push_back({p, n});
@@ -219,7 +214,7 @@ void Stage::start_experts(std::span<const int> layers) {
   log::info(
       "stage: {} of {} experts resident ({} MiB), the others read when routed through a {} MiB "
       "buffer",
-      experts_->resident_experts(), resident.size() / 3 + cold.size() / 3,
+      experts_->resident_experts(), layers.size() * engine_->hparams().n_experts,
       experts_->resident_bytes() / kMiB, experts_->buffer_bytes() / kMiB);
 }
 

@@ -112,8 +112,9 @@ class Stage {
   void recalibrate(const residency::StepStats& st);
   // Starts the reader of layout_.stream's streamed part (start-up and re-plans alike).
   void start_streaming(bool prefetch_resident);
-  // Starts the expert store of a mixture whose experts do not all fit.
-  void start_experts(std::span<const int> layers);
+  // Starts the expert store of a mixture whose experts do not all fit, keeping
+  // `resident_bytes` of them resident.
+  void start_experts(std::span<const int> layers, uint64_t resident_bytes);
   // The residency plan for `weight_memory` (keeping `streamed_before` streamed).
   residency::StreamPlan plan_for(uint64_t weight_memory, std::vector<bool> streamed_before) const;
 
@@ -133,8 +134,6 @@ class Stage {
   uint64_t total_memory_ = 0;   // what the pressure target is a share of
   uint64_t advised0_ = 0, released0_ = 0;
   StreamCounters stream0_;
-  static constexpr uint64_t kNoStore = UINT64_MAX;
-  uint64_t expert_resident_ = kNoStore;  // bytes of resident experts when there is a store
   ExpertStore::Counters experts0_;
   bool settle_ = false;  // skip one recalibration check after a re-plan
 };

@@ -10,9 +10,9 @@
 
 #include <fmt/core.h>
 
-#include "hearth/base/file_read.h"
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
+#include "hearth/base/file_read.h"
 #include "hearth/base/log.h"
 
 namespace hearth::cluster {
@@ -24,15 +24,6 @@ constexpr uint64_t kAlign = 4096;
 // its own.
 constexpr int kIoThreads = 4;
 constexpr uint64_t kMinChunk = uint64_t{512} << 10;
-
-int open_direct(const std::string& path) {
-#ifdef O_DIRECT
-  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-#else
-  (void)path;
-  return -1;
-#endif
-}
 
 uint64_t page_size() {
   return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

@@ -28,6 +28,11 @@ struct WeightView {
   WeightLayout layout = WeightLayout::kGguf;
 };
 
+// Bytes of w's rows as a GGUF file stores them (its size in the file mapping).
+inline uint64_t gguf_bytes(const WeightView& w) {
+  return *gguf::row_bytes(w.type, static_cast<uint64_t>(w.cols)) * static_cast<uint64_t>(w.rows);
+}
+
 // Whether `w` can be repacked into the rows16 layout with kernels that are worth it on this
 // CPU (the active ISA has SIMD rows16 kernels for the type and rows % 16 == 0).
 bool rows16_worthwhile(const WeightView& w);
