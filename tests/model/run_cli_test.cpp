@@ -178,5 +178,38 @@ TEST(RunCli, BadInputGetsClearErrors) {
   EXPECT_NE(r.all().find("not a GGUF file"), std::string::npos) << r.all();
 }
 
+// `hearth synth` writes a mixture of experts in either layout, and refuses expert flags that
+// make no model, naming them, with exit 2.
+TEST(SynthCli, MixturesOfExpertsAndBadExpertFlags) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("hearth_synth_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "m.gguf").string();
+  for (const std::string layout : {"merged", "split"}) {
+    const auto r =
+        run("synth --arch qwen3moe --layers 2 --dim 256 --heads 2 --kv-heads 1 --head-dim "
+            "128 --experts 8 --experts-used 2 --expert-ffn 256 --type q8_0 "
+            "--expert-layout " +
+            layout + " -o " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.all();
+    EXPECT_NE(r.err.find("8 experts of 256, 2 used"), std::string::npos) << r.err;
+    const auto gen = run("run -m " + out + " -p hi -n 3 --temp 0 --ignore-eos --json");
+    ASSERT_EQ(gen.exit_code, 0) << gen.all();
+  }
+  struct Case {
+    std::string flags, named;
+  };
+  for (const Case& c : {Case{"--arch qwen3moe --experts 4 --experts-used 9", "--experts-used"},
+                        Case{"--arch llama --experts-used 2", "--experts"},
+                        Case{"--arch llama --expert-layout split", "--experts"},
+                        Case{"--arch qwen3moe --experts 4 --expert-ffn 100", "expert width"},
+                        Case{"--arch mixtral", "--arch"}}) {
+    const auto r = run("synth " + c.flags + " -o " + out);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << ": " << r.all();
+    EXPECT_NE(r.err.find(c.named), std::string::npos) << c.flags << ": " << r.err;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace hearth::model

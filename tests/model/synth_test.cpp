@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <cstring>
@@ -13,6 +16,7 @@
 #include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
 #include "hearth/model/synth_vocab.h"
+#include "hearth/model/weights.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::model {
@@ -189,6 +193,41 @@ TEST(HParams, MissingAndBadKeysAreNamed) {
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("llama.embedding_length"), std::string::npos);
   }
+}
+
+// A mixture whose expert width key disagrees with its expert tensors is refused at load,
+// naming the tensor, not read out of bounds.
+TEST(HParams, ExpertWidthThatDisagreesWithTheTensorsIsNamed) {
+  SynthOptions opt;
+  opt.hp = find_preset("tiny-qwen3moe").hparams;
+  opt.hp.n_layers = 1;
+  opt.hp.vocab = 512;
+  opt.types = parse_type_recipe("q8_0");
+  const auto path = temp_path("moe_width.gguf");
+  write_synthetic_model(opt, path);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  // The key's u32 value follows its name and its type tag (4 bytes each).
+  const std::string key = "qwen3moe.expert_feed_forward_length";
+  const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, bytes.end());
+  uint8_t* value = &*at + key.size() + 4;
+  uint32_t width = 0;
+  std::memcpy(&width, value, 4);
+  ASSERT_EQ(width, 256u);
+  width = 512;
+  std::memcpy(value, &width, 4);
+  const auto f = gguf::GgufFile::parse(bytes, "moe_width.gguf");
+  const HParams hp = load_hparams(f);
+  EXPECT_EQ(hp.ffn_expert, 512u);
+  try {
+    (void)bind_weights(f, hp);
+    ADD_FAILURE() << "bound";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_gate_exps.weight"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 // Hostile sizes are refused at load with the key named, before anything is sized by them.

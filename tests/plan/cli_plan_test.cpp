@@ -156,6 +156,21 @@ TEST(CliPlan, GgufFileAndPresetGiveTheSamePlan) {
   std::filesystem::remove(path);
 }
 
+// A mixture of experts: the default search plans it and reports each device's expert reads;
+// the MILP, which cannot express them, refuses it with exit 2 and says why.
+TEST(CliPlan, MixturesOfExpertsPlanWithTheSearchOnly) {
+  const auto devices = " --json --devices " + kTestbeds + "paper-table3.json";
+  const auto ok = run("--preset qwen3-235b-a22b" + devices);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const auto j = last_line_json(ok.out);
+  double reads = 0;
+  for (const auto& d : j["devices"]) reads += d.value("expert_read_bytes", 0.0);
+  EXPECT_GT(reads, 0) << "the 235B mixture does not fit Table 3's memory: experts are read";
+  const auto ilp = run("--preset qwen3-235b-a22b --solver ilp" + devices);
+  EXPECT_EQ(ilp.code, 2) << ilp.out;
+  EXPECT_NE(ilp.out.find("mixture of experts"), std::string::npos) << ilp.out;
+}
+
 TEST(CliPlan, BadInputFailsWithAClearMessage) {
   const auto dir = std::filesystem::temp_directory_path() / "hearth_cli_plan_test";
   std::filesystem::create_directories(dir);
