@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "hearth/base/clock.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
 #include "hearth/compute/kv_cache.h"
@@ -34,23 +35,16 @@ void check_windows(const std::vector<Window>& windows, int n_layers) {
 
 }  // namespace
 
+constexpr EnumName<ResidencyMode> kResidencyModeNames[] = {{ResidencyMode::kAuto, "auto"},
+                                                           {ResidencyMode::kStream, "stream"},
+                                                           {ResidencyMode::kMmap, "mmap"}};
+
 ResidencyMode parse_residency_mode(std::string_view text) {
-  if (text == "auto") return ResidencyMode::kAuto;
-  if (text == "stream") return ResidencyMode::kStream;
-  if (text == "mmap") return ResidencyMode::kMmap;
-  throw UsageError(fmt::format("--residency: '{}' is not auto, stream or mmap", std::string(text)));
+  return parse_enum(kResidencyModeNames, text, "--residency");
 }
 
 std::string_view residency_mode_name(ResidencyMode m) {
-  switch (m) {
-    case ResidencyMode::kAuto:
-      return "auto";
-    case ResidencyMode::kStream:
-      return "stream";
-    case ResidencyMode::kMmap:
-      return "mmap";
-  }
-  return "?";
+  return enum_name(kResidencyModeNames, m);
 }
 
 Stage::Stage(const gguf::GgufFile& file, StageOptions options)

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "hearth/base/clock.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/file_read.h"
 #include "hearth/base/log.h"
@@ -31,14 +32,15 @@ uint64_t page_size() {
 
 }  // namespace
 
+constexpr EnumName<StreamIo> kStreamIoNames[] = {{StreamIo::kDirect, "direct"},
+                                                 {StreamIo::kCache, "cache"}};
+
 StreamIo parse_stream_io(std::string_view text) {
-  if (text == "direct") return StreamIo::kDirect;
-  if (text == "cache") return StreamIo::kCache;
-  throw UsageError(fmt::format("--stream-io: '{}' is not one of direct, cache", text));
+  return parse_enum(kStreamIoNames, text, "--stream-io");
 }
 
 std::string_view stream_io_name(StreamIo io) {
-  return io == StreamIo::kCache ? "cache" : "direct";
+  return enum_name(kStreamIoNames, io);
 }
 
 std::string_view WeightStreamer::read_path() const {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "hearth/base/checked_math.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/half.h"
 #include "hearth/quant/type_traits.h"
@@ -59,31 +60,20 @@ uint64_t layer_part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t n_
   return *aligned;
 }
 
+constexpr EnumName<KvType> kKvTypeNames[] = {
+    {KvType::kF32, "f32"}, {KvType::kF16, "f16"}, {KvType::kQ8_0, "q8_0"}, {KvType::kQ4_0, "q4_0"}};
+
 }  // namespace
 
 KvType parse_kv_type(const std::string& text, const std::string& what) {
-  std::string t = text;
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (t == "f32") return KvType::kF32;
-  if (t == "f16") return KvType::kF16;
-  if (t == "q8_0") return KvType::kQ8_0;
-  if (t == "q4_0") return KvType::kQ4_0;
-  throw UsageError(
-      fmt::format("{}: unknown type '{}' (choose f32, f16, q8_0 or q4_0)", what, text));
+  std::string lower = text;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (auto t = enum_from_name(kKvTypeNames, lower)) return *t;
+  return parse_enum(kKvTypeNames, text, what);  // throws, naming the flag and the choices
 }
 
 const char* kv_type_name(KvType t) {
-  switch (t) {
-    case KvType::kF32:
-      return "f32";
-    case KvType::kF16:
-      return "f16";
-    case KvType::kQ8_0:
-      return "q8_0";
-    case KvType::kQ4_0:
-      return "q4_0";
-  }
-  return "?";
+  return enum_name(kKvTypeNames, t).data();
 }
 
 bool kv_type_fits(KvType t, int head_dim) {

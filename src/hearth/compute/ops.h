@@ -53,30 +53,21 @@ enum class Isa { kScalar, kAvx2, kAvx512 };
 
 inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
 
-inline std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-  }
-  return "unknown";
+// The quant kernels' level of the same name: AVX2 with FMA, F16C and BMI2; AVX-512 F, BW, VL,
+// DQ and VNNI.
+inline quant::Isa quant_isa(Isa isa) {
+  return isa == Isa::kAvx512 ? quant::Isa::kAvx512
+         : isa == Isa::kAvx2 ? quant::Isa::kAvx2
+                             : quant::Isa::kScalar;
 }
 
-// True when this build has the variant and the CPU runs it: the quant kernels' level of the
-// same name (AVX2 with FMA, F16C and BMI2; AVX-512 F, BW, VL, DQ and VNNI).
+inline std::string_view isa_name(Isa isa) {
+  return quant::isa_name(quant_isa(isa));
+}
+
+// True when this build has the variant and the CPU runs it.
 inline bool isa_supported(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return quant::isa_supported(quant::Isa::kAvx2);
-    case Isa::kAvx512:
-      return quant::isa_supported(quant::Isa::kAvx512);
-  }
-  return false;
+  return quant::isa_supported(quant_isa(isa));
 }
 
 namespace detail {

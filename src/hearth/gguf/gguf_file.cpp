@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "hearth/base/checked_math.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/huge_buffer.h"
 
@@ -25,35 +26,13 @@ constexpr uint32_t kMaxDims = 4;
 }  // namespace
 
 std::string_view value_type_name(ValueType type) {
-  switch (type) {
-    case ValueType::kU8:
-      return "u8";
-    case ValueType::kI8:
-      return "i8";
-    case ValueType::kU16:
-      return "u16";
-    case ValueType::kI16:
-      return "i16";
-    case ValueType::kU32:
-      return "u32";
-    case ValueType::kI32:
-      return "i32";
-    case ValueType::kF32:
-      return "f32";
-    case ValueType::kBool:
-      return "bool";
-    case ValueType::kString:
-      return "string";
-    case ValueType::kArray:
-      return "array";
-    case ValueType::kU64:
-      return "u64";
-    case ValueType::kI64:
-      return "i64";
-    case ValueType::kF64:
-      return "f64";
-  }
-  return "?";
+  static constexpr EnumName<ValueType> kNames[] = {
+      {ValueType::kU8, "u8"},       {ValueType::kI8, "i8"},     {ValueType::kU16, "u16"},
+      {ValueType::kI16, "i16"},     {ValueType::kU32, "u32"},   {ValueType::kI32, "i32"},
+      {ValueType::kF32, "f32"},     {ValueType::kBool, "bool"}, {ValueType::kString, "string"},
+      {ValueType::kArray, "array"}, {ValueType::kU64, "u64"},   {ValueType::kI64, "i64"},
+      {ValueType::kF64, "f64"}};
+  return enum_name(kNames, type);
 }
 
 std::optional<uint64_t> Value::as_u64() const {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
 #include "hearth/compute/activation.h"
@@ -82,10 +83,9 @@ Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
 }
 
 RepackMode parse_repack_mode(const std::string& text) {
-  if (text == "auto") return RepackMode::kAuto;
-  if (text == "on") return RepackMode::kOn;
-  if (text == "off") return RepackMode::kOff;
-  throw UsageError(fmt::format("--repack: '{}' is not auto, on or off", text));
+  static constexpr EnumName<RepackMode> kNames[] = {
+      {RepackMode::kAuto, "auto"}, {RepackMode::kOn, "on"}, {RepackMode::kOff, "off"}};
+  return parse_enum(kNames, text, "--repack");
 }
 
 void Engine::repack(RepackMode mode, bool with_output) {

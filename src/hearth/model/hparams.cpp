@@ -2,23 +2,21 @@
 
 #include <fmt/core.h>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 
 namespace hearth::model {
 
+namespace {
+constexpr EnumName<Arch> kArchNames[] = {{Arch::kLlama, "llama"},
+                                         {Arch::kQwen2, "qwen2"},
+                                         {Arch::kQwen3, "qwen3"},
+                                         {Arch::kQwen3Moe, "qwen3moe"}};
+}  // namespace
+
 const char* arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::kQwen2:
-      return "qwen2";
-    case Arch::kQwen3:
-      return "qwen3";
-    case Arch::kQwen3Moe:
-      return "qwen3moe";
-    case Arch::kLlama:
-      break;
-  }
-  return "llama";
+  return enum_name(kArchNames, arch, "llama").data();
 }
 
 namespace {

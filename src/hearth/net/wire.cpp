@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "hearth/base/checked_math.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/net/crc32c.h"
 #include "hearth/net/wire_codec.h"
@@ -445,37 +446,15 @@ bool bits_equal(float a, float b) {
 }  // namespace
 
 std::string_view msg_type_name(MsgType type) {
-  switch (type) {
-    case MsgType::kHello:
-      return "Hello";
-    case MsgType::kHelloAck:
-      return "HelloAck";
-    case MsgType::kRefuse:
-      return "Refuse";
-    case MsgType::kProfile:
-      return "Profile";
-    case MsgType::kAssign:
-      return "Assign";
-    case MsgType::kLoad:
-      return "Load";
-    case MsgType::kReady:
-      return "Ready";
-    case MsgType::kActivations:
-      return "Activations";
-    case MsgType::kKvControl:
-      return "KvControl";
-    case MsgType::kStats:
-      return "Stats";
-    case MsgType::kStop:
-      return "Stop";
-    case MsgType::kError:
-      return "Error";
-    case MsgType::kPing:
-      return "Ping";
-    case MsgType::kPong:
-      return "Pong";
-  }
-  return "Unknown";
+  static constexpr EnumName<MsgType> kNames[] = {
+      {MsgType::kHello, "Hello"},         {MsgType::kHelloAck, "HelloAck"},
+      {MsgType::kRefuse, "Refuse"},       {MsgType::kProfile, "Profile"},
+      {MsgType::kAssign, "Assign"},       {MsgType::kLoad, "Load"},
+      {MsgType::kReady, "Ready"},         {MsgType::kActivations, "Activations"},
+      {MsgType::kKvControl, "KvControl"}, {MsgType::kStats, "Stats"},
+      {MsgType::kStop, "Stop"},           {MsgType::kError, "Error"},
+      {MsgType::kPing, "Ping"},           {MsgType::kPong, "Pong"}};
+  return enum_name(kNames, type, "Unknown");
 }
 
 uint64_t max_payload_bytes(MsgType type) {

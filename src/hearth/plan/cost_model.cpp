@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/residency/stream_plan.h"
 
@@ -40,14 +41,15 @@ std::string fmt_gib(double bytes) {
 
 }  // namespace
 
+constexpr EnumName<CostModel> kCostModelNames[] = {{CostModel::kPaper, "paper"},
+                                                   {CostModel::kOverlap, "overlap"}};
+
 std::string_view cost_model_name(CostModel m) {
-  return m == CostModel::kPaper ? "paper" : "overlap";
+  return enum_name(kCostModelNames, m);
 }
 
 CostModel parse_cost_model(std::string_view name) {
-  if (name == "paper") return CostModel::kPaper;
-  if (name == "overlap") return CostModel::kOverlap;
-  throw UsageError("unknown cost model '" + std::string(name) + "' (paper, overlap)");
+  return parse_enum(kCostModelNames, name, "--cost-model");
 }
 
 double disk_read_bps(const DeviceProfile& d) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 
 namespace hearth::profile {
@@ -92,29 +93,17 @@ std::string string_field(const json& j, const std::string& key, const std::strin
 }  // namespace
 
 const char* os_class_name(OsClass os) {
-  switch (os) {
-    case OsClass::kLinux:
-      return "linux";
-    case OsClass::kMac:
-      return "mac";
-    case OsClass::kAndroid:
-      return "android";
-    case OsClass::kWindows:
-      return "windows";
-  }
-  return "?";
+  static constexpr EnumName<OsClass> kNames[] = {{OsClass::kLinux, "linux"},
+                                                 {OsClass::kMac, "mac"},
+                                                 {OsClass::kAndroid, "android"},
+                                                 {OsClass::kWindows, "windows"}};
+  return enum_name(kNames, os).data();
 }
 
 const char* gpu_kind_name(GpuKind kind) {
-  switch (kind) {
-    case GpuKind::kNone:
-      return "none";
-    case GpuKind::kCuda:
-      return "cuda";
-    case GpuKind::kMetal:
-      return "metal";
-  }
-  return "?";
+  static constexpr EnumName<GpuKind> kNames[] = {
+      {GpuKind::kNone, "none"}, {GpuKind::kCuda, "cuda"}, {GpuKind::kMetal, "metal"}};
+  return enum_name(kNames, kind).data();
 }
 
 bool DeviceProfile::can_reach(const std::string& other) const {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "hearth/base/cpu_features.h"
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/quant/type_traits.h"
 
@@ -44,33 +45,26 @@ bool isa_supported(Isa isa) {
   }
 }
 
+namespace {
+constexpr EnumName<Isa> kIsaNames[] = {{Isa::kScalar, "scalar"},
+                                       {Isa::kAvx2, "avx2"},
+                                       {Isa::kAvx512, "avx512"},
+                                       {Isa::kNeon, "neon"},
+                                       {Isa::kNeonDotprod, "dotprod"}};
+}  // namespace
+
 const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kNeon:
-      return "neon";
-    case Isa::kNeonDotprod:
-      return "dotprod";
-  }
-  return "unknown";
+  return enum_name(kIsaNames, isa, "unknown").data();
 }
 
 Isa detect_isa() {
   if (const char* env = std::getenv("HEARTH_ISA"); env != nullptr && *env != '\0') {
     const std::string want = env;
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDotprod}) {
-      if (want != isa_name(isa)) continue;
-      if (!isa_supported(isa)) {
-        throw UsageError("HEARTH_ISA=" + want + ": this CPU does not support it");
-      }
-      return isa;
+    const Isa isa = parse_enum(kIsaNames, want, "HEARTH_ISA");
+    if (!isa_supported(isa)) {
+      throw UsageError("HEARTH_ISA=" + want + ": this CPU does not support it");
     }
-    throw UsageError("HEARTH_ISA=" + want + ": expected scalar, avx2, avx512, neon or dotprod");
+    return isa;
   }
   for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kNeonDotprod, Isa::kNeon}) {
     if (isa_supported(isa)) return isa;

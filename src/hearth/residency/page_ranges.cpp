@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/log.h"
 
@@ -19,36 +20,26 @@
 
 namespace hearth::residency {
 
+namespace {
+constexpr EnumName<PrefetchMethod> kPrefetchMethodNames[] = {
+    {PrefetchMethod::kWillNeed, "willneed"},
+    {PrefetchMethod::kTouch, "touch"},
+    {PrefetchMethod::kBoth, "both"}};
+constexpr EnumName<ReleaseMethod> kReleaseMethodNames[] = {{ReleaseMethod::kFadvise, "fadvise"},
+                                                           {ReleaseMethod::kPageout, "pageout"},
+                                                           {ReleaseMethod::kNone, "none"}};
+}  // namespace
+
 PrefetchMethod parse_prefetch_method(std::string_view text) {
-  if (text == "willneed") return PrefetchMethod::kWillNeed;
-  if (text == "touch") return PrefetchMethod::kTouch;
-  if (text == "both") return PrefetchMethod::kBoth;
-  throw UsageError(
-      fmt::format("prefetch method '{}': expected willneed, touch or both", std::string(text)));
+  return parse_enum(kPrefetchMethodNames, text, "--prefetch-method");
 }
 
 std::string_view prefetch_method_name(PrefetchMethod m) {
-  switch (m) {
-    case PrefetchMethod::kWillNeed:
-      return "willneed";
-    case PrefetchMethod::kTouch:
-      return "touch";
-    case PrefetchMethod::kBoth:
-      return "both";
-  }
-  return "?";
+  return enum_name(kPrefetchMethodNames, m);
 }
 
 std::string_view release_method_name(ReleaseMethod m) {
-  switch (m) {
-    case ReleaseMethod::kFadvise:
-      return "fadvise";
-    case ReleaseMethod::kPageout:
-      return "pageout";
-    case ReleaseMethod::kNone:
-      return "none";
-  }
-  return "?";
+  return enum_name(kReleaseMethodNames, m);
 }
 
 MappedPages::MappedPages(std::span<const uint8_t> mapping, const std::string& path)

@@ -1,31 +1,22 @@
 #include "hearth/residency/release_policy.h"
 
-#include <fmt/core.h>
-
 #include <algorithm>
-#include <string>
 
-#include "hearth/base/error.h"
+#include "hearth/base/enum_names.h"
 
 namespace hearth::residency {
 
+namespace {
+constexpr EnumName<ReleaseMode> kReleaseModeNames[] = {
+    {ReleaseMode::kAuto, "auto"}, {ReleaseMode::kOn, "on"}, {ReleaseMode::kOff, "off"}};
+}  // namespace
+
 ReleaseMode parse_release_mode(std::string_view text) {
-  if (text == "auto") return ReleaseMode::kAuto;
-  if (text == "on") return ReleaseMode::kOn;
-  if (text == "off") return ReleaseMode::kOff;
-  throw UsageError(fmt::format("release mode '{}': expected auto, on or off", std::string(text)));
+  return parse_enum(kReleaseModeNames, text, "--release");
 }
 
 std::string_view release_mode_name(ReleaseMode m) {
-  switch (m) {
-    case ReleaseMode::kAuto:
-      return "auto";
-    case ReleaseMode::kOn:
-      return "on";
-    case ReleaseMode::kOff:
-      return "off";
-  }
-  return "?";
+  return enum_name(kReleaseModeNames, m);
 }
 
 bool release_enabled(ReleaseMode mode, uint64_t share_bytes, uint64_t share_resident,

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/text/json_schema.h"
 
@@ -169,15 +170,10 @@ ToolFormat detect_tool_format(std::string_view t) {
 }
 
 const char* tool_format_name(ToolFormat f) {
-  switch (f) {
-    case ToolFormat::kLlama3Json:
-      return "llama3-json";
-    case ToolFormat::kHermes:
-      return "hermes";
-    case ToolFormat::kNone:
-      break;
-  }
-  return "none";
+  static constexpr EnumName<ToolFormat> kNames[] = {{ToolFormat::kNone, "none"},
+                                                    {ToolFormat::kLlama3Json, "llama3-json"},
+                                                    {ToolFormat::kHermes, "hermes"}};
+  return enum_name(kNames, f, "none").data();
 }
 
 ParsedReply parse_tool_calls(ToolFormat f, std::string_view reply) {
