@@ -12,6 +12,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
+#include "support/scratch_dir.h"
 #include "support/synth_model.h"
 
 namespace hearth::cluster {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 std::string moe_model() {
   const auto dir =
-      fs::temp_directory_path() / ("hearth_expert_store_" + std::to_string(::getpid()));
+      hearth::testing::scratch_dir() / ("hearth_expert_store_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return testing::write_moe_model((dir / "moe.gguf").string(), 2, "q4_k_m", 1);
 }

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 
 extern char** environ;
@@ -50,7 +51,7 @@ class HarnessTest : public ::testing::Test {
     // An id of our own: the harness names everything after it, so the checks below see only
     // what this test created, even with other harness runs on the machine.
     id_ = std::to_string(90000 + getpid() % 9000) + std::to_string(counter_++);
-    dir_ = fs::temp_directory_path() / ("hearth_harness_" + id_);
+    dir_ = hearth::testing::scratch_dir() / ("hearth_harness_" + id_);
     fs::create_directories(dir_);
     model_ = (dir_ / "tiny.gguf").string();
     const auto synth = run_hearth("synth --preset tiny-llama --type q4_k_m -t 1 -o " + model_);
@@ -245,7 +246,7 @@ TEST_F(HarnessTest, RefusesWithoutRoot) {
   // As the nobody user: a clear message and exit 2, before anything is created. The scripts
   // are copied to a directory nobody can read: a checkout under a 0700 directory (mktemp -d)
   // would otherwise fail with "permission denied" before the script could say anything.
-  const fs::path copy = fs::temp_directory_path() / ("hearth_harness_nobody_" + id_);
+  const fs::path copy = hearth::testing::scratch_dir() / ("hearth_harness_nobody_" + id_);
   fs::create_directories(copy);
   for (const char* f : {"run.sh", "lib.sh"}) {
     fs::copy_file(fs::path(kRunSh).parent_path() / f, copy / f,

@@ -24,6 +24,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/net/transport.h"
 #include "support/cluster_key.h"
+#include "support/scratch_dir.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
 
@@ -35,7 +36,8 @@ constexpr uint32_t kLayers = 4, kDim = 128;
 
 const std::string& model_path() {
   static const std::string path = [] {
-    const auto dir = fs::temp_directory_path() / ("hearth_hostile_" + std::to_string(::getpid()));
+    const auto dir =
+        hearth::testing::scratch_dir() / ("hearth_hostile_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     return hearth::testing::write_model(
         (dir / "m.gguf").string(),

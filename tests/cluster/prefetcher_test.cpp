@@ -8,6 +8,7 @@
 #include "hearth/model/hparams.h"
 #include "hearth/model/synth.h"
 #include "hearth/model/weights.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::cluster {
 namespace {
@@ -26,9 +27,9 @@ TEST(WindowPrefetcher, AdvisesTheWindowsLayers) {
   opt.hp.vocab = 512;
   opt.hp.ctx_train = 256;
   opt.threads = 1;
-  const auto path = (std::filesystem::temp_directory_path() /
-                     ("hearth_prefetch_" + std::to_string(::getpid()) + ".gguf"))
-                        .string();
+  const auto path =
+      (hearth::testing::scratch_dir() / ("hearth_prefetch_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
   model::write_synthetic_model(opt, path);
   const auto file = gguf::GgufFile::open(path);
   const auto weights = model::bind_weights(file, model::load_hparams(file));

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 
 namespace hearth::testing {
@@ -32,7 +33,8 @@ class ReportTest : public ::testing::Test {
   static void SetUpTestSuite() {
     has_jq_ = run_command("command -v jq").exit_code == 0;
     if (!has_jq_) return;
-    const fs::path out = fs::temp_directory_path() / ("hearth_report_" + std::to_string(getpid()));
+    const fs::path out =
+        hearth::testing::scratch_dir() / ("hearth_report_" + std::to_string(getpid()));
     fs::create_directories(out);
     const std::string data = kBench + "/testdata/";
     const auto r = run_command("bash '" + kBench + "/report.sh' --results '" + data +

@@ -24,6 +24,7 @@
 #include "hearth/net/transport.h"
 #include "support/cluster_key.h"
 #include "support/profile_file.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/worker_process.h"
 
@@ -35,7 +36,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_ring_test_" + std::to_string(::getpid()));
+  const auto d =
+      hearth::testing::scratch_dir() / ("hearth_ring_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

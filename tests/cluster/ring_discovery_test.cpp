@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
@@ -20,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_discovery_" + std::to_string(::getpid()));
+  const auto d =
+      hearth::testing::scratch_dir() / ("hearth_discovery_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

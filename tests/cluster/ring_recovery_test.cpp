@@ -15,6 +15,7 @@
 #include "hearth/base/error.h"
 #include "hearth/cluster/recovering_ring.h"
 #include "support/profile_file.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
@@ -28,7 +29,8 @@ namespace fs = std::filesystem;
 // lands mid-generation: it is injected when the first generated text reaches stdout.
 const std::string& model_path() {
   static const std::string path = [] {
-    const auto p = fs::temp_directory_path() / ("hearth_recovery_" + std::to_string(::getpid()));
+    const auto p =
+        hearth::testing::scratch_dir() / ("hearth_recovery_" + std::to_string(::getpid()));
     fs::create_directories(p);
     return hearth::testing::write_model((p / "m.gguf").string(),
                                         {8, 512, 8, 4, 1536, 2048, "q8_0", 11});
@@ -55,9 +57,9 @@ struct Disturbed {
 // bytes arrive on its stdout.
 template <typename F>
 Disturbed run_disturbed(const std::string& workers, const std::string& plan, F disturb) {
-  const std::string err =
-      (fs::temp_directory_path() / ("hearth_recovery_head_" + std::to_string(::getpid()) + ".err"))
-          .string();
+  const std::string err = (hearth::testing::scratch_dir() /
+                           ("hearth_recovery_head_" + std::to_string(::getpid()) + ".err"))
+                              .string();
   const std::string cmd = std::string(HEARTH_BIN_PATH) + " run -m " + model_path() + kGen +
                           " --workers " + workers + " --plan " + plan + " 2>" + err;
   Disturbed d;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
@@ -20,7 +21,8 @@ using testing::last_json_line;
 using testing::run_hearth;
 
 TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
-  const auto dir = fs::temp_directory_path() / ("hearth_ring_stream_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_ring_stream_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string model =
       testing::write_model((dir / "m.gguf").string(), {8, 256, 4, 2, 768, 512, "q4_k_m", 5});
@@ -67,7 +69,8 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
 // A mixture of experts on devices whose memory holds few of their experts: the others are
 // read when routed, and the ids are those of one device holding everything.
 TEST(RingStream, ExpertsReadWhenRoutedGiveTheIdsOfOneDevice) {
-  const auto dir = fs::temp_directory_path() / ("hearth_ring_moe_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_ring_moe_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string model = testing::write_moe_model((dir / "moe.gguf").string(), 4, "q4_k_m", 9);
   const std::string gen = " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json --repack off";

@@ -14,6 +14,7 @@
 #include "hearth/model/engine.h"
 #include "hearth/profile/model_profile.h"
 #include "hearth/residency/page_ranges.h"
+#include "support/scratch_dir.h"
 #include "support/synth_model.h"
 
 namespace hearth::cluster {
@@ -22,7 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string make_model() {
-  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_stage_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   return testing::write_model((dir / "m.gguf").string(), {6, 256, 4, 2, 768, 512, "q4_k_m", 11});
 }
@@ -130,7 +132,8 @@ TEST(Stage, StreamingGivesTheSameLogitsBitwiseAndReadsTheStreamedPart) {
 // bitwise those of a device that holds everything, each token's routed experts are counted,
 // and a read takes only the expert's own bytes (whole aligned blocks: at most 1.15 x).
 TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
-  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_stage_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = testing::write_moe_model((dir / "moe.gguf").string(), 4, "q8_0", 3);
   const auto file = gguf::GgufFile::open(path);
@@ -183,7 +186,8 @@ TEST(Stage, ExpertsThatDoNotFitAreReadWhenRouted) {
 TEST(Stage, TheResidentPartIsInMemoryWhenTheStageIsReady) {
   // Matrices of megabytes: the kernel's read-around of the small tensors between them (norms,
   // read at start) does not reach across them.
-  const auto dir = fs::temp_directory_path() / ("hearth_stage_test_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_stage_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const auto path =
       testing::write_model((dir / "wide.gguf").string(), {2, 1024, 8, 8, 4096, 512, "q8_0", 5});

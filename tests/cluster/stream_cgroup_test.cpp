@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 
@@ -53,7 +54,8 @@ class MemoryCgroup {
 };
 
 TEST(StreamInCgroup, ReadsAboutTheExcessPerTokenWherePlainMmapRereadsMore) {
-  const auto dir = fs::temp_directory_path() / ("hearth_stream_cg_" + std::to_string(::getpid()));
+  const auto dir =
+      hearth::testing::scratch_dir() / ("hearth_stream_cg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // 12 layers of 7 MiB in Q4_K: 83 MiB, above the 64 MiB limit below.
   const std::string model =

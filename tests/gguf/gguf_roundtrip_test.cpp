@@ -10,6 +10,7 @@
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/gguf/gguf_writer.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::gguf {
 namespace {
@@ -102,8 +103,7 @@ TEST(GgufRoundTrip, EveryTensorTypeAndAlignment) {
 }
 
 TEST(GgufRoundTrip, WriteFileIsAtomicAndMapsBack) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("hearth_gguf_rt_" + std::to_string(getpid()));
+  const auto dir = hearth::testing::scratch_dir() / ("hearth_gguf_rt_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "model.gguf").string();
   GgufWriter w;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hearth/model/synth.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 #include "support/synth_model.h"
 
@@ -22,9 +23,9 @@ testing::CommandResult chat(const std::string& flags, const std::string& input) 
 
 std::string model() {
   static const std::string path = [] {
-    const auto p = (std::filesystem::temp_directory_path() /
-                    ("hearth_chat_" + std::to_string(getpid()) + ".gguf"))
-                       .string();
+    const auto p =
+        (hearth::testing::scratch_dir() / ("hearth_chat_" + std::to_string(getpid()) + ".gguf"))
+            .string();
     SynthOptions opt;
     opt.hp.arch = Arch::kQwen2;
     opt.hp.n_layers = 2;
@@ -65,11 +66,10 @@ TEST(ChatCli, DraftingGivesThePlainReplies) {
     ASSERT_EQ(r.exit_code, 0) << draft << "\n" << r.all();
     EXPECT_EQ(r.out, plain.out) << draft;
   }
-  const auto other =
-      testing::write_model((std::filesystem::temp_directory_path() /
-                            ("hearth_chat_other_" + std::to_string(getpid()) + ".gguf"))
-                               .string(),
-                           {1, 128, 2, 1, 256, 1200});
+  const auto other = testing::write_model(
+      (hearth::testing::scratch_dir() / ("hearth_chat_other_" + std::to_string(getpid()) + ".gguf"))
+          .string(),
+      {1, 128, 2, 1, 256, 1200});
   const auto bad = chat(flags + " -md " + other, turns);
   EXPECT_EQ(bad.exit_code, 2) << bad.all();
   EXPECT_NE(bad.all().find(other), std::string::npos) << bad.all();

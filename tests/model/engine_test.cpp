@@ -14,6 +14,7 @@
 #include "hearth/model/synth.h"
 #include "hearth/quant/type_traits.h"
 #include "model/reference_forward.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::model {
 namespace {
@@ -64,7 +65,7 @@ std::string make_model(const Case& c) {
   opt.hp = hp;
   opt.types = parse_type_recipe(c.type);
   opt.seed = 42;
-  const auto dir = std::filesystem::temp_directory_path() /
+  const auto dir = hearth::testing::scratch_dir() /
                    (std::string("hearth_engine_test") + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / (c.name + ".gguf")).string();

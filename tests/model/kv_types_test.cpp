@@ -15,6 +15,7 @@
 #include "hearth/model/perplexity.h"
 #include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 
 namespace hearth::model {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using compute::KvType;
 
 std::string make_model(const std::string& name, const HParams& hp) {
-  const auto d = fs::temp_directory_path() / ("hearth_kvtypes_" + std::to_string(getpid()));
+  const auto d = hearth::testing::scratch_dir() / ("hearth_kvtypes_" + std::to_string(getpid()));
   fs::create_directories(d);
   const std::string path = (d / name).string();
   if (fs::exists(path)) return path;

@@ -16,6 +16,7 @@
 #include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
 #include "reference_forward.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 
 namespace hearth::model {
@@ -24,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_ppl_" + std::to_string(getpid()));
+  const auto d = hearth::testing::scratch_dir() / ("hearth_ppl_" + std::to_string(getpid()));
   fs::create_directories(d);
   return d;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "hearth/model/synth.h"
+#include "support/scratch_dir.h"
 #include "support/subprocess.h"
 
 namespace hearth::model {
@@ -24,9 +25,9 @@ testing::CommandResult run(const std::string& args) {
 
 const std::string& model_path() {
   static const std::string path = [] {
-    const auto p = (std::filesystem::temp_directory_path() /
-                    ("hearth_run_cli_" + std::to_string(getpid()) + ".gguf"))
-                       .string();
+    const auto p =
+        (hearth::testing::scratch_dir() / ("hearth_run_cli_" + std::to_string(getpid()) + ".gguf"))
+            .string();
     SynthOptions opt;
     opt.hp.arch = Arch::kLlama;
     opt.hp.n_layers = 3;
@@ -120,7 +121,7 @@ TEST(RunCli, SeededSamplingReproduces) {
 }
 
 TEST(RunCli, JsonSchemaAndGrammarHoldTheOutput) {
-  const auto dir = std::filesystem::temp_directory_path();
+  const auto dir = hearth::testing::scratch_dir();
   const std::string schema =
       (dir / ("hearth_run_schema_" + std::to_string(getpid()) + ".json")).string();
   const std::string grammar =
@@ -182,7 +183,7 @@ TEST(RunCli, BadInputGetsClearErrors) {
 // make no model, naming them, with exit 2.
 TEST(SynthCli, MixturesOfExpertsAndBadExpertFlags) {
   const auto dir =
-      std::filesystem::temp_directory_path() / ("hearth_synth_cli_" + std::to_string(::getpid()));
+      hearth::testing::scratch_dir() / ("hearth_synth_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string out = (dir / "m.gguf").string();
   for (const std::string layout : {"merged", "split"}) {

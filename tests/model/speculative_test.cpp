@@ -18,6 +18,7 @@
 #include "hearth/text/grammar.h"
 #include "hearth/text/tokenizer.h"
 #include "hearth/text/vocab.h"
+#include "support/scratch_dir.h"
 #include "support/synth_model.h"
 
 namespace hearth::model {
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string model_file(const std::string& name, const testing::ModelShape& shape) {
-  const fs::path dir = fs::temp_directory_path() / ("hearth_spec_" + std::to_string(getpid()));
+  const fs::path dir = hearth::testing::scratch_dir() / ("hearth_spec_" + std::to_string(getpid()));
   fs::create_directories(dir);
   return testing::write_model((dir / name).string(), shape);
 }

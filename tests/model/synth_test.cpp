@@ -18,12 +18,13 @@
 #include "hearth/model/synth_vocab.h"
 #include "hearth/model/weights.h"
 #include "hearth/quant/type_traits.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::model {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
+  const auto dir = hearth::testing::scratch_dir() /
                    (std::string("hearth_synth_test") + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();

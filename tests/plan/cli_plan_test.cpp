@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include "support/scratch_dir.h"
 
 namespace {
 
@@ -139,7 +140,7 @@ TEST(CliPlan, CostModelPaperSumsEveryTermAndOverlapHidesReads) {
 }
 
 TEST(CliPlan, GgufFileAndPresetGiveTheSamePlan) {
-  const auto path = (std::filesystem::temp_directory_path() / "hearth_cli_plan_tiny.gguf").string();
+  const auto path = (hearth::testing::scratch_dir() / "hearth_cli_plan_tiny.gguf").string();
   const std::string synth = std::string(HEARTH_BIN_PATH) +
                             " synth --preset tiny-llama --type q4_k_m -o " + path +
                             " > /dev/null 2>&1";
@@ -172,7 +173,7 @@ TEST(CliPlan, MixturesOfExpertsPlanWithTheSearchOnly) {
 }
 
 TEST(CliPlan, BadInputFailsWithAClearMessage) {
-  const auto dir = std::filesystem::temp_directory_path() / "hearth_cli_plan_test";
+  const auto dir = hearth::testing::scratch_dir() / "hearth_cli_plan_test";
   std::filesystem::create_directories(dir);
   auto write = [&](const char* name, const char* text) {
     std::ofstream(dir / name) << text;

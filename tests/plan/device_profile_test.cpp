@@ -8,6 +8,7 @@
 #include "fixtures.h"
 #include "hearth/base/error.h"
 #include "hearth/profile/device_profile.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::profile {
 namespace {
@@ -165,7 +166,7 @@ TEST(DevicesJson, BadDocumentsNameTheFieldAtFault) {
 
 TEST(DevicesJson, FilesThatAreNotJsonOrMissingFail) {
   EXPECT_THROW(load_devices_file("/nonexistent/DEVICES.json"), IoError);
-  const auto path = std::filesystem::temp_directory_path() / "hearth_plan_bad_devices.json";
+  const auto path = hearth::testing::scratch_dir() / "hearth_plan_bad_devices.json";
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
     std::fputs("{\"schema\": 1, \"devices\": [", f);

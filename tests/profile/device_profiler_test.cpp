@@ -16,6 +16,7 @@
 #include "hearth/model/synth.h"
 #include "hearth/profile/disk_probe.h"
 #include "hearth/profile/model_profile.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::profile {
 namespace {
@@ -23,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_profiler_test_" + std::to_string(::getpid()));
+  const auto d =
+      hearth::testing::scratch_dir() / ("hearth_profiler_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "hearth/base/error.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::profile {
 namespace {
@@ -18,7 +19,7 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 class MemoryInfoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
+    dir_ = hearth::testing::scratch_dir() /
            ("hearth_meminfo_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);

@@ -20,6 +20,7 @@
 #include "hearth/model/synth.h"
 #include "hearth/profile/device_profile.h"
 #include "support/profile_file.h"
+#include "support/scratch_dir.h"
 #include "support/worker_process.h"
 
 extern char** environ;
@@ -31,7 +32,7 @@ namespace fs = std::filesystem;
 
 fs::path test_dir() {
   const auto d =
-      fs::temp_directory_path() / ("hearth_plan_auto_test_" + std::to_string(::getpid()));
+      hearth::testing::scratch_dir() / ("hearth_plan_auto_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

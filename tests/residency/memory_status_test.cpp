@@ -21,6 +21,7 @@
 #include "hearth/base/error.h"
 #include "hearth/residency/device_meter.h"
 #include "hearth/residency/release_policy.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::residency {
 namespace {
@@ -168,9 +169,9 @@ TEST_F(CgroupV1Test, FileCacheCountsAsAvailable) {
 
   // The file, written outside the cgroup and then dropped from the cache, so that the
   // child's reads charge it.
-  file_ = (std::filesystem::temp_directory_path() /
-           ("hearth_memstatus_" + std::to_string(getpid()) + ".bin"))
-              .string();
+  file_ =
+      (hearth::testing::scratch_dir() / ("hearth_memstatus_" + std::to_string(getpid()) + ".bin"))
+          .string();
   {
     const int fd = open(file_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
     ASSERT_GE(fd, 0) << std::strerror(errno);

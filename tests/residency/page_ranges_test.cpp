@@ -12,6 +12,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/residency/device_meter.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::residency {
 namespace {
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 class TempMapping {
  public:
   explicit TempMapping(size_t pages) {
-    path_ = (fs::temp_directory_path() /
+    path_ = (hearth::testing::scratch_dir() /
              ("hearth_residency_" + std::to_string(::getpid()) + "_" + std::to_string(++n_)))
                 .string();
     page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

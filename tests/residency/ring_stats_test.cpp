@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "support/scratch_dir.h"
 #include "support/worker_process.h"
 
 extern char** environ;
@@ -24,7 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_ring_stats_" + std::to_string(::getpid()));
+  const auto d =
+      hearth::testing::scratch_dir() / ("hearth_ring_stats_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

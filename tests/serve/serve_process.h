@@ -24,6 +24,7 @@
 
 #include "hearth/model/synth.h"
 #include "hearth/serve/http_lib.h"
+#include "support/scratch_dir.h"
 
 extern char** environ;
 
@@ -32,7 +33,8 @@ namespace hearth::serve::testing {
 namespace fs = std::filesystem;
 
 inline fs::path test_dir() {
-  const auto d = fs::temp_directory_path() / ("hearth_serve_test_" + std::to_string(::getpid()));
+  const auto d =
+      hearth::testing::scratch_dir() / ("hearth_serve_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
 }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "serve/serve_process.h"
+#include "support/scratch_dir.h"
 #include "support/synth_model.h"
 #include "support/worker_process.h"
 
@@ -148,7 +149,7 @@ TEST(ServeRing, DraftedStreamsEqualSingleDevice) {
 // A worker started again at the lost address rejoins at the next idle moment.
 TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
   const std::string model = hearth::testing::write_model(
-      (std::filesystem::temp_directory_path() /
+      (hearth::testing::scratch_dir() /
        ("hearth_serve_recovery_" + std::to_string(::getpid()) + ".gguf"))
           .string(),
       {8, 512, 8, 4, 1536, 2048, "q8_0", 11});

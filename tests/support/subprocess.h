@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "support/scratch_dir.h"
 
 namespace hearth::testing {
 
@@ -24,7 +25,7 @@ struct CommandResult {
 // Runs `command` through the shell; `stdin_text` (if any) is fed on standard input.
 inline CommandResult run_command(const std::string& command, const std::string& stdin_text = "") {
   static int counter = 0;
-  const auto base = std::filesystem::temp_directory_path() /
+  const auto base = hearth::testing::scratch_dir() /
                     ("hearth_cmd_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
   const std::string in_path = base.string() + ".in", err_path = base.string() + ".err";
   std::ofstream(in_path) << stdin_text;

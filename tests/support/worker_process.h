@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "support/scratch_dir.h"
 
 extern char** environ;
 
@@ -27,8 +28,8 @@ class WorkerProcess {
   explicit WorkerProcess(const std::vector<std::string>& args,
                          const std::string& listen = "tcp://127.0.0.1:0") {
     static int counter = 0;
-    log_ = (std::filesystem::temp_directory_path() / ("hearth_worker_" + std::to_string(getpid()) +
-                                                      "_" + std::to_string(counter++) + ".log"))
+    log_ = (hearth::testing::scratch_dir() / ("hearth_worker_" + std::to_string(getpid()) + "_" +
+                                              std::to_string(counter++) + ".log"))
                .string();
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe");

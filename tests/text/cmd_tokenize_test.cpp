@@ -8,6 +8,7 @@
 
 #include "hearth/gguf/gguf_writer.h"
 #include "hearth/text/unicode.h"
+#include "support/scratch_dir.h"
 
 namespace hearth::text {
 namespace {
@@ -53,8 +54,8 @@ std::string write_vocab() {
   w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(261));
   w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(261));
   w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(true));
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("hearth_tokenize_" + std::to_string(::getpid()) + ".gguf");
+  const auto path =
+      hearth::testing::scratch_dir() / ("hearth_tokenize_" + std::to_string(::getpid()) + ".gguf");
   w.write_file(path.string());
   return path.string();
 }
@@ -82,7 +83,7 @@ TEST(CmdTokenize, BadInputsGiveExitCodesNotCrashes) {
   const std::string bin = HEARTH_BIN_PATH;
   EXPECT_EQ(WEXITSTATUS(run(bin + " tokenize -m /nonexistent/file.gguf x").status), 1);
   EXPECT_EQ(WEXITSTATUS(run(bin + " tokenize x").status), 2);  // -m missing
-  const auto junk = std::filesystem::temp_directory_path() / "hearth_tokenize_junk.gguf";
+  const auto junk = hearth::testing::scratch_dir() / "hearth_tokenize_junk.gguf";
   FILE* f = fopen(junk.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   fputs("GGUF not really", f);
