@@ -9,10 +9,9 @@
 namespace hearth::model {
 
 namespace {
-constexpr EnumName<Arch> kArchNames[] = {{Arch::kLlama, "llama"},
-                                         {Arch::kQwen2, "qwen2"},
-                                         {Arch::kQwen3, "qwen3"},
-                                         {Arch::kQwen3Moe, "qwen3moe"}};
+using enum Arch;
+constexpr EnumName<Arch> kArchNames[] = {
+    {kLlama, "llama"}, {kQwen2, "qwen2"}, {kQwen3, "qwen3"}, {kQwen3Moe, "qwen3moe"}};
 }  // namespace
 
 const char* arch_name(Arch arch) {

@@ -46,11 +46,12 @@ bool isa_supported(Isa isa) {
 }
 
 namespace {
-constexpr EnumName<Isa> kIsaNames[] = {{Isa::kScalar, "scalar"},
-                                       {Isa::kAvx2, "avx2"},
-                                       {Isa::kAvx512, "avx512"},
-                                       {Isa::kNeon, "neon"},
-                                       {Isa::kNeonDotprod, "dotprod"}};
+using enum Isa;
+constexpr EnumName<Isa> kIsaNames[] = {{kScalar, "scalar"},
+                                       {kAvx2, "avx2"},
+                                       {kAvx512, "avx512"},
+                                       {kNeon, "neon"},
+                                       {kNeonDotprod, "dotprod"}};
 }  // namespace
 
 const char* isa_name(Isa isa) {
