@@ -4,8 +4,9 @@
 // halda() solves both at once, exactly, by the knapsack search of knapsack_search.h (under
 // either cost model; `hearth bench plan` times it, docs/plan.md has the figures): it finds the
 // optimum over every subset of devices that keeps the head, so more candidate devices never
-// predict a slower token. The ILPs below are the paper's way and the reference the search is tested
-// against; HaldaOptions::milp selects them, and halda_assign() is Algorithm 1 on a fixed set.
+// predict a slower token. The ILPs below are the paper's way and the reference the search is
+// tested against; HaldaOptions::milp selects them, and halda_assign() is Algorithm 1 on a fixed
+// set.
 //
 // Under the overlap cost model (cost_model.h) steps 1-4 are one MILP per valid k that is the
 // model itself (integer w, n; per device a binary fits/streams, its buffer, bytes read and
