@@ -25,6 +25,10 @@ build: deps configure
 
 # Every test: the Release suite, the NEON kernels under qemu, then the sanitizer pass over
 # the parsers, the wire protocol and the server.
+# On x86_64 the aarch64 cross compiler and qemu come in the same apt run as the rest.
+ifeq ($(shell uname -m),x86_64)
+test: export HEARTH_EXTRA_DEPS := 1
+endif
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-arm
