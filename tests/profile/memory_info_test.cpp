@@ -56,8 +56,10 @@ TEST_F(MemoryInfoTest, CgroupV2LimitIsTheMemory) {
   write("self_cgroup", "0::/box/app\n");
   write("cg/box/app/memory.max", "4294967296\n");  // 4 GiB
   write("cg/box/app/memory.current", std::to_string(1536 * kMiB) + "\n");
-  write("cg/box/app/memory.stat",
-        "anon 100\ninactive_file " + std::to_string(512 * kMiB) + "\nactive_file 7\n");
+  // v2 counts the active and inactive file pages in one `file` line.
+  write("cg/box/app/memory.stat", "anon 100\nfile " + std::to_string(512 * kMiB) +
+                                      "\ninactive_file " + std::to_string(500 * kMiB) +
+                                      "\nactive_file " + std::to_string(12 * kMiB) + "\n");
   write("cg/box/memory.max", "max\n");
   const auto m = read_memory_info(roots_);
   EXPECT_EQ(m.total_bytes, 4096 * kMiB);
@@ -83,8 +85,9 @@ TEST_F(MemoryInfoTest, CgroupV1LimitAndUnlimitedValue) {
   write("self_cgroup", "5:cpuacct,cpu:/\n4:memory:/pod/c1\n0::/\n");
   write("cg/memory/pod/c1/memory.limit_in_bytes", std::to_string(6144 * kMiB) + "\n");
   write("cg/memory/pod/c1/memory.usage_in_bytes", std::to_string(2048 * kMiB) + "\n");
-  write("cg/memory/pod/c1/memory.stat",
-        "cache 5\ntotal_inactive_file " + std::to_string(1024 * kMiB) + "\n");
+  write("cg/memory/pod/c1/memory.stat", "cache 5\ntotal_inactive_file " +
+                                            std::to_string(1000 * kMiB) + "\ntotal_active_file " +
+                                            std::to_string(24 * kMiB) + "\n");
   write("cg/memory/pod/memory.limit_in_bytes", "9223372036854771712\n");
   write("cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
   const auto m = read_memory_info(roots_);
@@ -129,6 +132,28 @@ TEST_F(MemoryInfoTest, BadFilesAreNamed) {
   }
   roots_.meminfo = (dir_ / "absent").string();
   EXPECT_THROW(read_memory_info(roots_), IoError);
+}
+
+// The runtime reads the same tree through residency::read_memory_status: its figures beside
+// the profile's come from the level that bounds them.
+TEST_F(MemoryInfoTest, RuntimeFiguresComeFromTheSameReader) {
+  write("meminfo", "MemTotal: 16777216 kB\nMemFree: 10485760 kB\nMemAvailable: 12582912 kB\n");
+  write("self_cgroup", "4:memory:/pod/c1\n");
+  write("cg/memory/pod/c1/memory.limit_in_bytes", std::to_string(6144 * kMiB) + "\n");
+  write("cg/memory/pod/c1/memory.usage_in_bytes", std::to_string(2048 * kMiB) + "\n");
+  write("cg/memory/pod/c1/memory.stat", "total_inactive_file " + std::to_string(1000 * kMiB) +
+                                            "\ntotal_active_file " + std::to_string(24 * kMiB) +
+                                            "\nmapped_file " + std::to_string(8 * kMiB) + "\n");
+  const auto s = residency::read_memory_status(roots_);
+  EXPECT_EQ(s.total, 6144 * kMiB);
+  EXPECT_EQ(s.available, read_memory_info(roots_).available_bytes);
+  // limit - usage: page cache counted as used; the host's MemFree bounds it too.
+  EXPECT_EQ(s.available_unreclaimed, 4096 * kMiB);
+  EXPECT_EQ(s.file_bytes, 1024 * kMiB);
+  EXPECT_EQ(s.mapped_file_bytes, 8 * kMiB);
+  // Kernels before 3.14 have no MemAvailable: MemFree stands in.
+  write("meminfo", "MemTotal: 16777216 kB\nMemFree: 1000 kB\n");
+  EXPECT_EQ(residency::read_memory_status(roots_).available, 1000 * 1024u);
 }
 
 TEST(MemoryInfoReal, ThisMachineIsSane) {

@@ -1,14 +1,23 @@
 #include "hearth/residency/memory_status.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "hearth/base/error.h"
 
 namespace hearth::residency {
 namespace {
+
+namespace fs = std::filesystem;
+
+// v1 writes "no limit" as LONG_MAX rounded down to a page; anything this large is unlimited.
+constexpr uint64_t kUnlimited = uint64_t{1} << 62;
 
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path);
@@ -25,39 +34,123 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::optional<uint64_t> read_value(const std::string& path) {
-  auto text = slurp(path);
-  if (!text) return std::nullopt;
-  return parse_limit(*text);
+// Takes the next line off `rest` into `line`; false when no text is left.
+bool next_line(std::string_view& rest, std::string_view& line) {
+  if (rest.empty()) return false;
+  const size_t eol = std::min(rest.find('\n'), rest.size());
+  line = rest.substr(0, eol);
+  rest.remove_prefix(std::min(eol + 1, rest.size()));
+  return true;
 }
 
-// Limit, usage and file pages of the cgroup at `dir` (files `limit_name`, `usage_name`,
-// memory.stat), when limited below `ram`.
-std::optional<MemoryStatus> cgroup_status(const std::string& dir, const char* limit_name,
-                                          const char* usage_name, bool v1, uint64_t ram,
-                                          const std::string& label) {
-  const auto limit = read_value(dir + "/" + limit_name);
-  const auto usage = read_value(dir + "/" + usage_name);
-  if (!limit || !usage || *limit == 0 || *limit >= ram) return std::nullopt;
-  const auto stat = slurp(dir + "/memory.stat");
-  const uint64_t file = stat ? memory_stat_file_bytes(*stat, v1).value_or(0) : 0;
-  MemoryStatus s;
-  s.total = *limit;
-  s.available_unreclaimed = *limit > *usage ? *limit - *usage : 0;
-  s.file_bytes = file;
-  if (stat) {
-    s.mapped_file_bytes = memory_stat_field(*stat, v1 ? "mapped_file" : "file_mapped").value_or(0);
+// The trimmed text after "<key><sep>" on the first line that starts so (whole keys only).
+std::optional<std::string_view> keyed_value(std::string_view text, std::string_view key, char sep) {
+  std::string_view line;
+  while (next_line(text, line)) {
+    if (line.size() > key.size() && line[key.size()] == sep && line.substr(0, key.size()) == key)
+      return trim(line.substr(key.size() + 1));
   }
-  // limit - usage + file, in [0, limit] (usage is approximate, file pages may exceed it).
-  const uint64_t used = *usage > file ? *usage - file : 0;
-  s.available = *limit > used ? *limit - used : 0;
-  s.source = label;
-  return s;
+  return std::nullopt;
+}
+
+// A meminfo value, "<n> kB" or a bare "<n>", in bytes.
+std::optional<uint64_t> meminfo_bytes(std::string_view v) {
+  uint64_t mult = 1;
+  if (v.size() > 3 && v.substr(v.size() - 3) == " kB") {
+    mult = 1024;
+    v = trim(v.substr(0, v.size() - 3));
+  }
+  uint64_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size() || n > UINT64_MAX / mult) return std::nullopt;
+  return n * mult;
 }
 
 std::optional<uint64_t> sum(std::optional<uint64_t> a, std::optional<uint64_t> b) {
   if (!a || !b || *a > UINT64_MAX - *b) return std::nullopt;
   return *a + *b;
+}
+
+uint64_t minus(uint64_t a, uint64_t b) {
+  return a > b ? a - b : 0;
+}
+
+// A cgroup file of one number: nullopt when absent, UINT64_MAX for "max" or a number too large
+// for 64 bits (no limit in practice); anything else is a FormatError naming the file.
+std::optional<uint64_t> read_cgroup_number(const fs::path& path) {
+  const auto text = slurp(path.string());
+  if (!text) return std::nullopt;
+  const std::string_view v = trim(*text);
+  if (v == "max") return UINT64_MAX;
+  uint64_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (p == v.data() + v.size() && ec == std::errc::result_out_of_range) return UINT64_MAX;
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+    throw FormatError(
+        fmt::format("{}: expected a number or 'max', got '{}'", path.string(), v.substr(0, 40)));
+  }
+  return n;
+}
+
+// One level of the cgroup tree, as the reader narrows the host's figures by it.
+struct Level {
+  uint64_t limit = UINT64_MAX;
+  uint64_t usage = 0;
+  uint64_t file = 0;    // reclaimable file pages charged to it
+  uint64_t mapped = 0;  // of those, mapped into some process
+  uint64_t swap_limit = UINT64_MAX, swap_usage = 0;
+};
+
+Level read_level(const fs::path& dir, bool v1) {
+  Level l;
+  l.limit =
+      read_cgroup_number(dir / (v1 ? "memory.limit_in_bytes" : "memory.max")).value_or(UINT64_MAX);
+  l.usage = read_cgroup_number(dir / (v1 ? "memory.usage_in_bytes" : "memory.current")).value_or(0);
+  if (const auto stat = slurp((dir / "memory.stat").string())) {
+    l.file = memory_stat_file_bytes(*stat, v1).value_or(0);
+    l.mapped = memory_stat_field(*stat, v1 ? "mapped_file" : "file_mapped").value_or(0);
+  }
+  if (!v1) {
+    l.swap_limit = read_cgroup_number(dir / "memory.swap.max").value_or(UINT64_MAX);
+    l.swap_usage = read_cgroup_number(dir / "memory.swap.current").value_or(0);
+  }
+  return l;
+}
+
+// The cgroup directory of `rel` under `root` and its ancestors up to (and including) the root.
+std::vector<fs::path> cgroup_chain(const fs::path& root, const std::string& rel) {
+  fs::path dir = root;
+  if (const auto r = fs::path(rel).relative_path(); !r.empty() && fs::exists(root / r)) {
+    dir = root / r;
+  }  // else a namespaced mount: the root is our cgroup
+  std::vector<fs::path> out;
+  const auto root_s = root.lexically_normal().string();
+  for (fs::path d = dir.lexically_normal();; d = d.parent_path()) {
+    out.push_back(d);
+    if (d.string().size() <= root_s.size() || !d.has_parent_path() || d == d.parent_path()) break;
+  }
+  return out;
+}
+
+// Narrows the host's figures in `s` by one level of the process's cgroup tree.
+void narrow(MemoryStatus& s, const Level& l, const std::string& source) {
+  if (l.swap_limit < kUnlimited)
+    s.swap_free = std::min(s.swap_free, minus(l.swap_limit, l.swap_usage));
+  if (l.limit >= kUnlimited) return;
+  s.cgroup_limit = s.cgroup_limit == 0 ? l.limit : std::min(s.cgroup_limit, l.limit);
+  if (l.limit < s.total) {
+    s.total = l.limit;
+    s.source = source;
+  }
+  s.available_unreclaimed = std::min(s.available_unreclaimed, minus(l.limit, l.usage));
+  // The kernel reclaims the cgroup's file pages before it hits the limit; usage is
+  // approximate, so the file pages may exceed it.
+  const uint64_t room = minus(l.limit, minus(l.usage, l.file));
+  if (room < s.available) {
+    s.available = room;
+    s.file_bytes = l.file;
+    s.mapped_file_bytes = l.mapped;
+  }
 }
 
 }  // namespace
@@ -72,38 +165,13 @@ std::optional<uint64_t> parse_limit(std::string_view text) {
 }
 
 std::optional<uint64_t> meminfo_field(std::string_view meminfo, std::string_view key) {
-  size_t pos = 0;
-  while (pos < meminfo.size()) {
-    const size_t eol = std::min(meminfo.find('\n', pos), meminfo.size());
-    std::string_view line = meminfo.substr(pos, eol - pos);
-    pos = eol + 1;
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || line.substr(0, colon) != key) continue;
-    std::string_view v = trim(line.substr(colon + 1));
-    uint64_t mult = 1;
-    if (v.size() > 3 && v.substr(v.size() - 3) == " kB") {
-      mult = 1024;
-      v = trim(v.substr(0, v.size() - 3));
-    }
-    uint64_t n = 0;
-    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc() || p != v.data() + v.size() || n > UINT64_MAX / mult) return std::nullopt;
-    return n * mult;
-  }
-  return std::nullopt;
+  const auto v = keyed_value(meminfo, key, ':');
+  return v ? meminfo_bytes(*v) : std::nullopt;
 }
 
 std::optional<uint64_t> memory_stat_field(std::string_view stat, std::string_view key) {
-  size_t pos = 0;
-  while (pos < stat.size()) {
-    const size_t eol = std::min(stat.find('\n', pos), stat.size());
-    const std::string_view line = stat.substr(pos, eol - pos);
-    pos = eol + 1;
-    const size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || line.substr(0, sp) != key) continue;
-    return parse_limit(line.substr(sp + 1));
-  }
-  return std::nullopt;
+  const auto v = keyed_value(stat, key, ' ');
+  return v ? parse_limit(*v) : std::nullopt;
 }
 
 std::optional<uint64_t> memory_stat_file_bytes(std::string_view stat, bool v1) {
@@ -121,11 +189,8 @@ std::optional<uint64_t> memory_stat_file_bytes(std::string_view stat, bool v1) {
 }
 
 std::optional<std::string> cgroup_path(std::string_view text, bool v1) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t eol = std::min(text.find('\n', pos), text.size());
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
+  std::string_view line;
+  while (next_line(text, line)) {
     // hierarchy-id:controller-list:path
     const size_t c1 = line.find(':');
     if (c1 == std::string_view::npos) continue;
@@ -148,41 +213,47 @@ std::optional<std::string> cgroup_path(std::string_view text, bool v1) {
   return std::nullopt;
 }
 
-MemoryStatus read_memory_status() {
-  const auto meminfo = slurp("/proc/meminfo");
-  const auto total = meminfo ? meminfo_field(*meminfo, "MemTotal") : std::nullopt;
-  if (!total) throw IoError("/proc/meminfo: cannot read MemTotal");
+MemoryStatus read_memory_status(const MemoryRoots& roots) {
+  const auto meminfo = slurp(roots.meminfo);
+  if (!meminfo) throw IoError(fmt::format("{}: cannot read", roots.meminfo));
+  // A line that is absent is nullopt; one whose value is not a number is an error.
+  const auto field = [&](std::string_view key) -> std::optional<uint64_t> {
+    const auto v = keyed_value(*meminfo, key, ':');
+    if (!v) return std::nullopt;
+    if (const auto bytes = meminfo_bytes(*v)) return bytes;
+    throw FormatError(fmt::format("{}: {}: expected a number of kB, got '{}'", roots.meminfo, key,
+                                  v->substr(0, 40)));
+  };
+  const auto total = field("MemTotal");
+  if (!total) throw FormatError(fmt::format("{}: no MemTotal line", roots.meminfo));
   // MemAvailable counts reclaimable cache already; kernels before 3.14 lack it.
-  const auto free = meminfo_field(*meminfo, "MemFree").value_or(0);
-  MemoryStatus sys;
-  sys.total = *total;
-  sys.available = std::min(*total, meminfo_field(*meminfo, "MemAvailable").value_or(free));
-  sys.available_unreclaimed = std::min(*total, free);
-  sys.file_bytes =
-      sum(meminfo_field(*meminfo, "Active(file)"), meminfo_field(*meminfo, "Inactive(file)"))
-          .value_or(0);
-  sys.mapped_file_bytes = meminfo_field(*meminfo, "Mapped").value_or(0);
-  sys.source = "meminfo";
-  const auto cg = slurp("/proc/self/cgroup");
-  if (cg) {
-    if (auto p = cgroup_path(*cg, true)) {
-      const std::string dir = "/sys/fs/cgroup/memory" + (*p == "/" ? std::string() : *p);
-      if (auto s = cgroup_status(dir, "memory.limit_in_bytes", "memory.usage_in_bytes", true,
-                                 *total, "cgroup v1 " + *p)) {
-        return *s;
-      }
-    }
-    if (auto p = cgroup_path(*cg, false)) {
-      const std::string rel = *p == "/" ? std::string() : *p;
-      for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
-        if (auto s = cgroup_status(root + rel, "memory.max", "memory.current", false, *total,
-                                   "cgroup v2 " + *p)) {
-          return *s;
-        }
-      }
-    }
+  const auto free = field("MemFree");
+  auto available = field("MemAvailable");
+  if (!available) available = free;
+  if (!available)
+    throw FormatError(fmt::format("{}: no MemAvailable line (nor MemFree)", roots.meminfo));
+  MemoryStatus s;
+  s.total = *total;
+  s.available = std::min(*total, *available);
+  s.available_unreclaimed = std::min(*total, free.value_or(0));
+  s.file_bytes = sum(field("Active(file)"), field("Inactive(file)")).value_or(0);
+  s.mapped_file_bytes = field("Mapped").value_or(0);
+  s.swap_free = field("SwapFree").value_or(0);
+  s.anon_bytes = field("AnonPages").value_or(0);
+  s.source = "meminfo";
+
+  const auto self = slurp(roots.self_cgroup);
+  if (!self) return s;
+  const fs::path root(roots.cgroup_root);
+  const auto v1_path = cgroup_path(*self, true);
+  const bool v1 = v1_path && fs::exists(root / "memory");
+  const auto path = v1 ? v1_path : cgroup_path(*self, false);
+  if (!path) return s;
+  const std::string source = (v1 ? "cgroup v1 " : "cgroup v2 ") + *path;
+  for (const auto& dir : cgroup_chain(v1 ? root / "memory" : root, *path)) {
+    narrow(s, read_level(dir, v1), source);
   }
-  return sys;
+  return s;
 }
 
 namespace {
