@@ -19,7 +19,7 @@ using detail::Writer;
 
 namespace {
 
-// Payload field layouts, one pair of functions per message type. The byte layout is
+// Payload field layouts, one write_body / read_body pair per message type. The byte layout is
 // documented in docs/wire-protocol.md; keep the two in step.
 
 constexpr uint64_t kKiB = 1024;
@@ -56,7 +56,7 @@ void write_hello(Writer& w, const Hello& m, std::string_view type) {
   w.str(m.data_endpoint);
 }
 
-void read_hello(Reader& r, Hello& m) {
+void read_body(Reader& r, Hello& m) {
   m.protocol_version = r.u16("protocol_version");
   if (m.protocol_version != kProtocolVersion) {
     r.fail("protocol_version", fmt::format("peer speaks protocol {}, this build speaks {}",
@@ -97,7 +97,7 @@ void check_windows(const Assign& m, auto&& fail) {
   }
 }
 
-void write_assign(Writer& w, const Assign& m) {
+void write_body(Writer& w, const Assign& m) {
   check_windows(m, [](std::string_view field, const std::string& problem) {
     throw UsageError(fmt::format("wire encode Assign.{}: {}", field, problem));
   });
@@ -126,7 +126,7 @@ void write_assign(Writer& w, const Assign& m) {
   w.u8(m.kv_type_v);
 }
 
-void read_assign(Reader& r, Assign& m) {
+void read_body(Reader& r, Assign& m) {
   m.ring_position = r.u32("ring_position");
   m.n_devices = r.u32("n_devices");
   m.n_layers = r.u32("n_layers");
@@ -180,7 +180,7 @@ uint64_t check_segments(const std::vector<SeqSegment>& segs, auto&& fail) {
   return rows;
 }
 
-void write_activations(Writer& w, const Activations& m) {
+void write_body(Writer& w, const Activations& m) {
   const auto fail = [](std::string_view field, const std::string& problem) {
     throw UsageError(fmt::format("wire encode Activations.{}: {}", field, problem));
   };
@@ -210,7 +210,7 @@ void write_activations(Writer& w, const Activations& m) {
   w.f32_array(m.hidden);
 }
 
-void read_activations(Reader& r, Activations& m) {
+void read_body(Reader& r, Activations& m) {
   m.round = r.u32("round");
   m.next_layer = r.u32("next_layer");
   if (m.next_layer > kMaxLayers) {
@@ -258,7 +258,7 @@ void check_kv(const KvCommand& c, size_t i, auto&& fail) {
   }
 }
 
-void write_kv(Writer& w, const KvControl& m) {
+void write_body(Writer& w, const KvControl& m) {
   if (m.commands.size() > 1'000'000) throw UsageError("wire encode KvControl: too many commands");
   w.u32(static_cast<uint32_t>(m.commands.size()));
   for (size_t i = 0; i < m.commands.size(); ++i) {
@@ -273,7 +273,7 @@ void write_kv(Writer& w, const KvControl& m) {
   }
 }
 
-void read_kv(Reader& r, KvControl& m) {
+void read_body(Reader& r, KvControl& m) {
   const uint32_t n = r.count("commands", kKvCommandBytes, 1'000'000);
   m.commands.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -292,7 +292,7 @@ void read_kv(Reader& r, KvControl& m) {
 constexpr uint32_t kMaxMetrics = 4096;
 constexpr size_t kMaxMetricKey = 256;
 
-void write_stats(Writer& w, const Stats& m) {
+void write_body(Writer& w, const Stats& m) {
   if (m.metrics.size() > kMaxMetrics) {
     throw UsageError(fmt::format("wire encode Stats: {} metrics exceed limit {}", m.metrics.size(),
                                  kMaxMetrics));
@@ -307,7 +307,7 @@ void write_stats(Writer& w, const Stats& m) {
   }
 }
 
-void read_stats(Reader& r, Stats& m) {
+void read_body(Reader& r, Stats& m) {
   m.device = r.u32("device");
   m.token = r.u64("token");
   const uint32_t n = r.count("metrics", kMetricMinBytes, kMaxMetrics);
@@ -318,110 +318,77 @@ void read_stats(Reader& r, Stats& m) {
   }
 }
 
+// ---- the small messages
+
+void write_body(Writer& w, const Hello& m) {
+  write_hello(w, m, "Hello");
+}
+void write_body(Writer& w, const HelloAck& m) {
+  write_hello(w, m, "HelloAck");
+}
+void write_body(Writer& w, const Refuse& m) {
+  check_string("Refuse", "reason", m.reason);
+  w.str(m.reason);
+}
+void read_body(Reader& r, Refuse& m) {
+  m.reason = r.str("reason", kMaxStringBytes);
+}
+void write_body(Writer& w, const Profile& m) {
+  check_string("Profile", "json", m.json, max_payload_bytes(MsgType::kProfile) - 4);
+  w.str(m.json);
+}
+void read_body(Reader& r, Profile& m) {
+  m.json = r.str("json", max_payload_bytes(MsgType::kProfile));
+}
+void write_body(Writer&, const Load&) {}
+void read_body(Reader&, Load&) {}
+void write_body(Writer& w, const Ready& m) {
+  w.f64(m.load_ms);
+  w.u64(m.resident_bytes);
+}
+void read_body(Reader& r, Ready& m) {
+  m.load_ms = r.f64("load_ms");
+  m.resident_bytes = r.u64("resident_bytes");
+}
+void write_body(Writer& w, const Stop& m) {
+  check_string("Stop", "reason", m.reason);
+  w.str(m.reason);
+}
+void read_body(Reader& r, Stop& m) {
+  m.reason = r.str("reason", kMaxStringBytes);
+}
+void write_body(Writer& w, const ErrorMsg& m) {
+  check_string("Error", "text", m.text);
+  w.str(m.text);
+}
+void read_body(Reader& r, ErrorMsg& m) {
+  m.text = r.str("text", kMaxStringBytes);
+}
+// Pong is a Ping echoed back: both take these.
+void write_body(Writer& w, const Ping& m) {
+  w.u64(m.nonce);
+  w.u64(m.send_ns);
+}
+void read_body(Reader& r, Ping& m) {
+  m.nonce = r.u64("nonce");
+  m.send_ns = r.u64("send_ns");
+}
+
 // ---- dispatch
 
-struct PayloadWriter {
-  Writer& w;
-  void operator()(const Hello& m) const { write_hello(w, m, "Hello"); }
-  void operator()(const HelloAck& m) const { write_hello(w, m, "HelloAck"); }
-  void operator()(const Refuse& m) const {
-    check_string("Refuse", "reason", m.reason);
-    w.str(m.reason);
-  }
-  void operator()(const Profile& m) const {
-    check_string("Profile", "json", m.json, max_payload_bytes(MsgType::kProfile) - 4);
-    w.str(m.json);
-  }
-  void operator()(const Assign& m) const { write_assign(w, m); }
-  void operator()(const Load&) const {}
-  void operator()(const Ready& m) const {
-    w.f64(m.load_ms);
-    w.u64(m.resident_bytes);
-  }
-  void operator()(const Activations& m) const { write_activations(w, m); }
-  void operator()(const KvControl& m) const { write_kv(w, m); }
-  void operator()(const Stats& m) const { write_stats(w, m); }
-  void operator()(const Stop& m) const {
-    check_string("Stop", "reason", m.reason);
-    w.str(m.reason);
-  }
-  void operator()(const ErrorMsg& m) const {
-    check_string("Error", "text", m.text);
-    w.str(m.text);
-  }
-  void operator()(const Ping& m) const {
-    w.u64(m.nonce);
-    w.u64(m.send_ns);
-  }
-  void operator()(const Pong& m) const {
-    w.u64(m.nonce);
-    w.u64(m.send_ns);
-  }
-};
-
+// Message alternatives are in MsgType order (index + 1 == type), so the type picks the
+// alternative to read; HelloAck and Pong read as the Hello and Ping they extend.
+template <size_t I = 0>
 Message read_payload(MsgType type, Reader& r) {
-  switch (type) {
-    case MsgType::kHello: {
-      Hello m;
-      read_hello(r, m);
-      return m;
-    }
-    case MsgType::kHelloAck: {
-      HelloAck m;
-      read_hello(r, m);
-      return m;
-    }
-    case MsgType::kRefuse:
-      return Refuse{r.str("reason", kMaxStringBytes)};
-    case MsgType::kProfile:
-      return Profile{r.str("json", max_payload_bytes(MsgType::kProfile))};
-    case MsgType::kAssign: {
-      Assign m;
-      read_assign(r, m);
-      return m;
-    }
-    case MsgType::kLoad:
-      return Load{};
-    case MsgType::kReady: {
-      Ready m;
-      m.load_ms = r.f64("load_ms");
-      m.resident_bytes = r.u64("resident_bytes");
-      return m;
-    }
-    case MsgType::kActivations: {
-      Activations m;
-      read_activations(r, m);
-      return m;
-    }
-    case MsgType::kKvControl: {
-      KvControl m;
-      read_kv(r, m);
-      return m;
-    }
-    case MsgType::kStats: {
-      Stats m;
-      read_stats(r, m);
-      return m;
-    }
-    case MsgType::kStop:
-      return Stop{r.str("reason", kMaxStringBytes)};
-    case MsgType::kError:
-      return ErrorMsg{r.str("text", kMaxStringBytes)};
-    case MsgType::kPing: {
-      Ping m;
-      m.nonce = r.u64("nonce");
-      m.send_ns = r.u64("send_ns");
-      return m;
-    }
-    case MsgType::kPong: {
-      Pong m;
-      m.nonce = r.u64("nonce");
-      m.send_ns = r.u64("send_ns");
-      return m;
-    }
+  if constexpr (I < std::variant_size_v<Message>) {
+    if (static_cast<size_t>(type) != I + 1) return read_payload<I + 1>(type, r);
+    std::variant_alternative_t<I, Message> m;
+    read_body(r, m);
+    return m;
+  } else {
+    // decode_header() admits only known types, so this is unreachable for checked headers.
+    r.fail("type", "unknown message type");
   }
-  // decode_header() admits only known types, so this is unreachable for checked headers.
-  r.fail("type", "unknown message type");
 }
 
 void put_u32_at(std::vector<uint8_t>& out, size_t at, uint32_t v) {
@@ -528,7 +495,7 @@ std::vector<uint8_t> encode(const Message& m, uint64_t request_id) {
   w.u32(0);  // crc, filled below
   w.u64(0);  // payload_len, filled below
   w.u64(request_id);
-  std::visit(PayloadWriter{w}, m);
+  std::visit([&w](const auto& body) { write_body(w, body); }, m);
   const uint64_t payload_len = out.size() - kHeaderBytes;
   if (payload_len > max_payload_bytes(type)) {
     throw UsageError(fmt::format("wire encode {}: payload of {} bytes exceeds limit {}",

@@ -218,9 +218,8 @@ struct Ping {
   bool operator==(const Ping&) const = default;
 };
 
-struct Pong {
-  uint64_t nonce = 0;
-  uint64_t send_ns = 0;
+// The answer echoes the ping's fields.
+struct Pong : Ping {
   bool operator==(const Pong&) const = default;
 };
 

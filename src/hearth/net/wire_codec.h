@@ -28,13 +28,6 @@ class Writer {
     u32(static_cast<uint32_t>(s.size()));
     out_.insert(out_.end(), s.begin(), s.end());
   }
-  void u32_array(std::span<const uint32_t> v) {
-    if constexpr (std::endian::native == std::endian::little) {
-      append_raw(v.data(), v.size_bytes());
-    } else {
-      for (uint32_t x : v) u32(x);
-    }
-  }
   void f32_array(std::span<const float> v) {
     if constexpr (std::endian::native == std::endian::little) {
       append_raw(v.data(), v.size_bytes());
@@ -97,16 +90,6 @@ class Reader {
                               uint64_t{n} * min_elem_bytes, remaining()));
     }
     return n;
-  }
-  void u32_array(std::string_view field, std::vector<uint32_t>& out, size_t n) {
-    need(field, n * 4);
-    out.resize(n);
-    if constexpr (std::endian::native == std::endian::little) {
-      if (n > 0) std::memcpy(out.data(), bytes_.data() + pos_, n * 4);
-      pos_ += n * 4;
-    } else {
-      for (auto& x : out) x = u32(field);
-    }
   }
   void f32_array(std::string_view field, std::vector<float>& out, size_t n) {
     need(field, n * 4);
