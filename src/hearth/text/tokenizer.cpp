@@ -3,7 +3,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <optional>
 #include <queue>
+#include <type_traits>
 
 #include "hearth/base/error.h"
 #include "hearth/text/unicode.h"
@@ -47,6 +49,43 @@ void merge_into_left(std::vector<Symbol>& syms, int left, int right) {
   syms[right].len = 0;
   syms[left].next = syms[right].next;
   if (syms[right].next >= 0) syms[syms[right].next].prev = left;
+}
+
+// Merges adjacent symbols of `text`, best pair first, until no pair may merge (SentencePiece by
+// score, BPE by merge rank). `rank(left, right)` is nullopt for a pair that may not merge, else
+// its rank, the lower the better; on ties the leftmost pair goes first.
+template <class Rank>
+void merge_pairs(std::vector<Symbol>& syms, Rank&& rank) {
+  using Key = typename std::invoke_result_t<Rank&, int, int>::value_type;
+  struct Pair {
+    Key key;
+    int left;
+    int right;
+    size_t len;
+  };
+  // The queue pops its greatest element, so "greater" here means worse.
+  auto worse = [](const Pair& a, const Pair& b) {
+    return a.key > b.key || (a.key == b.key && a.left > b.left);
+  };
+  std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> queue(worse);
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    if (const auto key = rank(left, right)) {
+      queue.push({*key, left, right, syms[left].len + syms[right].len});
+    }
+  };
+  for (size_t i = 1; i < syms.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
+  while (!queue.empty()) {
+    const Pair p = queue.top();
+    queue.pop();
+    const Symbol& l = syms[p.left];
+    const Symbol& r = syms[p.right];
+    // Stale entries: a side was merged away or grew since the pair was queued.
+    if (l.len == 0 || r.len == 0 || l.len + r.len != p.len) continue;
+    merge_into_left(syms, p.left, p.right);
+    try_add(syms[p.left].prev, p.left);
+    try_add(p.left, syms[p.left].next);
+  }
 }
 
 }  // namespace
@@ -200,37 +239,12 @@ void Tokenizer::spm_byte_fallback(std::string_view text, std::vector<TokenId>& o
 
 void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) const {
   std::vector<Symbol> syms = split_chars(text);
-  struct Bigram {
-    float score;
-    int left;
-    int right;
-    size_t len;
-  };
-  // Highest score first; on ties the leftmost pair.
-  auto worse = [](const Bigram& a, const Bigram& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  };
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const std::string_view merged = text.substr(syms[left].begin, syms[left].len + syms[right].len);
-    auto id = find(merged);
-    if (!id) return;
-    const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[*id];
-    queue.push({score, left, right, merged.size()});
-  };
-  for (size_t i = 1; i < syms.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& l = syms[bg.left];
-    Symbol& r = syms[bg.right];
-    // Stale entries: a side was merged away or grew since the pair was queued.
-    if (l.len == 0 || r.len == 0 || l.len + r.len != bg.len) continue;
-    merge_into_left(syms, bg.left, bg.right);
-    try_add(syms[bg.left].prev, bg.left);
-    try_add(bg.left, syms[bg.left].next);
-  }
+  // Highest score first: the rank is the score negated.
+  merge_pairs(syms, [&](int left, int right) -> std::optional<float> {
+    const auto id = find(text.substr(syms[left].begin, syms[left].len + syms[right].len));
+    if (!id) return std::nullopt;
+    return vocab_.scores.empty() ? 0.0f : -vocab_.scores[*id];
+  });
   for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
     const std::string_view s = text.substr(syms[i].begin, syms[i].len);
     if (auto id = find(s)) {
@@ -260,36 +274,13 @@ void Tokenizer::encode_bpe_word(std::string_view word, std::vector<TokenId>& out
     }
   }
   std::vector<Symbol> syms = split_chars(mapped);
-  struct Bigram {
-    int rank;
-    int left;
-    int right;
-    size_t len;
-  };
-  // Lowest rank first; on ties the leftmost pair.
-  auto worse = [](const Bigram& a, const Bigram& b) {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  };
-  std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
-  std::string_view m = mapped;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
+  const std::string_view m = mapped;
+  merge_pairs(syms, [&](int left, int right) -> std::optional<int> {
     const int rank = bpe_rank(m.substr(syms[left].begin, syms[left].len),
                               m.substr(syms[right].begin, syms[right].len));
-    if (rank < 0) return;
-    queue.push({rank, left, right, syms[left].len + syms[right].len});
-  };
-  for (size_t i = 1; i < syms.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Symbol& l = syms[bg.left];
-    Symbol& r = syms[bg.right];
-    if (l.len == 0 || r.len == 0 || l.len + r.len != bg.len) continue;
-    merge_into_left(syms, bg.left, bg.right);
-    try_add(syms[bg.left].prev, bg.left);
-    try_add(bg.left, syms[bg.left].next);
-  }
+    if (rank < 0) return std::nullopt;
+    return rank;
+  });
   for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
     const std::string_view s = m.substr(syms[i].begin, syms[i].len);
     if (auto id = find(s)) {
