@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <unordered_set>
 
@@ -16,6 +17,7 @@
 #include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/huge_buffer.h"
+#include "hearth/gguf/number_types.h"
 
 namespace hearth::gguf {
 
@@ -280,27 +282,14 @@ class Parser {
 
   Value read_value(uint32_t raw_type, uint64_t type_at, const std::string& key, uint32_t depth) {
     const std::string field = "metadata '" + key + "'";
-    switch (static_cast<ValueType>(raw_type)) {
-      case ValueType::kU8:
-        return Value::u8(read_raw<uint8_t>(field));
-      case ValueType::kI8:
-        return Value::i8(read_raw<int8_t>(field));
-      case ValueType::kU16:
-        return Value::u16(read_raw<uint16_t>(field));
-      case ValueType::kI16:
-        return Value::i16(read_raw<int16_t>(field));
-      case ValueType::kU32:
-        return Value::u32(read_raw<uint32_t>(field));
-      case ValueType::kI32:
-        return Value::i32(read_raw<int32_t>(field));
-      case ValueType::kF32:
-        return Value::f32(read_raw<float>(field));
-      case ValueType::kU64:
-        return Value::u64(read_raw<uint64_t>(field));
-      case ValueType::kI64:
-        return Value::i64(read_raw<int64_t>(field));
-      case ValueType::kF64:
-        return Value::f64(read_raw<double>(field));
+    const auto type = static_cast<ValueType>(raw_type);
+    Value number;
+    if (visit_number_type(type, [&](auto zero) {
+          number = number_value(type, read_raw<decltype(zero)>(field));
+        })) {
+      return number;
+    }
+    switch (type) {
       case ValueType::kBool: {
         const uint64_t at = pos_;
         const uint8_t b = read_raw<uint8_t>(field);
@@ -322,7 +311,6 @@ class Parser {
           fail(count_at, field,
                fmt::format("array length {} exceeds the limit {}", count, limits_.max_array_items));
         }
-        // Smallest encoding of one element: 1 byte (u8/i8/bool), 8 (empty string), 12 (array).
         const auto elem_type = static_cast<ValueType>(elem_raw);
         const uint64_t min_size = elem_min_size(elem_type);
         if (count > remaining() / min_size) {
@@ -337,32 +325,18 @@ class Parser {
         }
         return Value::array(elem_type, std::move(items));
       }
+      default:
+        break;
     }
     fail(type_at, field, fmt::format("unknown value type {}", raw_type));
   }
 
+  // Smallest encoding of one element: a number's width, 1 byte for a bool, 8 for an empty
+  // string (its length), 12 for an empty array (element type and length).
   static uint64_t elem_min_size(ValueType t) {
-    switch (t) {
-      case ValueType::kU8:
-      case ValueType::kI8:
-      case ValueType::kBool:
-        return 1;
-      case ValueType::kU16:
-      case ValueType::kI16:
-        return 2;
-      case ValueType::kU32:
-      case ValueType::kI32:
-      case ValueType::kF32:
-        return 4;
-      case ValueType::kU64:
-      case ValueType::kI64:
-      case ValueType::kF64:
-      case ValueType::kString:
-        return 8;
-      case ValueType::kArray:
-        return 12;
-    }
-    return 1;
+    uint64_t size = 1;
+    if (visit_number_type(t, [&](auto zero) { size = sizeof(zero); })) return size;
+    return t == ValueType::kString ? 8 : t == ValueType::kArray ? 12 : 1;
   }
 
   std::span<const uint8_t> bytes_;
@@ -461,87 +435,84 @@ const Value* GgufFile::find(std::string_view key) const {
 }
 
 namespace {
-[[noreturn]] void wrong_type(const std::string& path, std::string_view key, const Value& v,
-                             std::string_view wanted) {
+
+// The value `v` of `key` converted by `as`, or nullopt when the key is absent; a FormatError
+// naming the file, the key and the `wanted` type when `as` finds the value of another type
+// (returns nullopt).
+template <class As>
+auto typed(const Value* v, const std::string& path, std::string_view key, std::string_view wanted,
+           As&& as) -> decltype(std::invoke(as, *v)) {
+  if (v == nullptr) return std::nullopt;
+  if (auto out = std::invoke(as, *v)) return out;
   throw FormatError(fmt::format("{}: metadata '{}' is {}, expected {}", path, key,
-                                value_type_name(v.type), wanted));
+                                value_type_name(v->type), wanted));
 }
+
+// The items of an array value converted by `item`, or nullopt when `v` is not an array or
+// `elem_ok` refuses its element type.
+template <class Item>
+auto array_of(const Value& v, bool elem_ok(ValueType), Item item)
+    -> std::optional<std::vector<decltype(item(v))>> {
+  const Array* a = v.as_array();
+  if (a == nullptr || !elem_ok(a->elem_type)) return std::nullopt;
+  std::vector<decltype(item(v))> out;
+  out.reserve(a->items.size());
+  for (const Value& x : a->items) out.push_back(item(x));
+  return out;
+}
+
+bool is_string(ValueType t) {
+  return t == ValueType::kString;
+}
+bool is_number(ValueType t) {
+  return t != ValueType::kString && t != ValueType::kArray && t != ValueType::kBool;
+}
+// u64 items are refused: one that does not fit an i64 would have no value.
+bool is_signed_integer(ValueType t) {
+  return is_number(t) && t != ValueType::kF32 && t != ValueType::kF64 && t != ValueType::kU64;
+}
+
 }  // namespace
 
 std::optional<std::string> GgufFile::get_string(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (const auto* s = v->as_string()) return *s;
-  wrong_type(path_, key, *v, "a string");
+  return typed(find(key), path_, key, "a string", [](const Value& v) -> std::optional<std::string> {
+    if (const auto* s = v.as_string()) return *s;
+    return std::nullopt;
+  });
 }
 
 std::optional<uint64_t> GgufFile::get_u64(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (auto u = v->as_u64()) return u;
-  wrong_type(path_, key, *v, "a non-negative integer");
+  return typed(find(key), path_, key, "a non-negative integer", &Value::as_u64);
 }
 
 std::optional<int64_t> GgufFile::get_i64(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (auto i = v->as_i64()) return i;
-  wrong_type(path_, key, *v, "an integer");
+  return typed(find(key), path_, key, "an integer", &Value::as_i64);
 }
 
 std::optional<double> GgufFile::get_f64(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (auto d = v->as_f64()) return d;
-  wrong_type(path_, key, *v, "a number");
+  return typed(find(key), path_, key, "a number", &Value::as_f64);
 }
 
 std::optional<bool> GgufFile::get_bool(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  if (auto b = v->as_bool()) return b;
-  wrong_type(path_, key, *v, "a bool");
+  return typed(find(key), path_, key, "a bool", &Value::as_bool);
 }
 
 std::optional<std::vector<std::string>> GgufFile::get_string_array(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  const Array* a = v->as_array();
-  if (a == nullptr || a->elem_type != ValueType::kString)
-    wrong_type(path_, key, *v, "an array of strings");
-  std::vector<std::string> out;
-  out.reserve(a->items.size());
-  for (const auto& item : a->items) out.push_back(*item.as_string());
-  return out;
+  return typed(find(key), path_, key, "an array of strings", [](const Value& v) {
+    return array_of(v, is_string, [](const Value& x) { return *x.as_string(); });
+  });
 }
 
 std::optional<std::vector<double>> GgufFile::get_f64_array(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  const Array* a = v->as_array();
-  if (a == nullptr || a->elem_type == ValueType::kString || a->elem_type == ValueType::kArray ||
-      a->elem_type == ValueType::kBool) {
-    wrong_type(path_, key, *v, "an array of numbers");
-  }
-  std::vector<double> out;
-  out.reserve(a->items.size());
-  for (const auto& item : a->items) out.push_back(*item.as_f64());
-  return out;
+  return typed(find(key), path_, key, "an array of numbers", [](const Value& v) {
+    return array_of(v, is_number, [](const Value& x) { return *x.as_f64(); });
+  });
 }
 
 std::optional<std::vector<int64_t>> GgufFile::get_i64_array(std::string_view key) const {
-  const Value* v = find(key);
-  if (v == nullptr) return std::nullopt;
-  const Array* a = v->as_array();
-  if (a == nullptr || a->elem_type == ValueType::kString || a->elem_type == ValueType::kArray ||
-      a->elem_type == ValueType::kBool || a->elem_type == ValueType::kF32 ||
-      a->elem_type == ValueType::kF64 || a->elem_type == ValueType::kU64) {
-    wrong_type(path_, key, *v, "an array of integers");
-  }
-  std::vector<int64_t> out;
-  out.reserve(a->items.size());
-  for (const auto& item : a->items) out.push_back(*item.as_i64());
-  return out;
+  return typed(find(key), path_, key, "an array of integers", [](const Value& v) {
+    return array_of(v, is_signed_integer, [](const Value& x) { return *x.as_i64(); });
+  });
 }
 
 const TensorInfo* GgufFile::find_tensor(std::string_view name) const {

@@ -10,6 +10,7 @@
 
 #include "hearth/base/checked_math.h"
 #include "hearth/base/error.h"
+#include "hearth/gguf/number_types.h"
 
 namespace hearth::gguf {
 
@@ -37,37 +38,10 @@ struct Bytes {
 void encode_value(Bytes& b, const Value& v);
 
 void encode_payload(Bytes& b, const Value& v) {
+  if (visit_number_type(v.type, [&](auto zero) { b.raw(stored_number<decltype(zero)>(v)); })) {
+    return;
+  }
   switch (v.type) {
-    case ValueType::kU8:
-      b.raw<uint8_t>(static_cast<uint8_t>(*v.as_u64()));
-      break;
-    case ValueType::kI8:
-      b.raw<int8_t>(static_cast<int8_t>(*v.as_i64()));
-      break;
-    case ValueType::kU16:
-      b.raw<uint16_t>(static_cast<uint16_t>(*v.as_u64()));
-      break;
-    case ValueType::kI16:
-      b.raw<int16_t>(static_cast<int16_t>(*v.as_i64()));
-      break;
-    case ValueType::kU32:
-      b.raw<uint32_t>(static_cast<uint32_t>(*v.as_u64()));
-      break;
-    case ValueType::kI32:
-      b.raw<int32_t>(static_cast<int32_t>(*v.as_i64()));
-      break;
-    case ValueType::kF32:
-      b.raw<float>(static_cast<float>(*v.as_f64()));
-      break;
-    case ValueType::kU64:
-      b.raw<uint64_t>(*v.as_u64());
-      break;
-    case ValueType::kI64:
-      b.raw<int64_t>(*v.as_i64());
-      break;
-    case ValueType::kF64:
-      b.raw<double>(*v.as_f64());
-      break;
     case ValueType::kBool:
       b.raw<uint8_t>(*v.as_bool() ? 1 : 0);
       break;
@@ -84,6 +58,8 @@ void encode_payload(Bytes& b, const Value& v) {
       }
       break;
     }
+    default:
+      break;
   }
 }
 
