@@ -107,16 +107,16 @@ ExpertStore::ExpertStore(const std::string& path, const uint8_t* mapping,
       log::info("experts {}: direct I/O refused, reading through the page cache", path_);
     }
   }
-  for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
+  io_.start(kIoThreads, [this](const Read& r) {
+    const bool ok = read(r);
+    const std::lock_guard lock(done_mu_);
+    failed_ = failed_ || !ok;
+    if (--pending_ == 0) done_cv_.notify_all();
+  });
 }
 
 ExpertStore::~ExpertStore() {
-  {
-    const std::lock_guard lock(io_mu_);
-    quit_ = true;
-  }
-  io_cv_.notify_all();
-  for (auto& t : io_threads_) t.join();
+  io_.stop();
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -175,29 +175,13 @@ void ExpertStore::queue_reads(const model::ExpertWeights& e, int slot, model::Ex
 
 bool ExpertStore::read_all() {
   if (batch_.empty()) return true;
-  std::unique_lock lock(io_mu_);
+  std::unique_lock lock(done_mu_);
   failed_ = false;
   pending_ = static_cast<int>(batch_.size());
-  for (const Read& r : batch_) queue_.push_back(r);
+  io_.push(batch_);
   batch_.clear();
-  io_cv_.notify_all();
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   return !failed_;
-}
-
-void ExpertStore::io_loop() {
-  std::unique_lock lock(io_mu_);
-  for (;;) {
-    io_cv_.wait(lock, [&] { return quit_ || !queue_.empty(); });
-    if (quit_) return;
-    const Read r = queue_.front();
-    queue_.pop_front();
-    lock.unlock();
-    const bool ok = read(r);
-    lock.lock();
-    failed_ = failed_ || !ok;
-    if (--pending_ == 0) done_cv_.notify_all();
-  }
 }
 
 bool ExpertStore::read(const Read& r) {

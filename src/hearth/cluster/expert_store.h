@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hearth/base/huge_buffer.h"
+#include "hearth/cluster/io_threads.h"
 #include "hearth/model/weight_feed.h"
 #include "hearth/model/weights.h"
 
@@ -92,7 +93,6 @@ class ExpertStore final : public model::ExpertFeed {
   // one failed.
   bool read_all();
   bool read(const Read& r);
-  void io_loop();
 
   std::string path_;
   const uint8_t* mapping_;
@@ -106,15 +106,14 @@ class ExpertStore final : public model::ExpertFeed {
   uint64_t buffer_bytes_ = 0, slot_bytes_ = 0;
   mutable std::mutex mu_;  // counters (read by the stats thread)
   Counters counters_;
-  // The I/O threads and their queue.
+  // The reads of one read_all() and how many of them are still running.
   static constexpr int kIoThreads = 4;
-  std::mutex io_mu_;
-  std::condition_variable io_cv_, done_cv_;
-  std::deque<Read> queue_;
   std::vector<Read> batch_;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
   int pending_ = 0;
-  bool failed_ = false, quit_ = false;
-  std::vector<std::thread> io_threads_;
+  bool failed_ = false;
+  IoThreads<Read> io_;
 };
 
 }  // namespace hearth::cluster

@@ -91,7 +91,7 @@ WeightStreamer::WeightStreamer(const std::string& path, const uint8_t* mapping,
     }
     buffer_ = static_cast<uint8_t*>(p);
   }
-  for (int i = 0; i < kIoThreads; ++i) io_threads_.emplace_back([this] { io_loop(); });
+  io_threads_.start(kIoThreads, [this](const Chunk& c) { read_queued(c); });
   thread_ = std::thread([this] { run(); });
 }
 
@@ -102,12 +102,7 @@ WeightStreamer::~WeightStreamer() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  {
-    std::lock_guard lock(io_mu_);
-    io_quit_ = true;
-  }
-  io_cv_.notify_all();
-  for (auto& t : io_threads_) t.join();
+  io_threads_.stop();
   if (buffer_ != nullptr) ::munmap(buffer_, capacity_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -167,11 +162,7 @@ void WeightStreamer::run() {
       chunks.erase(chunks.begin());
       chunk_done(seq, probe_direct(first));
     }
-    if (!chunks.empty()) {
-      const std::lock_guard io(io_mu_);
-      queue_.insert(queue_.end(), chunks.begin(), chunks.end());
-      io_cv_.notify_all();
-    }
+    if (!chunks.empty()) io_threads_.push(chunks);
     lock.lock();
   }
 }
@@ -283,22 +274,17 @@ void WeightStreamer::drop_item(const residency::StreamItem& item) {
   }
 }
 
-void WeightStreamer::io_loop() {
-  std::unique_lock lock(io_mu_);
-  for (;;) {
-    io_cv_.wait(lock, [&] { return io_quit_ || !queue_.empty(); });
-    if (io_quit_) return;
-    const Chunk c = queue_.front();
-    queue_.pop_front();
+void WeightStreamer::read_queued(const Chunk& c) {
+  {
+    const std::lock_guard lock(io_mu_);
     if (in_flight_++ == 0) busy_since_ms_ = now_ms();
-    lock.unlock();
-    const bool ok = read_chunk(c);
-    lock.lock();
-    if (--in_flight_ == 0) busy_ms_ += now_ms() - busy_since_ms_;
-    lock.unlock();
-    chunk_done(c.seq, ok);
-    lock.lock();
   }
+  const bool ok = read_chunk(c);
+  {
+    const std::lock_guard lock(io_mu_);
+    if (--in_flight_ == 0) busy_ms_ += now_ms() - busy_since_ms_;
+  }
+  chunk_done(c.seq, ok);
 }
 
 size_t WeightStreamer::group_key(int layer, int group) {

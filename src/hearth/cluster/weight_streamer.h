@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hearth/cluster/io_threads.h"
 #include "hearth/model/weight_feed.h"
 #include "hearth/residency/stream_plan.h"
 
@@ -113,7 +114,8 @@ class WeightStreamer : public model::WeightFeed {
   // starts); `in_map` itself when the engine reads the mapping.
   const uint8_t* in_buffer(const Slot& s, const uint8_t* in_map) const;
   void run();
-  void io_loop();
+  // One chunk on an I/O thread.
+  void read_queued(const Chunk& c);
   // The chunks of an item, about a quarter of it each, into dst (direct) or the mapping.
   std::vector<Chunk> chunks_of(const residency::StreamItem& item, uint8_t* dst, uint64_t seq) const;
   // The first read: direct I/O may be refused at this alignment; then the file is reopened
@@ -154,16 +156,14 @@ class WeightStreamer : public model::WeightFeed {
   StreamCounters counters_;
   std::thread thread_;
 
-  // Chunks queued for the I/O threads, in use order, and the time at least one was being read.
+  // The time at least one chunk was being read.
   // Lock order: mu_ before io_mu_ (counters()); nothing takes mu_ while holding io_mu_.
   mutable std::mutex io_mu_;
-  std::condition_variable io_cv_;
-  std::deque<Chunk> queue_;
   int in_flight_ = 0;
   double busy_since_ms_ = 0;
   double busy_ms_ = 0;
-  bool io_quit_ = false;
-  std::vector<std::thread> io_threads_;
+  // The I/O threads, given chunks in use order.
+  IoThreads<Chunk> io_threads_;
 };
 
 }  // namespace hearth::cluster
