@@ -9,12 +9,7 @@
 // TTFT = request sent -> first content chunk, TPOT = (last chunk - first chunk) / (n - 1).
 // Aggregate tokens/s = N * gen-tokens / wall time of the level. --compare adds, per table, the
 // same levels with the scheduler's batching off (one forward pass per sequence).
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -37,68 +32,11 @@
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
 #include "local_key.h"
+#include "local_worker.h"
 #include "model_options.h"
-
-extern char** environ;
 
 namespace hearth::cli {
 namespace {
-
-// A `hearth worker` child on a free loopback port (this binary); SIGTERM and reaped at the end.
-class WorkerChild {
- public:
-  // key_file empty: plain TCP (--insecure).
-  WorkerChild(const std::string& model, int threads, const std::string& key_file) {
-    int out[2];
-    if (pipe(out) != 0) throw IoError("bench serve: pipe for a worker");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    const std::string self = "/proc/self/exe";
-    std::vector<std::string> argv_s = {
-        "hearth", "worker", "--listen", "tcp://127.0.0.1:0", "-t", std::to_string(threads),
-        "-m",     model};
-    if (key_file.empty()) {
-      argv_s.emplace_back("--insecure");
-    } else {
-      argv_s.insert(argv_s.end(), {"--key-file", key_file});
-    }
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, self.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    if (rc != 0) {
-      close(out[0]);
-      pid_ = -1;
-      throw IoError("bench serve: cannot start a hearth worker");
-    }
-    FILE* f = fdopen(out[0], "r");
-    char line[256] = {};
-    if (f != nullptr && fgets(line, sizeof line, f) != nullptr) {
-      const std::string s(line), prefix = "listening on ";
-      if (s.rfind(prefix, 0) == 0) address_ = s.substr(prefix.size(), s.find('\n') - prefix.size());
-    }
-    if (f != nullptr) fclose(f);
-    if (address_.empty()) throw IoError("bench serve: a hearth worker did not start");
-  }
-  ~WorkerChild() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-  WorkerChild(const WorkerChild&) = delete;
-  WorkerChild& operator=(const WorkerChild&) = delete;
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string address_;
-};
 
 struct RequestTiming {
   double ttft_ms = 0, tpot_ms = 0;
@@ -229,12 +167,17 @@ int run_bench_serve(const Args& args) {
   if (ring >= 2) {
     // Encrypted links with a key made for this run, as every ring has; --insecure: plain TCP.
     const LocalClusterKey key;
-    std::vector<std::unique_ptr<WorkerChild>> workers;
+    std::vector<std::unique_ptr<LocalWorker>> workers;
     cluster::RingOptions ro;
     if (!insecure) ro.transport.curve = key.curve();
+    std::vector<std::string> flags = {"-t", std::to_string(worker_threads), "-m", mo.model};
+    if (insecure) {
+      flags.emplace_back("--insecure");
+    } else {
+      flags.insert(flags.end(), {"--key-file", key.path()});
+    }
     for (int i = 1; i < ring; ++i) {
-      workers.push_back(
-          std::make_unique<WorkerChild>(mo.model, worker_threads, insecure ? "" : key.path()));
+      workers.push_back(std::make_unique<LocalWorker>(fmt::format("worker{}", i), flags, ""));
       ro.workers.push_back(workers.back()->address());
     }
     ro.threads = mo.threads;

@@ -1,13 +1,7 @@
 // `hearth demo` (what `make demo` runs): makes a small synthetic model in a cache directory if
 // it is missing, starts local `hearth worker` processes on loopback, and runs a pipelined ring
 // with the head: the layer assignment per round, streamed tokens, TPOT and memory pressure.
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -24,70 +18,10 @@
 #include "hearth/residency/memory_status.h"
 #include "hearth/text/vocab.h"
 #include "local_key.h"
-
-extern char** environ;
+#include "local_worker.h"
 
 namespace hearth::cli {
 namespace {
-
-// A `hearth worker` child process on 127.0.0.1 with a free port; killed when this goes away.
-class LocalWorker {
- public:
-  LocalWorker(const std::string& model, const std::string& name, const std::string& key_file) {
-    int out[2];
-    if (pipe(out) != 0) throw IoError(errno_message("pipe"));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    const std::string log =
-        std::filesystem::temp_directory_path() / ("hearth-demo-" + name + ".log");
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> args = {"hearth", "worker", "--listen",   "tcp://127.0.0.1:0",
-                                     "-m",     model,    "-t",         "1",
-                                     "--name", name,     "--key-file", key_file};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    if (rc != 0) {
-      close(out[0]);
-      throw IoError("cannot start a local worker process");
-    }
-    // Its first stdout line is "listening on tcp://127.0.0.1:PORT".
-    std::string line;
-    const double deadline = now_ms() + 10000;
-    while (line.find('\n') == std::string::npos && now_ms() < deadline) {
-      pollfd p{out[0], POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      char buf[256];
-      const ssize_t n = read(out[0], buf, sizeof buf);
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-    }
-    close(out[0]);
-    const auto at = line.find("tcp://");
-    if (at == std::string::npos)
-      throw NetError("local worker " + name + " did not start (see " + log + ")");
-    address_ = line.substr(at, line.find('\n', at) - at);
-  }
-  ~LocalWorker() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status;
-      waitpid(pid_, &status, 0);
-    }
-  }
-  LocalWorker(const LocalWorker&) = delete;
-  LocalWorker& operator=(const LocalWorker&) = delete;
-  const std::string& address() const { return address_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string address_;
-};
 
 int run_demo(const Args& args) {
   CLI::App app{"Run the main job on an embedded default model: a head and local workers", "demo"};
@@ -125,8 +59,13 @@ int run_demo(const Args& args) {
   cluster::RingOptions ro;
   ro.transport.curve = key.curve();
   for (int i = 0; i < workers; ++i) {
-    procs.push_back(
-        std::make_unique<LocalWorker>(path, fmt::format("worker{}", i + 1), key.path()));
+    const std::string name = fmt::format("worker{}", i + 1);
+    const std::string log =
+        std::filesystem::temp_directory_path() / ("hearth-demo-" + name + ".log");
+    procs.push_back(std::make_unique<LocalWorker>(
+        name,
+        std::vector<std::string>{"-m", path, "-t", "1", "--name", name, "--key-file", key.path()},
+        log));
     ro.workers.push_back(procs.back()->address());
   }
   // Default: W = 4 of 8 layers, so each token goes twice around the ring (k = 2), as in PRP.
