@@ -3,6 +3,9 @@
 //   <  + -  <  ~  <  * / // %  <  **  <  unary - +  <  postfix (. [] () | is).
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <initializer_list>
+
 #include "hearth/base/error.h"
 #include "hearth/text/jinja_ast.h"
 
@@ -218,22 +221,23 @@ class Parser {
     return n;
   }
 
-  NodePtr parse_or() {
-    auto a = parse_and();
-    while (is_name("or")) {
+  // One precedence level of left-associative binary operators: `ops` (tokens of `kind`)
+  // between operands parsed by `operand`, the next tighter level.
+  NodePtr left_assoc(Tok kind, std::initializer_list<const char*> ops,
+                     NodePtr (Parser::*operand)()) {
+    auto a = (this->*operand)();
+    for (;;) {
+      const auto op = std::find_if(ops.begin(), ops.end(), [&](const char* o) {
+        return peek().kind == kind && peek().text == o;
+      });
+      if (op == ops.end()) return a;
       next();
-      a = binary("or", std::move(a), parse_and());
+      a = binary(*op, std::move(a), (this->*operand)());
     }
-    return a;
   }
-  NodePtr parse_and() {
-    auto a = parse_not();
-    while (is_name("and")) {
-      next();
-      a = binary("and", std::move(a), parse_not());
-    }
-    return a;
-  }
+
+  NodePtr parse_or() { return left_assoc(Tok::kName, {"or"}, &Parser::parse_and); }
+  NodePtr parse_and() { return left_assoc(Tok::kName, {"and"}, &Parser::parse_not); }
   NodePtr parse_not() {
     DepthGuard guard(*this);
     if (is_name("not")) {
@@ -263,38 +267,10 @@ class Parser {
       }
     }
   }
-  NodePtr parse_math1() {
-    auto a = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = next().text;
-      a = binary(op, std::move(a), parse_concat());
-    }
-    return a;
-  }
-  NodePtr parse_concat() {
-    auto a = parse_math2();
-    while (is_op("~")) {
-      next();
-      a = binary("~", std::move(a), parse_math2());
-    }
-    return a;
-  }
-  NodePtr parse_math2() {
-    auto a = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = next().text;
-      a = binary(op, std::move(a), parse_pow());
-    }
-    return a;
-  }
-  NodePtr parse_pow() {
-    auto a = parse_unary();
-    while (is_op("**")) {
-      next();
-      a = binary("**", std::move(a), parse_unary());
-    }
-    return a;
-  }
+  NodePtr parse_math1() { return left_assoc(Tok::kOp, {"+", "-"}, &Parser::parse_concat); }
+  NodePtr parse_concat() { return left_assoc(Tok::kOp, {"~"}, &Parser::parse_math2); }
+  NodePtr parse_math2() { return left_assoc(Tok::kOp, {"*", "/", "//", "%"}, &Parser::parse_pow); }
+  NodePtr parse_pow() { return left_assoc(Tok::kOp, {"**"}, &Parser::parse_unary); }
   NodePtr parse_unary() {
     DepthGuard guard(*this);
     if (is_op("-") || is_op("+")) {
