@@ -201,6 +201,20 @@ bool is_multicast(const DiscoveryAddress& a) {
   return (ntohl(group_address(a).sin_addr.s_addr) >> 28) == 0xE;
 }
 
+// A UDP socket; an IoError naming `who` (the announcer or the listener) when there is none.
+int open_udp_socket(std::string_view who) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) throw IoError(fmt::format("{}: cannot open a UDP socket: {}", who, strerror(errno)));
+  return fd;
+}
+
+// Tells the thread that uses the socket to stop, waits for it, then closes the socket.
+void stop_and_close(std::atomic<bool>& stop, std::thread& thread, int fd) {
+  stop = true;
+  if (thread.joinable()) thread.join();
+  if (fd >= 0) ::close(fd);
+}
+
 }  // namespace
 
 Announcer::Announcer(DiscoveryAddress where, std::function<Announcement()> what, std::string key,
@@ -210,9 +224,7 @@ Announcer::Announcer(DiscoveryAddress where, std::function<Announcement()> what,
       key_(std::move(key)),
       interval_ms_(interval_ms) {
   encode_announcement(what_(), key_);  // a field that does not fit fails now, not in the thread
-  fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd_ < 0)
-    throw IoError(fmt::format("announce: cannot open a UDP socket: {}", strerror(errno)));
+  fd_ = open_udp_socket("announce");
   const int ttl = 1;   // one LAN segment: routers do not forward it
   const int loop = 1;  // devices on this host hear it too
   setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
@@ -221,9 +233,7 @@ Announcer::Announcer(DiscoveryAddress where, std::function<Announcement()> what,
 }
 
 Announcer::~Announcer() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (fd_ >= 0) ::close(fd_);
+  stop_and_close(stop_, thread_, fd_);
 }
 
 void Announcer::run() {
@@ -254,9 +264,7 @@ void Announcer::run() {
 DiscoveryListener::DiscoveryListener(DiscoveryAddress where, ModelIdentity model, std::string key,
                                      double forget_ms)
     : where_(std::move(where)), model_(model), key_(std::move(key)), forget_ms_(forget_ms) {
-  fd_ = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd_ < 0)
-    throw IoError(fmt::format("discovery: cannot open a UDP socket: {}", strerror(errno)));
+  fd_ = open_udp_socket("discovery");
   const int one = 1;
   setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // several heads on one host
 #ifdef SO_REUSEPORT
@@ -289,9 +297,7 @@ DiscoveryListener::DiscoveryListener(DiscoveryAddress where, ModelIdentity model
 }
 
 DiscoveryListener::~DiscoveryListener() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (fd_ >= 0) ::close(fd_);
+  stop_and_close(stop_, thread_, fd_);
 }
 
 void DiscoveryListener::run() {

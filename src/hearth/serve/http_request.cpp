@@ -135,23 +135,28 @@ RequestParser::State RequestParser::fail(int status, std::string message) {
   return state_;
 }
 
-// Appends bytes up to and including '\n' to line_; true when the line is complete (line_
-// then holds it without "\r\n"). Sets *too_long when the line passes `limit` first.
-bool RequestParser::take_line(std::string_view data, size_t& pos, size_t limit, bool* too_long) {
+// Appends bytes up to and including '\n' to line_ and returns the line once complete, without
+// "\r\n". nullopt while the line goes on past `data` (all of it consumed), or when it passes
+// `limit`: then the request fails with `status` and the message `too_long()` gives.
+template <class Message>
+std::optional<std::string> RequestParser::take_line(std::string_view data, size_t& pos,
+                                                    size_t limit, int status, Message too_long) {
   const size_t nl = data.find('\n', pos);
   const size_t end = nl == std::string_view::npos ? data.size() : nl;
   if (line_.size() + (end - pos) > limit) {
-    *too_long = true;
-    return false;
+    fail(status, too_long());
+    return std::nullopt;
   }
   line_.append(data.substr(pos, end - pos));
   if (nl == std::string_view::npos) {
     pos = data.size();
-    return false;
+    return std::nullopt;
   }
   pos = nl + 1;
   if (!line_.empty() && line_.back() == '\r') line_.pop_back();
-  return true;
+  std::string line = std::move(line_);
+  line_.clear();
+  return line;
 }
 
 RequestParser::State RequestParser::parse_request_line(const std::string& line) {
@@ -306,42 +311,29 @@ RequestParser::State RequestParser::feed(std::string_view data, size_t* consumed
           continue;
         }
         started_ = true;
-        bool too_long = false;
-        if (!take_line(data, pos, limits_.max_request_line, &too_long)) {
-          if (too_long) {
-            return done(fail(414, fmt::format("the request line is longer than {} bytes",
-                                              limits_.max_request_line)));
-          }
-          return done(state_);
-        }
-        const std::string line = std::move(line_);
-        line_.clear();
-        if (parse_request_line(line) == State::kError) return done(state_);
+        const auto line = take_line(data, pos, limits_.max_request_line, 414, [&] {
+          return fmt::format("the request line is longer than {} bytes", limits_.max_request_line);
+        });
+        if (!line || parse_request_line(*line) == State::kError) return done(state_);
         phase_ = Phase::kHeaders;
         break;
       }
       case Phase::kHeaders:
       case Phase::kTrailers: {
-        bool too_long = false;
         const size_t room =
             limits_.max_header_bytes - std::min(header_bytes_, limits_.max_header_bytes);
-        if (!take_line(data, pos, room, &too_long)) {
-          if (too_long) {
-            return done(fail(431, fmt::format("the headers are larger than {} bytes",
-                                              limits_.max_header_bytes)));
-          }
-          return done(state_);
-        }
-        const std::string line = std::move(line_);
-        line_.clear();
-        header_bytes_ += line.size() + 2;
-        if (line.empty()) {
+        const auto line = take_line(data, pos, room, 431, [&] {
+          return fmt::format("the headers are larger than {} bytes", limits_.max_header_bytes);
+        });
+        if (!line) return done(state_);
+        header_bytes_ += line->size() + 2;
+        if (line->empty()) {
           if (phase_ == Phase::kTrailers) return done(finish_body());
           if (headers_complete() != State::kNeedMore) return done(state_);
           break;
         }
         if (phase_ == Phase::kTrailers) break;  // trailer fields are counted, then dropped
-        if (parse_header_line(line) == State::kError) return done(state_);
+        if (parse_header_line(*line) == State::kError) return done(state_);
         break;
       }
       case Phase::kBody:
@@ -358,20 +350,16 @@ RequestParser::State RequestParser::feed(std::string_view data, size_t* consumed
       }
       case Phase::kChunkSize:
       case Phase::kChunkDataEnd: {
-        bool too_long = false;
-        if (!take_line(data, pos, kMaxChunkLine, &too_long)) {
-          if (too_long) return done(fail(400, "a chunk-size line is too long"));
-          return done(state_);
-        }
-        const std::string line = std::move(line_);
-        line_.clear();
+        const auto line = take_line(data, pos, kMaxChunkLine, 400,
+                                    [] { return "a chunk-size line is too long"; });
+        if (!line) return done(state_);
         if (phase_ == Phase::kChunkDataEnd) {
-          if (!line.empty()) return done(fail(400, "chunk data is longer than its size"));
+          if (!line->empty()) return done(fail(400, "chunk data is longer than its size"));
           phase_ = Phase::kChunkSize;
           break;
         }
         size_t size;
-        if (!parse_chunk_size(line, size)) return done(fail(400, "a chunk size is not hex"));
+        if (!parse_chunk_size(*line, size)) return done(fail(400, "a chunk size is not hex"));
         if (size > limits_.max_body - std::min(raw_body_bytes_, limits_.max_body)) {
           return done(fail(413, fmt::format("the chunked body is larger than the limit of {}",
                                             limits_.max_body)));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -80,7 +81,9 @@ class RequestParser {
   };
 
   State fail(int status, std::string message);
-  bool take_line(std::string_view data, size_t& pos, size_t limit, bool* too_long);
+  template <class Message>
+  std::optional<std::string> take_line(std::string_view data, size_t& pos, size_t limit, int status,
+                                       Message too_long);
   State parse_request_line(const std::string& line);
   State parse_header_line(const std::string& line);
   State headers_complete();

@@ -453,6 +453,17 @@ struct Server::Impl {
     return parse(body);
   }
 
+  // The JSON body of a request to a small endpoint (tokenize, detokenize, cancel).
+  json small_body(HttpExchange& ex) {
+    return parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+  }
+
+  // The 400 of a body field with a value it must not have; `must` says what it must be.
+  static ApiError invalid_field(const std::string& field, std::string_view must) {
+    return ApiError(400, fmt::format("'{}' must be {}", field, must), "invalid_request_error",
+                    field, "invalid_value");
+  }
+
   // Runs a completion (its n choices) for the client; cancels it as soon as the client is gone.
   void generate(HttpExchange& ex, bool chat) {
     const HttpRequest& req = ex.request();
@@ -689,18 +700,13 @@ struct Server::Impl {
   }
 
   void tokenize(HttpExchange& ex) {
-    const json j =
-        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+    const json j = small_body(ex);
     if (!j.contains("content") || !j["content"].is_string()) {
-      throw ApiError(400, "'content' must be a string", "invalid_request_error", "content",
-                     "invalid_value");
+      throw invalid_field("content", "a string");
     }
     bool add_special = false;
     if (j.contains("add_special")) {
-      if (!j["add_special"].is_boolean()) {
-        throw ApiError(400, "'add_special' must be a boolean", "invalid_request_error",
-                       "add_special", "invalid_value");
-      }
+      if (!j["add_special"].is_boolean()) throw invalid_field("add_special", "a boolean");
       add_special = j["add_special"].get<bool>();
     }
     send_json(ex, 200,
@@ -708,11 +714,9 @@ struct Server::Impl {
   }
 
   void detokenize(HttpExchange& ex) {
-    const json j =
-        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
+    const json j = small_body(ex);
     if (!j.contains("tokens") || !j["tokens"].is_array()) {
-      throw ApiError(400, "'tokens' must be a list of token ids", "invalid_request_error", "tokens",
-                     "invalid_value");
+      throw invalid_field("tokens", "a list of token ids");
     }
     std::vector<int32_t> ids;
     for (const auto& t : j["tokens"]) {
@@ -729,11 +733,8 @@ struct Server::Impl {
   // Only the full id cancels: ids carry 128 random bits, so only the client that was given
   // one (its stream's or response's "id") can name it.
   void cancel(HttpExchange& ex) {
-    const json j =
-        parse_gated(ex.request().body, [](const std::string& b) { return parse_body(b); });
-    if (!j.contains("id") || !j["id"].is_string()) {
-      throw ApiError(400, "'id' must be a string", "invalid_request_error", "id", "invalid_value");
-    }
+    const json j = small_body(ex);
+    if (!j.contains("id") || !j["id"].is_string()) throw invalid_field("id", "a string");
     const std::string id = j["id"].get<std::string>();
     // A request's further choices run under "<id>#i".
     bool any = false;

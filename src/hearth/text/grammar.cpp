@@ -139,12 +139,7 @@ class Parser {
       if (c == '"') {
         ++pos_;
         last = seq.size();
-        while (true) {
-          if (pos_ >= src_.size()) fail("unterminated string literal");
-          if (src_[pos_] == '"') {
-            ++pos_;
-            break;
-          }
+        while (!take_close('"', "unterminated string literal")) {
           Grammar::Symbol s;
           const uint32_t cp = parse_char();
           s.chars.ranges.emplace_back(cp, cp);
@@ -158,12 +153,7 @@ class Parser {
           s.chars.negated = true;
           ++pos_;
         }
-        while (true) {
-          if (pos_ >= src_.size()) fail("unterminated character class");
-          if (src_[pos_] == ']') {
-            ++pos_;
-            break;
-          }
+        while (!take_close(']', "unterminated character class")) {
           const uint32_t lo = parse_char();
           uint32_t hi = lo;
           if (pos_ + 1 < src_.size() && src_[pos_] == '-' && src_[pos_ + 1] != ']') {
@@ -284,6 +274,15 @@ class Parser {
   }
 
   // One character of a literal or class: an escape, or a UTF-8 character.
+  // Steps past `close` when it comes next (true); fails with `unterminated` at the end of the
+  // source.
+  bool take_close(char close, const char* unterminated) {
+    if (pos_ >= src_.size()) fail(unterminated);
+    if (src_[pos_] != close) return false;
+    ++pos_;
+    return true;
+  }
+
   uint32_t parse_char() {
     if (src_[pos_] == '\\') {
       if (++pos_ >= src_.size()) fail("a '\\' at the end");
