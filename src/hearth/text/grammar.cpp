@@ -140,10 +140,9 @@ class Parser {
         ++pos_;
         last = seq.size();
         while (!take_close('"', "unterminated string literal")) {
-          Grammar::Symbol s;
           const uint32_t cp = parse_char();
-          s.chars.ranges.emplace_back(cp, cp);
-          seq.push_back(std::move(s));
+          seq.push_back(Grammar::Symbol{});
+          seq.back().chars.ranges.emplace_back(cp, cp);
         }
       } else if (c == '[') {
         ++pos_;

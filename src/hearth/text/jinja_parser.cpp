@@ -51,9 +51,19 @@ class Parser {
   bool is_name(const char* name, size_t ahead = 0) const {
     return peek(ahead).kind == Tok::kName && peek(ahead).text == name;
   }
-  void expect_op(const char* op) {
-    if (!is_op(op)) fail(fmt::format("expected '{}'", op));
+  // Steps past the operator or name when it comes next (true).
+  bool take_op(const char* op) {
+    if (!is_op(op)) return false;
     next();
+    return true;
+  }
+  bool take_name(const char* name) {
+    if (!is_name(name)) return false;
+    next();
+    return true;
+  }
+  void expect_op(const char* op) {
+    if (!take_op(op)) fail(fmt::format("expected '{}'", op));
   }
   std::string expect_name() {
     if (peek().kind != Tok::kName) fail("expected a name");
@@ -112,11 +122,29 @@ class Parser {
     fail(fmt::format("'{{% {} %}}' is not supported", kw));
   }
 
+  // Steps past "{% kw" when that block tag comes next (true).
+  bool take_block(const char* kw) {
+    if (block_keyword() != kw) return false;
+    next();
+    next();
+    return true;
+  }
+
   void end_block(const char* kw) {
-    if (block_keyword() != kw) fail(fmt::format("expected '{{% {} %}}'", kw));
-    next();
-    next();
+    if (!take_block(kw)) fail(fmt::format("expected '{{% {} %}}'", kw));
     expect_block_end();
+  }
+
+  // An "{% else %}" body, when there is one (true), appended to `n`'s children, then the
+  // block's "{% end %}" tag.
+  bool parse_else_and_end(Node& n, const char* end) {
+    const bool has_else = take_block("else");
+    if (has_else) {
+      expect_block_end();
+      n.children.push_back(parse_body({end}));
+    }
+    end_block(end);
+    return has_else;
   }
 
   NodePtr parse_if(int line) {
@@ -124,61 +152,35 @@ class Parser {
     n->children.push_back(parse_expr());
     expect_block_end();
     n->children.push_back(parse_body({"elif", "else", "endif"}));
-    while (block_keyword() == "elif") {
-      next();
-      next();
+    while (take_block("elif")) {
       n->children.push_back(parse_expr());
       expect_block_end();
       n->children.push_back(parse_body({"elif", "else", "endif"}));
     }
-    if (block_keyword() == "else") {
-      next();
-      next();
-      expect_block_end();
-      n->flag = true;
-      n->children.push_back(parse_body({"endif"}));
-    }
-    end_block("endif");
+    n->flag = parse_else_and_end(*n, "endif");
     return n;
   }
 
   NodePtr parse_for(int line) {
     auto n = make(NodeKind::kFor, line);
     n->names.push_back(expect_name());
-    while (is_op(",")) {
-      next();
-      n->names.push_back(expect_name());
-    }
-    if (!is_name("in")) fail("expected 'in'");
-    next();
+    while (take_op(",")) n->names.push_back(expect_name());
+    if (!take_name("in")) fail("expected 'in'");
     n->children.push_back(parse_or());  // no inline if here: "if" filters the loop
     NodePtr cond;
-    if (is_name("if")) {
-      next();
-      cond = parse_expr();
-    }
+    if (take_name("if")) cond = parse_expr();
     expect_block_end();
     n->children.push_back(parse_body({"else", "endfor"}));
     n->children.push_back(std::move(cond));
-    if (block_keyword() == "else") {
-      next();
-      next();
-      expect_block_end();
-      n->children.push_back(parse_body({"endfor"}));
-    }
-    end_block("endfor");
+    parse_else_and_end(*n, "endfor");
     return n;
   }
 
   NodePtr parse_set(int line) {
     auto n = make(NodeKind::kSet, line);
     n->names.push_back(expect_name());
-    if (is_op(".")) {
-      next();
-      n->attr = expect_name();
-    }
-    if (!is_op("=")) fail("'{% set %}' blocks are not supported; use '{% set x = ... %}'");
-    next();
+    if (take_op(".")) n->attr = expect_name();
+    if (!take_op("=")) fail("'{% set %}' blocks are not supported; use '{% set x = ... %}'");
     n->children.push_back(parse_expr());
     expect_block_end();
     return n;
@@ -202,8 +204,7 @@ class Parser {
       auto c = make(NodeKind::kCond, line);
       auto cond = parse_or();
       NodePtr other;
-      if (is_name("else")) {
-        next();
+      if (take_name("else")) {
         other = parse_expr();
       }
       c->children.push_back(std::move(a));
@@ -255,8 +256,7 @@ class Parser {
           (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">="))) {
         const std::string op = next().text;
         a = binary(op, std::move(a), parse_math1());
-      } else if (is_name("in")) {
-        next();
+      } else if (take_name("in")) {
         a = binary("in", std::move(a), parse_math1());
       } else if (is_name("not") && is_name("in", 1)) {
         next();
@@ -302,13 +302,11 @@ class Parser {
 
   NodePtr parse_postfix(NodePtr n) {
     while (true) {
-      if (is_op(".")) {
-        next();
+      if (take_op(".")) {
         auto a = make(NodeKind::kAttr, n->line, expect_name());
         a->children.push_back(std::move(n));
         n = std::move(a);
-      } else if (is_op("[")) {
-        next();
+      } else if (take_op("[")) {
         NodePtr parts[3];
         int colons = 0;
         while (true) {
@@ -334,32 +332,26 @@ class Parser {
           for (auto& p : parts) sl->children.push_back(std::move(p));
           n = std::move(sl);
         }
-      } else if (is_op("(")) {
-        next();
+      } else if (take_op("(")) {
         auto call = make(NodeKind::kCall, n->line);
         call->children.push_back(std::move(n));
         parse_args(*call);
         n = std::move(call);
-      } else if (is_op("|")) {
-        next();
+      } else if (take_op("|")) {
         auto f = make(NodeKind::kFilter, n->line, expect_name());
         f->children.push_back(std::move(n));
-        if (is_op("(")) {
-          next();
+        if (take_op("(")) {
           parse_args(*f);
         }
         n = std::move(f);
-      } else if (is_name("is")) {
-        next();
+      } else if (take_name("is")) {
         auto t = make(NodeKind::kTest, n->line);
-        if (is_name("not")) {
-          next();
+        if (take_name("not")) {
           t->flag = true;
         }
         t->str = expect_name();
         t->children.push_back(std::move(n));
-        if (is_op("(")) {
-          next();
+        if (take_op("(")) {
           parse_args(*t);
         } else if (peek().kind == Tok::kString || peek().kind == Tok::kNumber) {
           t->children.push_back(parse_primary());  // "is equalto 3" style
@@ -407,8 +399,7 @@ class Parser {
           if (is_op(",")) {  // a tuple: treated as a list
             auto list = make(NodeKind::kList, tok.line);
             list->children.push_back(std::move(e));
-            while (is_op(",")) {
-              next();
+            while (take_op(",")) {
               if (is_op(")")) break;
               list->children.push_back(parse_expr());
             }
