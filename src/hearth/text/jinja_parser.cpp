@@ -284,7 +284,7 @@ class Parser {
 
   // Call arguments after '(' up to ')': positional first, then name=value.
   void parse_args(Node& call) {
-    while (!is_op(")")) {
+    comma_list(")", [&] {
       if (peek().kind == Tok::kName && is_op("=", 1)) {
         call.names.push_back(next().text);
         next();
@@ -294,10 +294,17 @@ class Parser {
         call.children.push_back(parse_expr());
         ++call.n_positional;
       }
-      if (!is_op(",")) break;
-      next();
+    });
+  }
+
+  // Items parsed by `item`, separated by commas (one may end the list), up to `close`.
+  template <class Item>
+  void comma_list(const char* close, Item item) {
+    while (!is_op(close)) {
+      item();
+      if (!take_op(",")) break;
     }
-    expect_op(")");
+    expect_op(close);
   }
 
   NodePtr parse_postfix(NodePtr n) {
@@ -411,25 +418,17 @@ class Parser {
         if (tok.text == "[") {
           next();
           auto list = make(NodeKind::kList, tok.line);
-          while (!is_op("]")) {
-            list->children.push_back(parse_expr());
-            if (!is_op(",")) break;
-            next();
-          }
-          expect_op("]");
+          comma_list("]", [&] { list->children.push_back(parse_expr()); });
           return list;
         }
         if (tok.text == "{") {
           next();
           auto dict = make(NodeKind::kDict, tok.line);
-          while (!is_op("}")) {
+          comma_list("}", [&] {
             dict->children.push_back(parse_expr());
             expect_op(":");
             dict->children.push_back(parse_expr());
-            if (!is_op(",")) break;
-            next();
-          }
-          expect_op("}");
+          });
           return dict;
         }
         break;
