@@ -62,19 +62,17 @@ int run_synth(const Args& args) {
               : arch == "qwen3"    ? model::Arch::kQwen3
               : arch == "qwen3moe" ? model::Arch::kQwen3Moe
                                    : model::Arch::kLlama;
-    hp.n_layers = layers ? layers : 4;
-    hp.dim = dim ? dim : 256;
-    hp.n_heads = heads ? heads : 4;
-    hp.n_kv_heads = kv_heads ? kv_heads : hp.n_heads;
-    hp.ffn = ffn ? ffn : 4 * hp.dim;
-    hp.vocab = vocab ? vocab : 1024;
+    hp.n_layers = 4;
+    hp.dim = 256;
+    hp.n_heads = 4;
+    hp.vocab = 1024;
     hp.ctx_train = 4096;
     hp.qkv_bias = hp.arch == model::Arch::kQwen2;
     hp.qk_norm = hp.arch == model::Arch::kQwen3 || hp.arch == model::Arch::kQwen3Moe;
     hp.rms_eps = model::is_qwen(hp.arch) ? 1e-6f : 1e-5f;
     hp.rope_base = model::is_qwen(hp.arch) ? 1000000.0f : 500000.0f;
   }
-  // Explicit flags override the preset.
+  // Explicit flags override the preset or the defaults.
   if (layers) hp.n_layers = layers;
   if (dim) hp.dim = dim;
   if (heads) hp.n_heads = heads;
@@ -82,6 +80,10 @@ int run_synth(const Args& args) {
   if (ffn) hp.ffn = ffn;
   if (vocab) hp.vocab = vocab;
   if (ctx) hp.ctx_train = ctx;
+  if (preset.empty()) {  // defaults that follow the flags
+    if (hp.n_kv_heads == 0) hp.n_kv_heads = hp.n_heads;
+    if (hp.ffn == 0) hp.ffn = 4 * hp.dim;
+  }
   if (tied) hp.tied_embeddings = true;
   if (untied) hp.tied_embeddings = false;
   if (rope_freqs) hp.rope_freqs = true;
