@@ -7,6 +7,13 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/type_traits.h"
+
 namespace hearth::quant {
 namespace {
 
@@ -61,6 +68,105 @@ void rows16_dot(int64_t cols, const void* group, const void* acts, size_t act_st
                                          out_stride);
   });
 }
+
+// Rows16::group_bytes and Rows16::act_bytes of a layout L (rows16_kernels.h).
+template <typename L>
+size_t rows16_group_bytes(int64_t cols) {
+  return static_cast<size_t>(cols / L::kBlockCols) * L::kBlockBytes;
+}
+
+template <typename L>
+size_t rows16_act_bytes(int64_t cols) {
+  return static_cast<size_t>(cols / L::kBlockCols) * L::kActBlockBytes;
+}
+
+// Row r of GGUF rows row_bytes apart, as an array of blocks B (what repack reads and unpack
+// writes).
+template <typename B>
+const B* rows16_row(const void* rows, int r, size_t row_bytes) {
+  return reinterpret_cast<const B*>(static_cast<const uint8_t*>(rows) +
+                                    static_cast<size_t>(r) * row_bytes);
+}
+
+template <typename B>
+B* rows16_row(void* rows, int r, size_t row_bytes) {
+  return reinterpret_cast<B*>(static_cast<uint8_t*>(rows) + static_cast<size_t>(r) * row_bytes);
+}
+
+// Rows16::prepare_act of a K-quant layout L from a Q8_K row: per super-block, f32 d and 12
+// zero bytes, then what sums(block, out + 16) writes, then the 256 quants at the end.
+template <typename L, typename Sums>
+void rows16_prepare_q8_k(int64_t cols, const void* act_row, void* dst, Sums sums) {
+  const auto* a = static_cast<const BlockQ8_K*>(act_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < cols / kQKK; ++i, out += L::kActBlockBytes) {
+    std::memset(out, 0, 16);
+    std::memcpy(out, &a[i].d, 4);
+    sums(a[i], out + 16);
+    std::memcpy(out + L::kActBlockBytes - kQKK, a[i].qs, kQKK);
+  }
+}
+
+// The scalar Rows16::dot of a layout L, one row and token at a time: acc = block(g, r, ab, acc)
+// over the block columns g of the group in order, ab being the token's prepared activation
+// block; acc starts at 0.
+template <typename L, float (*block)(const uint8_t* g, int r, const uint8_t* ab, float acc)>
+void rows16_scalar_dot(int64_t cols, const void* group, const void* acts, size_t act_stride,
+                       int n_tokens, float* out, size_t out_stride) {
+  for (int t = 0; t < n_tokens; ++t) {
+    const uint8_t* act = static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride;
+    for (int r = 0; r < kRows16; ++r) {
+      const uint8_t* g = static_cast<const uint8_t*>(group);
+      float acc = 0;
+      for (int64_t b = 0; b < cols / L::kBlockCols; ++b, g += L::kBlockBytes) {
+        acc = block(g, r, act + static_cast<size_t>(b) * L::kActBlockBytes, acc);
+      }
+      out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// One token's float accumulators for the 16 rows of a group: one lane per row.
+struct Rows16Acc {
+  __m512 v = _mm512_setzero_ps();
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+};
+#elif defined(__AVX2__)
+// One token's float accumulators for the 16 rows of a group: rows 0-7 in h[0], 8-15 in h[1].
+struct Rows16Acc {
+  __m256 h[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  void store(float* p) const {
+    _mm256_storeu_ps(p, h[0]);
+    _mm256_storeu_ps(p + 8, h[1]);
+  }
+};
+#endif
+
+#if defined(__AVX2__)
+// The x86 Rows16::dot for a block step B of layout B::Layout: B's constructor sets up its
+// constants once per call, and B::step<NT>(g, ab, acc) adds block column g (prepared
+// activation blocks ab[t]) into the accumulators acc[t] of the NT tokens.
+template <typename B>
+struct Rows16Blocks {
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    using L = typename B::Layout;
+    const B block;
+    Rows16Acc acc[NT];
+    for (int64_t b = 0; b < cols / L::kBlockCols; ++b, g += L::kBlockBytes) {
+      const uint8_t* ab[NT];
+      for (int t = 0; t < NT; ++t) {
+        ab[t] =
+            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
+      }
+      block.template step<NT>(g, ab, acc);
+    }
+    for (int t = 0; t < NT; ++t) acc[t].store(out + static_cast<size_t>(t) * out_stride);
+  }
+};
+#endif
 
 }  // namespace
 }  // namespace hearth::quant

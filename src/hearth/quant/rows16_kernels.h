@@ -1,14 +1,25 @@
-// The row-interleaved (rows16) layouts of each weight type: the scalar reference functions
-// and the per-ISA kernels (internal to hearth_quant; tests include it too). See Rows16 in
+// The row-interleaved (rows16) layouts of each weight type: their sizes, scalar reference
+// tables and per-ISA dot kernels (internal to hearth_quant; tests include it too). See Rows16 in
 // type_traits.h for the contract.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::quant {
+
+// The sizes of a rows16 layout: a block column (kBlockCols elements of each of the 16 rows)
+// takes kBlockBytes in a group, and one prepared activation block takes kActBlockBytes.
+// Each layout's functions are file-local to rows16_<type>.cpp.
+template <int64_t BlockCols, size_t BlockBytes, size_t ActBlockBytes>
+struct Rows16Shape {
+  static constexpr int64_t kBlockCols = BlockCols;
+  static constexpr size_t kBlockBytes = BlockBytes;
+  static constexpr size_t kActBlockBytes = ActBlockBytes;
+};
 
 // Q8_0 (rows16_q8_0.cpp). Group = 16 rows; per block column b, at b * 544 bytes:
 //   (16) fp16 d, row r at 2r;
@@ -17,33 +28,9 @@ namespace hearth::quant {
 // Prepared activation, per block (40 bytes): f32 d, i32 -128 * sum(q), (32) i8 q.
 // Per (row, token): isum_b = corr_b + sum((q_w + 128) * q_a) (exact), then
 // acc = fma(d_w * d_a, float(isum_b), acc) for b = 0, 1, ... in order.
-namespace rows16_q8_0 {
-constexpr size_t kBlockBytes = 32 + 16 * 32;  // one block column of a group
-constexpr size_t kActBlockBytes = 8 + 32;     // one prepared activation block
-size_t group_bytes(int64_t cols);
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
-size_t act_bytes(int64_t cols);
-void prepare_act(int64_t cols, const void* act_row, void* dst);
-void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride);
-// The Q8_0 Rows16 entry with a given dot kernel (the layout functions are shared).
-constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
-  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
-}
-}  // namespace rows16_q8_0
+using Rows16Q8_0 = Rows16Shape<kQK0, 32 + 16 * 32, 8 + 32>;
 
-extern const Rows16 kRows16Q8_0Scalar;
-#if defined(__x86_64__)
-extern const Rows16 kRows16Q8_0Avx512;  // rows16_q8_0_avx512.cpp
-extern const Rows16 kRows16Q8_0Avx2;    // rows16_q8_0_avx2.cpp
-#endif
-#if defined(__aarch64__)
-extern const Rows16 kRows16Q8_0Neon;     // rows16_q8_0_neon.cpp
-extern const Rows16 kRows16Q8_0Dotprod;  // rows16_q8_0_dotprod.cpp
-#endif
-
-// Q4_K (rows16_q4_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
+// Q4_K (rows16_q4_k.cpp). Group = 16 rows; per 256-element super-block column, kBlockBytes:
 //   0    (16) fp16 d, row r at 2r;   32 (16) fp16 dmin
 //   64   (8, 16) u8 sub-block scales: sub-block j of row r at 64 + 16j + r
 //   192  (4, 16, 2) u8 mins in pairs: (m[2p], m[2p+1]) of row r at 192 + 32p + 2r
@@ -55,27 +42,9 @@ extern const Rows16 kRows16Q8_0Dotprod;  // rows16_q8_0_dotprod.cpp
 // Per (row, token) and super-block: S1 = sum_j sc[j] * sum(q_w * q_a over sub-block j),
 // S2 = sum_j m[j] * bsum[j] (exact int32), then acc = fma(d * d_a, float(S1), acc);
 // acc = fma(-(dmin * d_a), float(S2), acc).
-namespace rows16_q4_k {
-constexpr size_t kSbBytes = 320 + 2048;
-constexpr size_t kActSbBytes = 16 + 16 + 256;
-size_t group_bytes(int64_t cols);
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
-size_t act_bytes(int64_t cols);
-void prepare_act(int64_t cols, const void* act_row, void* dst);
-void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride);
-constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
-  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
-}
-}  // namespace rows16_q4_k
-extern const Rows16 kRows16Q4_KScalar;
-#if defined(__x86_64__)
-extern const Rows16 kRows16Q4_KAvx512;  // rows16_q4_k_avx512.cpp
-extern const Rows16 kRows16Q4_KAvx2;    // rows16_q4_k_avx2.cpp
-#endif
+using Rows16Q4_K = Rows16Shape<kQKK, 320 + 2048, 16 + 16 + 256>;
 
-// Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kSbBytes:
+// Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kBlockBytes:
 //   0    (16) fp16 d, row r at 2r
 //   32   (16, 16) i8 group scales: group g (elements 16g..16g+15) of row r at 32 + 16g + r
 //   288  per group g at 288 + 192g, three (16 rows, 4 bytes) vectors; for e < 4 and row r,
@@ -88,24 +57,21 @@ extern const Rows16 kRows16Q4_KAvx2;    // rows16_q4_k_avx2.cpp
 // 12 bytes padding, (16) i32 -32 * (sum of group g's 16 quants), (256) i8 q.
 // Per (row, token) and super-block: S = sum_g sc[g] * (corr[g] + sum(q_w * q_a over g))
 // (exact int32), then acc = fma(d * d_a, float(S), acc).
-namespace rows16_q6_k {
-constexpr size_t kSbBytes = 288 + 16 * 192;
-constexpr size_t kActSbBytes = 16 + 64 + 256;
-size_t group_bytes(int64_t cols);
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group);
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes);
-size_t act_bytes(int64_t cols);
-void prepare_act(int64_t cols, const void* act_row, void* dst);
-void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride);
-constexpr Rows16 with_dot(decltype(Rows16::dot) dot) {
-  return {group_bytes, repack, unpack, act_bytes, prepare_act, dot};
-}
-}  // namespace rows16_q6_k
-extern const Rows16 kRows16Q6_KScalar;
+using Rows16Q6_K = Rows16Shape<kQKK, 288 + 16 * 192, 16 + 64 + 256>;
+
+// The scalar reference of each layout (rows16_<type>.cpp); rows16_registry.cpp pairs its
+// layout functions with the SIMD kernels below.
+extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_KScalar, kRows16Q6_KScalar;
+
+// The SIMD Rows16::dot kernels, each in rows16_<type>_<isa>.cpp.
+using Rows16DotKernel = void(int64_t cols, const void* group, const void* acts, size_t act_stride,
+                             int n_tokens, float* out, size_t out_stride);
 #if defined(__x86_64__)
-extern const Rows16 kRows16Q6_KAvx2;    // rows16_q6_k_avx2.cpp
-extern const Rows16 kRows16Q6_KAvx512;  // rows16_q6_k_avx512.cpp
+Rows16DotKernel rows16_q8_0_dot_avx2, rows16_q8_0_dot_avx512, rows16_q4_k_dot_avx2,
+    rows16_q4_k_dot_avx512, rows16_q6_k_dot_avx2, rows16_q6_k_dot_avx512;
+#endif
+#if defined(__aarch64__)
+Rows16DotKernel rows16_q8_0_dot_neon, rows16_q8_0_dot_dotprod;
 #endif
 
 }  // namespace hearth::quant

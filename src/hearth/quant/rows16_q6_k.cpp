@@ -5,11 +5,13 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 
 namespace hearth::quant {
-namespace rows16_q6_k {
 namespace {
+
+using L = Rows16Q6_K;
 
 // GGUF Q6_K element idx (0..255): half h = idx / 128; within it quarter c = (idx % 128) / 32
 // and l = idx % 32: low 4 bits in ql[64h + 32 (c & 1) + l] (low nibble for c < 2, high
@@ -40,19 +42,12 @@ int rows16_get(const uint8_t* sb, int g, int r, int k) {
   return (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
 }
 
-}  // namespace
-
-size_t group_bytes(int64_t cols) {
-  return static_cast<size_t>(cols / kQKK) * kSbBytes;
-}
-
 void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
   auto* sb = static_cast<uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, sb += kSbBytes) {
-    std::memset(sb, 0, kSbBytes);
+  for (int64_t i = 0; i < cols / kQKK; ++i, sb += L::kBlockBytes) {
+    std::memset(sb, 0, L::kBlockBytes);
     for (int r = 0; r < kRows16; ++r) {
-      const auto& b = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(src) +
-                                                         static_cast<size_t>(r) * src_row_bytes)[i];
+      const auto& b = rows16_row<BlockQ6_K>(src, r, src_row_bytes)[i];
       std::memcpy(sb + 2 * r, &b.d, 2);
       for (int g = 0; g < 16; ++g) {
         sb[32 + 16 * g + r] = static_cast<uint8_t>(b.scales[g]);
@@ -71,10 +66,9 @@ void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
 
 void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
   const auto* sb = static_cast<const uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, sb += kSbBytes) {
+  for (int64_t i = 0; i < cols / kQKK; ++i, sb += L::kBlockBytes) {
     for (int r = 0; r < kRows16; ++r) {
-      auto& b = reinterpret_cast<BlockQ6_K*>(static_cast<uint8_t*>(dst) +
-                                             static_cast<size_t>(r) * dst_row_bytes)[i];
+      auto& b = rows16_row<BlockQ6_K>(dst, r, dst_row_bytes)[i];
       std::memcpy(&b.d, sb + 2 * r, 2);
       for (int g = 0; g < 16; ++g) {
         b.scales[g] = static_cast<int8_t>(sb[32 + 16 * g + r]);
@@ -84,55 +78,37 @@ void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
   }
 }
 
-size_t act_bytes(int64_t cols) {
-  return static_cast<size_t>(cols / kQKK) * kActSbBytes;
-}
-
 void prepare_act(int64_t cols, const void* act_row, void* dst) {
-  const auto* a = static_cast<const BlockQ8_K*>(act_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t i = 0; i < cols / kQKK; ++i, out += kActSbBytes) {
-    std::memset(out, 0, 16);
-    std::memcpy(out, &a[i].d, 4);
+  rows16_prepare_q8_k<L>(cols, act_row, dst, [](const BlockQ8_K& a, uint8_t* sums) {
     for (int g = 0; g < 16; ++g) {
-      const int32_t corr = -32 * a[i].bsums[g];  // the -32 of every 6-bit quant
-      std::memcpy(out + 16 + 4 * g, &corr, 4);
+      const int32_t corr = -32 * a.bsums[g];  // the -32 of every 6-bit quant
+      std::memcpy(sums + 4 * g, &corr, 4);
     }
-    std::memcpy(out + 80, a[i].qs, kQKK);
-  }
+  });
 }
 
-void dot_scalar(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride) {
-  const int64_t nsb = cols / kQKK;
-  for (int t = 0; t < n_tokens; ++t) {
-    const uint8_t* act = static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride;
-    for (int r = 0; r < kRows16; ++r) {
-      const uint8_t* sb = static_cast<const uint8_t*>(group);
-      float acc = 0;
-      for (int64_t i = 0; i < nsb; ++i, sb += kSbBytes) {
-        const uint8_t* ab = act + static_cast<size_t>(i) * kActSbBytes;
-        const auto* aq = reinterpret_cast<const int8_t*>(ab + 80);
-        int32_t s = 0;
-        for (int g = 0; g < 16; ++g) {
-          int32_t isum;
-          std::memcpy(&isum, ab + 16 + 4 * g, 4);
-          for (int k = 0; k < 16; ++k) isum += rows16_get(sb, g, r, k) * aq[16 * g + k];
-          s += static_cast<int8_t>(sb[32 + 16 * g + r]) * isum;
-        }
-        float da;
-        std::memcpy(&da, ab, 4);
-        uint16_t dh;
-        std::memcpy(&dh, sb + 2 * r, 2);
-        acc = std::fma(half_to_float(dh) * da, static_cast<float>(s), acc);
-      }
-      out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = acc;
-    }
+// One block column's step of the scalar kernel, for row r and one token (ab: its prepared
+// activation block).
+float block_dot(const uint8_t* sb, int r, const uint8_t* ab, float acc) {
+  const auto* aq = reinterpret_cast<const int8_t*>(ab + 80);
+  int32_t s = 0;
+  for (int g = 0; g < 16; ++g) {
+    int32_t isum;
+    std::memcpy(&isum, ab + 16 + 4 * g, 4);
+    for (int k = 0; k < 16; ++k) isum += rows16_get(sb, g, r, k) * aq[16 * g + k];
+    s += static_cast<int8_t>(sb[32 + 16 * g + r]) * isum;
   }
+  float da;
+  std::memcpy(&da, ab, 4);
+  uint16_t dh;
+  std::memcpy(&dh, sb + 2 * r, 2);
+  return std::fma(half_to_float(dh) * da, static_cast<float>(s), acc);
 }
 
-}  // namespace rows16_q6_k
+}  // namespace
 
-constinit const Rows16 kRows16Q6_KScalar = rows16_q6_k::with_dot(rows16_q6_k::dot_scalar);
+constinit const Rows16 kRows16Q6_KScalar = {
+    rows16_group_bytes<L>, repack,      unpack,
+    rows16_act_bytes<L>,   prepare_act, rows16_scalar_dot<L, block_dot>};
 
 }  // namespace hearth::quant

@@ -11,7 +11,10 @@ struct SdotRowDot {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q8_0Dotprod =
-    rows16_q8_0::with_dot(rows16_dot<Rows16Q8_0Kernel<SdotRowDot>>);
+void rows16_q8_0_dot_dotprod(int64_t cols, const void* group, const void* acts, size_t act_stride,
+                             int n_tokens, float* out, size_t out_stride) {
+  rows16_dot<Rows16Q8_0Kernel<SdotRowDot>>(cols, group, acts, act_stride, n_tokens, out,
+                                           out_stride);
+}
 
 }  // namespace hearth::quant

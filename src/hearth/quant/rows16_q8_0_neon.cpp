@@ -16,7 +16,10 @@ struct WideningRowDot {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q8_0Neon =
-    rows16_q8_0::with_dot(rows16_dot<Rows16Q8_0Kernel<WideningRowDot>>);
+void rows16_q8_0_dot_neon(int64_t cols, const void* group, const void* acts, size_t act_stride,
+                          int n_tokens, float* out, size_t out_stride) {
+  rows16_dot<Rows16Q8_0Kernel<WideningRowDot>>(cols, group, acts, act_stride, n_tokens, out,
+                                               out_stride);
+}
 
 }  // namespace hearth::quant

@@ -21,15 +21,14 @@ namespace {
 template <typename RowDot, int NT>
 void rows16_q8_0_dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride,
                         float* out, size_t out_stride) {
-  using rows16_q8_0::kActBlockBytes;
-  using rows16_q8_0::kBlockBytes;
+  using L = Rows16Q8_0;
   const int64_t nb = cols / kQK0;
   const uint8x16_t flip = vdupq_n_u8(0x80);
   float32x4_t acc[NT][4];
   for (int t = 0; t < NT; ++t) {
     for (int q = 0; q < 4; ++q) acc[t][q] = vdupq_n_f32(0);
   }
-  for (int64_t b = 0; b < nb; ++b, g += kBlockBytes) {
+  for (int64_t b = 0; b < nb; ++b, g += L::kBlockBytes) {
     __builtin_prefetch(g + 2048);
     float32x4_t dw[4];
     for (int q = 0; q < 4; ++q) {
@@ -39,7 +38,7 @@ void rows16_q8_0_dot_nt(int64_t cols, const uint8_t* g, const uint8_t* act, size
     }
     for (int t = 0; t < NT; ++t) {
       const uint8_t* ab =
-          act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * kActBlockBytes;
+          act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       int32x4_t isum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
       for (int s = 0; s < 8; ++s) {
         int32_t a32;

@@ -1,9 +1,11 @@
 // Which weight types have a row-interleaved (rows16) layout, and on which ISAs it has SIMD
-// kernels: one row per type. Each type's layout and kernels live in rows16_<type>.cpp (scalar
-// reference) and rows16_<type>_<isa>.cpp; an ISA without kernels for a type is nullptr.
+// kernels: one row per type. Each type's layout and scalar reference live in rows16_<type>.cpp,
+// its SIMD dot kernels in rows16_<type>_<isa>.cpp; an ISA without kernels for a type is
+// nullptr.
 #include "hearth/quant/isa_kernels.h"
 #include "hearth/quant/rows16_kernels.h"
 
+#include <array>
 #include <iterator>
 
 namespace hearth::quant {
@@ -12,26 +14,26 @@ namespace {
 struct Rows16Row {
   gguf::TensorType type;
   const Rows16* scalar;
-  const Rows16* simd[5];  // indexed by Isa (kScalar's slot unused)
+  Rows16DotKernel* simd[5];  // indexed by Isa (kScalar's slot unused)
 };
 
 #if defined(__x86_64__)
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
-     {nullptr, &kRows16Q8_0Avx2, &kRows16Q8_0Avx512, nullptr, nullptr}},
+     {nullptr, rows16_q8_0_dot_avx2, rows16_q8_0_dot_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
-     {nullptr, &kRows16Q4_KAvx2, &kRows16Q4_KAvx512, nullptr, nullptr}},
+     {nullptr, rows16_q4_k_dot_avx2, rows16_q4_k_dot_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
-     {nullptr, &kRows16Q6_KAvx2, &kRows16Q6_KAvx512, nullptr, nullptr}},
+     {nullptr, rows16_q6_k_dot_avx2, rows16_q6_k_dot_avx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
-     {nullptr, nullptr, nullptr, &kRows16Q8_0Neon, &kRows16Q8_0Dotprod}},
+     {nullptr, nullptr, nullptr, rows16_q8_0_dot_neon, rows16_q8_0_dot_dotprod}},
     {gguf::TensorType::kQ4_K, &kRows16Q4_KScalar, {}},
     {gguf::TensorType::kQ6_K, &kRows16Q6_KScalar, {}},
 };
@@ -42,6 +44,26 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ6_K, &kRows16Q6_KScalar, {}},
 };
 #endif
+constexpr size_t kRows16Types = std::size(kRows16Table);
+constexpr size_t kRows16Isas = std::size(kRows16Table[0].simd);
+
+// The SIMD tables: a type's scalar layout functions with an ISA's dot kernel, built on first
+// use (the scalar tables live in other files, so they are not constants here).
+using Rows16IsaTables = std::array<std::array<Rows16, kRows16Isas>, kRows16Types>;
+
+const Rows16IsaTables& isa_tables() {
+  static const Rows16IsaTables tables = [] {
+    Rows16IsaTables t{};
+    for (size_t r = 0; r < kRows16Types; ++r) {
+      for (size_t i = 0; i < kRows16Isas; ++i) {
+        t[r][i] = *kRows16Table[r].scalar;
+        t[r][i].dot = kRows16Table[r].simd[i];
+      }
+    }
+    return t;
+  }();
+  return tables;
+}
 
 const Rows16Row* find_row(gguf::TensorType type) {
   for (const Rows16Row& row : kRows16Table) {
@@ -60,7 +82,10 @@ const Rows16* scalar_rows16(gguf::TensorType type) {
 const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
   const Rows16Row* row = find_row(type);
   const auto i = static_cast<size_t>(isa);
-  return row != nullptr && isa != Isa::kScalar && i < std::size(row->simd) ? row->simd[i] : nullptr;
+  if (row == nullptr || isa == Isa::kScalar || i >= kRows16Isas || row->simd[i] == nullptr) {
+    return nullptr;
+  }
+  return &isa_tables()[static_cast<size_t>(row - kRows16Table)][i];
 }
 
 }  // namespace hearth::quant
