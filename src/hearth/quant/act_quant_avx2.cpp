@@ -2,7 +2,7 @@
 // bits as the reference for every input), 8 lanes at a time.
 #include <immintrin.h>
 
-#include "hearth/base/half.h"
+#include "hearth/quant/act_quant_common.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/isa_kernels.h"
 
@@ -43,49 +43,31 @@ inline int32_t sum16(__m256i a, __m256i b) {
 }
 
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_K*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float* x = src + i * kQKK;
-    const float amax = abs_max(x, kQKK);
-    const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    b[i].d = amax / 127.0f;
+  quantize_q8_k_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m256 vid = _mm256_set1_ps(id);
     for (int j = 0; j < kQKK; j += 32) {
       const __m256i q0 = quant8(x + j, vid), q1 = quant8(x + j + 8, vid);
       const __m256i q2 = quant8(x + j + 16, vid), q3 = quant8(x + j + 24, vid);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs + j), narrow32(q0, q1, q2, q3));
-      b[i].bsums[j / 16] = static_cast<int16_t>(sum16(q0, q1));
-      b[i].bsums[j / 16 + 1] = static_cast<int16_t>(sum16(q2, q3));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.qs + j), narrow32(q0, q1, q2, q3));
+      b.bsums[j / 16] = static_cast<int16_t>(sum16(q0, q1));
+      b.bsums[j / 16 + 1] = static_cast<int16_t>(sum16(q2, q3));
     }
-  }
+  });
 }
 
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK0; ++i) {
-    const float* x = src + i * kQK0;
-    const float amax = abs_max(x, kQK0);
-    const uint16_t dh = float_to_half(amax / 127.0f);
-    const float d = half_to_float(dh);
-    const __m256 vid = _mm256_set1_ps(d > 0 ? 1.0f / d : 0.0f);
-    b[i].d = dh;
+  quantize_q8_0_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
+    const __m256 vid = _mm256_set1_ps(id);
     _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(b[i].qs),
+        reinterpret_cast<__m256i*>(b.qs),
         narrow32(quant8(x, vid), quant8(x + 8, vid), quant8(x + 16, vid), quant8(x + 24, vid)));
-  }
+  });
 }
 
 }  // namespace
 
 QuantizeFn avx2_act_quantize(gguf::TensorType type) {
-  switch (type) {
-    case gguf::TensorType::kQ8_K:
-      return quantize_q8_k;
-    case gguf::TensorType::kQ8_0:
-      return quantize_q8_0;
-    default:
-      return nullptr;
-  }
+  return ActQuantizers{quantize_q8_k, quantize_q8_0}.find(type);
 }
 
 }  // namespace hearth::quant

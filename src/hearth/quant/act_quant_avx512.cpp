@@ -5,7 +5,7 @@
 // the same scalar scale, the clamp of rounding.h's clamp_round_127 and round to nearest even.
 #include <immintrin.h>
 
-#include "hearth/base/half.h"
+#include "hearth/quant/act_quant_common.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/isa_kernels.h"
 
@@ -32,49 +32,30 @@ inline __m512i quant16(const float* x, __m512 id) {
 }
 
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_K*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float* x = src + i * kQKK;
-    const float amax = abs_max(x, kQKK);
-    const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    b[i].d = amax / 127.0f;
+  quantize_q8_k_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m512 vid = _mm512_set1_ps(id);
     for (int g = 0; g < kQKK / 16; ++g) {
       const __m512i q = quant16(x + 16 * g, vid);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(b[i].qs + 16 * g), _mm512_cvtepi32_epi8(q));
-      b[i].bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g), _mm512_cvtepi32_epi8(q));
+      b.bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
     }
-  }
+  });
 }
 
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_0*>(dst);
-  for (int64_t i = 0; i < n / kQK0; ++i) {
-    const float* x = src + i * kQK0;
-    const float amax = abs_max(x, kQK0);
-    // The reference quantizes against the fp16-rounded scale it stores.
-    const uint16_t dh = float_to_half(amax / 127.0f);
-    const float d = half_to_float(dh);
-    const __m512 vid = _mm512_set1_ps(d > 0 ? 1.0f / d : 0.0f);
-    b[i].d = dh;
+  quantize_q8_0_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
+    const __m512 vid = _mm512_set1_ps(id);
     for (int g = 0; g < kQK0 / 16; ++g) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(b[i].qs + 16 * g),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g),
                        _mm512_cvtepi32_epi8(quant16(x + 16 * g, vid)));
     }
-  }
+  });
 }
 
 }  // namespace
 
 QuantizeFn avx512_act_quantize(gguf::TensorType type) {
-  switch (type) {
-    case gguf::TensorType::kQ8_K:
-      return quantize_q8_k;
-    case gguf::TensorType::kQ8_0:
-      return quantize_q8_0;
-    default:
-      return nullptr;
-  }
+  return ActQuantizers{quantize_q8_k, quantize_q8_0}.find(type);
 }
 
 }  // namespace hearth::quant

@@ -13,6 +13,13 @@ namespace hearth::quant {
 
 using VecDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
 
+// The vec_dot kernels of one ISA file, per weight type (nullptr where it has none).
+struct VecDots {
+  VecDotFn q4_k, q5_k, q6_k, q8_0, q4_0, f32, f16, bf16;
+  // The kernel for a weight type; nullptr for the other types (isa_tables.cpp).
+  VecDotFn find(gguf::TensorType type) const;
+};
+
 // out[t] = dot(w_row, act_rows + t * act_stride bytes) for t < 4 (see TypeTraits::vec_dot_x4).
 using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                             float* out);
@@ -24,6 +31,13 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa);
 
 // Activation quantizer (same bits as the reference) for Q8_K / Q8_0; nullptr for others.
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+
+// The activation quantizers of one ISA file.
+struct ActQuantizers {
+  QuantizeFn q8_k, q8_0;
+  // The quantizer for an activation type; nullptr for the other types (isa_tables.cpp).
+  QuantizeFn find(gguf::TensorType type) const;
+};
 
 #if defined(__x86_64__)
 QuantizeFn avx2_act_quantize(gguf::TensorType type);      // act_quant_avx2.cpp

@@ -10,20 +10,10 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/x86_dot_common.h"
 
 namespace hearth::quant {
 namespace {
-
-inline float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline __m256i loadu(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
@@ -36,32 +26,26 @@ inline __m256i word_broadcast_mask(int k) {
                           lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
 }
 
-// ---- Q4_K x Q8_K ------------------------------------------------------------------
-void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
+// ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
+// Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
+// sub-blocks 2c (lo) and 2c + 1 (hi) as bytes.
+template <typename Block, typename Nibbles>
+void dot_k_nibbles(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint64_t sc8, m8;
-    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dy = y[i].d;
-    const float d = h2f(x[i].d) * dy;
-    const float dmin = h2f(x[i].dmin) * dy;
-    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
-                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i prod_min = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs), loadu(y[i].bsums));
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
-
+    float d;
+    const uint64_t sc8 = k_scales_mins(x[i], y[i], &d, &acc_min);
     // (8) scales as words in both 128-bit lanes.
     const __m256i sc16 = _mm256_broadcastsi128_si256(
         _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    Nibbles nibbles(x[i]);
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i qs = loadu(x[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(qs, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
+      __m256i lo, hi;
+      nibbles.chunk(c, &lo, &hi);
       __m256i p0 = _mm256_maddubs_epi16(lo, loadu(y[i].qs + 64 * c));
       __m256i p1 = _mm256_maddubs_epi16(hi, loadu(y[i].qs + 64 * c + 32));
       p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c)));
@@ -71,55 +55,41 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
   }
-  *out = hsum(acc) - hsum(acc_min);
+  *out = hsum256(acc) - hsum256(acc_min);
 }
 
-// ---- Q5_K x Q8_K ------------------------------------------------------------------
-void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ5_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
+struct Q4KNibbles {
+  const BlockQ4_K& x;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+
+  explicit Q4KNibbles(const BlockQ4_K& b) : x(b) {}
+  void chunk(int c, __m256i* lo, __m256i* hi) const {
+    const __m256i qs = loadu(x.qs + 32 * c);
+    *lo = _mm256_and_si256(qs, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
+  }
+};
+
+// The fifth bits of chunk c are qh bits 2c (lo) and 2c + 1 (hi).
+struct Q5KNibbles {
+  const BlockQ5_K& x;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i sixteen = _mm256_set1_epi8(16);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint64_t sc8, m8;
-    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dy = y[i].d;
-    const float d = h2f(x[i].d) * dy;
-    const float dmin = h2f(x[i].dmin) * dy;
-    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
-                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i prod_min = _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs), loadu(y[i].bsums));
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
+  const __m256i qh;
+  __m256i bit = _mm256_set1_epi8(1);
 
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-    const __m256i qh = loadu(x[i].qh);
-    __m256i bit = _mm256_set1_epi8(1);
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i qs = loadu(x[i].qs + 32 * c);
-      // +16 where the selected qh bit is set: (qh & bit) == bit gives 0xff, masked to 16.
-      const __m256i h0 =
-          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
-      bit = _mm256_add_epi8(bit, bit);
-      const __m256i h1 =
-          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
-      bit = _mm256_add_epi8(bit, bit);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(qs, m4), h0);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), h1);
-      __m256i p0 = _mm256_maddubs_epi16(lo, loadu(y[i].qs + 64 * c));
-      __m256i p1 = _mm256_maddubs_epi16(hi, loadu(y[i].qs + 64 * c + 32));
-      p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c)));
-      p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1)));
-      sum0 = _mm256_add_epi32(sum0, p0);
-      sum1 = _mm256_add_epi32(sum1, p1);
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+  explicit Q5KNibbles(const BlockQ5_K& b) : x(b), qh(loadu(b.qh)) {}
+  void chunk(int c, __m256i* lo, __m256i* hi) {
+    const __m256i qs = loadu(x.qs + 32 * c);
+    // +16 where the selected qh bit is set: (qh & bit) == bit gives 0xff, masked to 16.
+    const __m256i h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
+    bit = _mm256_add_epi8(bit, bit);
+    const __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
+    bit = _mm256_add_epi8(bit, bit);
+    *lo = _mm256_or_si256(_mm256_and_si256(qs, m4), h0);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), h1);
   }
-  *out = hsum(acc) - hsum(acc_min);
-}
+};
 
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
 // Unsigned quants 0..63; the -32 offset is 32 * sum_g scale[g] * bsums[g] per super-block.
@@ -169,7 +139,7 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
     const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(sum0, sum1), offset);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
   }
-  *out = hsum(acc);
+  *out = hsum256(acc);
 }
 
 // ---- Q8_0 / Q4_0 x Q8_0 ---------------------------------------------------------------
@@ -178,19 +148,6 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
 inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
   const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-// Eight fp16 scales at stride `stride` bytes -> (8) f32, composed in general registers.
-inline __m256 load_scales8(const uint8_t* p, size_t stride) {
-  uint64_t lo = 0, hi = 0;
-  for (int k = 0; k < 4; ++k) {
-    uint16_t a, b;
-    std::memcpy(&a, p + stride * k, 2);
-    std::memcpy(&b, p + stride * (k + 4), 2);
-    lo |= static_cast<uint64_t>(a) << (16 * k);
-    hi |= static_cast<uint64_t>(b) << (16 * k);
-  }
-  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
 // Blocks are processed eight at a time so their scales are converted together; `block_dot`
@@ -215,7 +172,7 @@ inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y
   }
   float tail = 0;
   for (; i < nb; ++i) tail += scalar_block(x[i], y[i]);
-  return hsum(_mm256_add_ps(acc0, acc1)) + tail;
+  return hsum256(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
 // Q8_0 x Q8_0 in groups of 8 blocks. As in the AVX-512 file, the decode kernel and the
@@ -225,16 +182,6 @@ inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y
 // sums each block's 8 partial lanes with a vphaddd tree; prefill packs weights and
 // activations as 4-byte columns of the 8 blocks so no per-block reduction is needed.
 constexpr int kQ8Group = 8;
-
-inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
-  float tail = 0;
-  for (; i < nb; ++i) {
-    int32_t isum = 0;
-    for (int e = 0; e < kQK0; ++e) isum += x[i].qs[e] * y[i].qs[e];
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
-  }
-  return tail;
-}
 
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
@@ -259,7 +206,7 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
                       load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
     acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
   }
-  *out = hsum(acc) + q8_tail(x, y, ng * kQ8Group, nb);
+  *out = hsum256(acc) + q8_tail(x, y, ng * kQ8Group, nb);
 }
 
 // Packed rows, per group of 8 blocks: weights = (8) f32 scales | (8, 8) 4-byte columns of |w|
@@ -267,18 +214,7 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
 // = bytes 4j..4j+3 of block b. Blocks after the last whole group follow unchanged.
 constexpr size_t kQ8PackedW = 32 + 256 + 256;
 constexpr size_t kQ8PackedA = 32 + 256;
-
-size_t q8_packed_w_bytes(int64_t n) {
-  const int64_t nb = n / kQK0;
-  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedW +
-         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
-}
-
-size_t q8_packed_a_bytes(int64_t n) {
-  const int64_t nb = n / kQK0;
-  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedA +
-         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
-}
+using Q8PackedRows = Q8Packed<kQ8Group, kQ8PackedW, kQ8PackedA>;
 
 // The 8 columns of a group, gathered from the blocks' quants.
 inline void q8_columns(const BlockQ8_0* g, __m256i col[8]) {
@@ -290,39 +226,32 @@ inline void q8_columns(const BlockQ8_0* g, __m256i col[8]) {
   }
 }
 
+// A packed group starts with the (8) f32 scales of its blocks; col gets its 8 columns.
+inline void q8_scales_columns(const BlockQ8_0* g, uint8_t* out, __m256i col[8]) {
+  _mm256_storeu_ps(reinterpret_cast<float*>(out),
+                   load_scales8(reinterpret_cast<const uint8_t*>(g), sizeof(BlockQ8_0)));
+  q8_columns(g, col);
+}
+
 void q8_pack_w(int64_t n, const void* w_row, void* dst) {
-  const auto* x = static_cast<const BlockQ8_0*>(w_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedW) {
-    const BlockQ8_0* xg = x + g * kQ8Group;
-    _mm256_storeu_ps(reinterpret_cast<float*>(out),
-                     load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ8_0)));
+  Q8PackedRows::pack(n, w_row, dst, kQ8PackedW, [](const BlockQ8_0* xg, uint8_t* out) {
     __m256i col[8];
-    q8_columns(xg, col);
+    q8_scales_columns(xg, out, col);
     for (int j = 0; j < 8; ++j) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 + 32 * j),
                           _mm256_sign_epi8(col[j], col[j]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 288 + 32 * j), col[j]);
     }
-  }
-  std::memcpy(out, x + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+  });
 }
 
 void q8_pack_a(int64_t n, const void* act_row, void* dst) {
-  const auto* y = static_cast<const BlockQ8_0*>(act_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedA) {
-    const BlockQ8_0* yg = y + g * kQ8Group;
-    _mm256_storeu_ps(reinterpret_cast<float*>(out),
-                     load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
+  Q8PackedRows::pack(n, act_row, dst, kQ8PackedA, [](const BlockQ8_0* yg, uint8_t* out) {
     __m256i col[8];
-    q8_columns(yg, col);
+    q8_scales_columns(yg, out, col);
     for (int j = 0; j < 8; ++j)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 + 32 * j), col[j]);
-  }
-  std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+  });
 }
 
 // Four tokens per call; per token, column and group: the sign flip, vpmaddubsw, vpmaddwd
@@ -357,15 +286,10 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
       acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum[t]), acc[t]);
     }
   }
-  const auto* xt = reinterpret_cast<const BlockQ8_0*>(pw + static_cast<size_t>(ng) * kQ8PackedW);
-  for (int t = 0; t < NT; ++t) {
-    const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
-                                                        static_cast<size_t>(ng) * kQ8PackedA);
-    out[t] = hsum(acc[t]) + q8_tail(xt, yt, 0, nb - ng * kQ8Group);
-  }
+  Q8PackedRows::finish<NT>(n, pw, pa, a_stride, acc, out);
 }
 
-constexpr PackedDot kQ8PackedDot{q8_packed_w_bytes, q8_packed_a_bytes, q8_pack_w, q8_pack_a,
+constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q8_pack_w, q8_pack_a,
                                  q8_packed_dot_x4};
 
 // Q4_0 nibbles -> signed quants -8..7 in element order, then the signed dot.
@@ -381,55 +305,7 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   *out = dot_blocks_q8_0_act(
       n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
       [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
-        return h2f(xb.d) * h2f(yb.d) * hsum(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
-      });
-}
-
-// ---- Float weights x f32 activations ---------------------------------------------------
-template <typename Elem, typename Load8, typename Load1>
-inline float dot_float_row(int64_t n, const Elem* x, const float* y, Load8 load8, Load1 load1) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(load8(x + i), _mm256_loadu_ps(y + i), acc0);
-    acc1 = _mm256_fmadd_ps(load8(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(load8(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(load8(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8(x + i), _mm256_loadu_ps(y + i), acc0);
-  float tail = 0;
-  for (; i < n; ++i) tail += load1(x + i) * y[i];
-  return hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))) + tail;
-}
-
-void dot_f32(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const float*>(w), static_cast<const float*>(a),
-      [](const float* p) { return _mm256_loadu_ps(p); }, [](const float* p) { return *p; });
-}
-
-void dot_f16(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
-      [](const uint16_t* p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      },
-      [](const uint16_t* p) { return h2f(*p); });
-}
-
-void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
-      [](const uint16_t* p) {
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-      },
-      [](const uint16_t* p) {
-        const uint32_t bits = static_cast<uint32_t>(*p) << 16;
-        float f;
-        std::memcpy(&f, &bits, sizeof f);
-        return f;
+        return h2f(xb.d) * h2f(yb.d) * hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
       });
 }
 
@@ -440,27 +316,15 @@ const PackedDot* avx2_packed_dot(gguf::TensorType type) {
 }
 
 VecDotFn avx2_vec_dot(gguf::TensorType type) {
-  using T = gguf::TensorType;
-  switch (type) {
-    case T::kQ4_K:
-      return dot_q4_k;
-    case T::kQ5_K:
-      return dot_q5_k;
-    case T::kQ6_K:
-      return dot_q6_k;
-    case T::kQ8_0:
-      return dot_q8_0;
-    case T::kQ4_0:
-      return dot_q4_0;
-    case T::kF32:
-      return dot_f32;
-    case T::kF16:
-      return dot_f16;
-    case T::kBF16:
-      return dot_bf16;
-    default:
-      return nullptr;
-  }
+  constexpr VecDots kDots{dot_k_nibbles<BlockQ4_K, Q4KNibbles>,
+                          dot_k_nibbles<BlockQ5_K, Q5KNibbles>,
+                          dot_q6_k,
+                          dot_q8_0,
+                          dot_q4_0,
+                          dot_f32,
+                          dot_f16,
+                          dot_bf16};
+  return kDots.find(type);
 }
 
 }  // namespace hearth::quant

@@ -12,43 +12,56 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/x86_dot_common.h"
 
 namespace hearth::quant {
 namespace {
 
-inline float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The NT activation rows of a multi-token kernel, a_stride bytes apart.
+template <int NT>
+inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {
+  for (int t = 0; t < NT; ++t) {
+    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
+  }
 }
 
 // ---- Q4_K x Q8_K ------------------------------------------------------------------
 // Per 64-element chunk c: broadcast the 32 nibble bytes to both halves of a zmm and shift
 // the upper half right by 4, so after masking lanes 0..31 hold sub-block 2c and lanes
 // 32..63 sub-block 2c+1 — the same order as the 64 activation bytes 64c..64c+63.
+struct Q4KChunks {
+  const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  // Word lane i of chunk c's scale vector takes scale 2c + i/16.
+  __m512i sc_idx[4];
+
+  Q4KChunks() {
+    const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+                                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
+    sc_idx[0] = sc_idx0;
+    sc_idx[1] = _mm512_add_epi16(sc_idx0, two);
+    sc_idx[2] = _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two));
+    sc_idx[3] = _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6));
+  }
+
+  // The 64 nibbles of chunk c (32 bytes at qs + 32c) as bytes in element order.
+  __m512i nibbles(const uint8_t* qs, int c) const {
+    return _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                                  reinterpret_cast<const __m256i*>(qs + 32 * c))),
+                                              nib_shift),
+                            m4);
+  }
+};
+
 // NT activation rows at once (matmul): the weight decode is shared, each token costs one
 // vpmaddubsw and one vpdpwssd per 64 weights.
 template <int NT>
 void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* ys[NT];
-  for (int t = 0; t < NT; ++t) {
-    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
-  }
-  const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  // Word lane i of chunk c's scale vector takes scale 2c + i/16.
-  const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i two = _mm512_set1_epi16(2);
-  const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, two),
-                             _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two)),
-                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6))};
+  q8_k_rows<NT>(a, a_stride, ys);
+  const Q4KChunks chunks;
   __m512 acc[NT];
   __m256 acc_min[NT];
   for (int t = 0; t < NT; ++t) {
@@ -74,12 +87,8 @@ void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
       sum[t] = _mm512_setzero_si512();
     }
     for (int c = 0; c < 4; ++c) {
-      const __m512i q = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c))),
-                            nib_shift),
-          m4);
-      const __m512i sc = _mm512_permutexvar_epi16(sc_idx[c], sc16);
+      const __m512i q = chunks.nibbles(x[i].qs, c);
+      const __m512i sc = _mm512_permutexvar_epi16(chunks.sc_idx[c], sc16);
       for (int t = 0; t < NT; ++t) {
         const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(ys[t][i].qs + 64 * c));
         sum[t] = _mm512_dpwssd_epi32(sum[t], p, sc);
@@ -102,32 +111,15 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
 void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ5_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m512i nib_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const Q4KChunks chunks;
   const __m512i sixteen = _mm512_set1_epi8(16);
-  const __m512i sc_idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0,
-                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i two = _mm512_set1_epi16(2);
-  const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, two),
-                             _mm512_add_epi16(sc_idx0, _mm512_add_epi16(two, two)),
-                             _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(6))};
   // Bit selectors per chunk: bytes 0..31 select bit 2c, bytes 32..63 bit 2c+1.
   const __m512i bit0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint64_t sc8, m8;
-    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dy = y[i].d;
-    const float d = h2f(x[i].d) * dy;
-    const float dmin = h2f(x[i].dmin) * dy;
-    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
-                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i prod_min =
-        _mm256_madd_epi16(_mm256_cvtepu8_epi16(m_pairs),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums)));
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod_min), acc_min);
-
+    float d;
+    const uint64_t sc8 = k_scales_mins(x[i], y[i], &d, &acc_min);
     const __m512i sc16 =
         _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
     const __m512i qh =
@@ -135,16 +127,12 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
     __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
     __m512i bits = bit0;
     for (int c = 0; c < 4; ++c) {
-      __m512i q = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[i].qs + 32 * c))),
-                            nib_shift),
-          m4);
+      __m512i q = chunks.nibbles(x[i].qs, c);
       q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, sixteen);
       bits = _mm512_add_epi8(bits, bits);
       bits = _mm512_add_epi8(bits, bits);
       const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * c));
-      const __m512i s = _mm512_permutexvar_epi16(sc_idx[c], sc16);
+      const __m512i s = _mm512_permutexvar_epi16(chunks.sc_idx[c], sc16);
       if (c & 1) {
         sum1 = _mm512_dpwssd_epi32(sum1, p, s);
       } else {
@@ -165,9 +153,7 @@ template <int NT>
 void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* ys[NT];
-  for (int t = 0; t < NT; ++t) {
-    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
-  }
+  q8_k_rows<NT>(a, a_stride, ys);
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // elements 0..31, 32..63
@@ -226,20 +212,6 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
 // ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
 // One 32-element block per 256-bit vector (blocks are 34 / 18 bytes, so wider loads would
 // need lane inserts), with the per-block float scales of eight blocks computed together.
-// Eight fp16 scales at stride `stride` bytes -> (8) f32. Composed in general registers so
-// the vector shuffle port (busy with the kernel's own shuffles) is not used per block.
-inline __m256 load_scales8(const uint8_t* p, size_t stride) {
-  uint64_t lo = 0, hi = 0;
-  for (int k = 0; k < 4; ++k) {
-    uint16_t a, b;
-    std::memcpy(&a, p + stride * k, 2);
-    std::memcpy(&b, p + stride * (k + 4), 2);
-    lo |= static_cast<uint64_t>(a) << (16 * k);
-    hi |= static_cast<uint64_t>(b) << (16 * k);
-  }
-  return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
-}
-
 // Q8_0 x Q8_0. Both the decode kernel and the packed prefill kernel end each group of 16
 // blocks with one int32 vector holding the 16 blocks' exact integer dots, lane L belonging
 // to block kQ8LaneBlock[L], then acc = fma(d_w * d_a, float(isum), acc) per lane with the
@@ -256,6 +228,13 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
 constexpr int kQ8Group = 16;  // blocks per group
 // Block of the group held by lane L = 4c + k: c + {0, 8, 4, 12}[k] (what the tree yields).
 constexpr int kQ8LaneBlock[16] = {0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15};
+
+// Packed rows: per group, weights = (16) f32 scales | (16) i32 -128 * sum(w) | (8, 16) 4-byte
+// columns; activations = (16) f32 scales | (8, 16) 4-byte columns of a + 128. Lane order
+// kQ8LaneBlock. The blocks after the last whole group follow unchanged (34 bytes each).
+constexpr size_t kQ8PackedW = 64 + 64 + 512;
+constexpr size_t kQ8PackedA = 64 + 512;
+using Q8PackedRows = Q8Packed<kQ8Group, kQ8PackedW, kQ8PackedA>;
 
 inline __m512i load_block_pair(const BlockQ8_0& lo, const BlockQ8_0& hi) {
   return _mm512_inserti64x4(
@@ -276,17 +255,6 @@ inline __m512 q8_group_scales(const BlockQ8_0* b) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
 }
 
-// Scalar dot of blocks [i, nb): the tail after the last whole group (both kernels).
-inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
-  float tail = 0;
-  for (; i < nb; ++i) {
-    int32_t isum = 0;
-    for (int e = 0; e < kQK0; ++e) isum += x[i].qs[e] * y[i].qs[e];
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
-  }
-  return tail;
-}
-
 // Decode activation rows are prepared once per matvec (PreparedDot): per group, (16) f32
 // scales in lane order, (16) i32 corrections -128 * sum(a) per block in lane order, then the
 // 8 block pairs as 64-byte vectors; blocks after the last whole group follow unchanged. The
@@ -298,17 +266,11 @@ inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t 
 constexpr size_t kQ8PreparedA = 64 + 64 + 512;
 
 size_t q8_prepared_bytes(int64_t n) {
-  const int64_t nb = n / kQK0;
-  return static_cast<size_t>(nb / kQ8Group) * kQ8PreparedA +
-         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
+  return Q8PackedRows::bytes(n, kQ8PreparedA);
 }
 
 void q8_prepare(int64_t n, const void* act_row, void* dst) {
-  const auto* y = static_cast<const BlockQ8_0*>(act_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  for (int64_t g = 0; g < ng; ++g, out += kQ8PreparedA) {
-    const BlockQ8_0* yg = y + g * kQ8Group;
+  Q8PackedRows::pack(n, act_row, dst, kQ8PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
     _mm512_storeu_ps(out, q8_group_scales(yg));
     int32_t corr[16];
     for (int l = 0; l < 16; ++l) {
@@ -319,8 +281,7 @@ void q8_prepare(int64_t n, const void* act_row, void* dst) {
     std::memcpy(out + 64, corr, sizeof corr);
     for (int p = 0; p < 8; ++p)
       _mm512_storeu_si512(out + 128 + 64 * p, load_block_pair(yg[2 * p], yg[2 * p + 1]));
-  }
-  std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+  });
 }
 
 // Sums the 16 blocks' partial dots (v[p]: lanes 0..7 block 2p, 8..15 block 2p + 1) into one
@@ -395,24 +356,6 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
 
 constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared};
 
-// Packed rows: per group, weights = (16) f32 scales | (16) i32 -128 * sum(w) | (8, 16) 4-byte
-// columns; activations = (16) f32 scales | (8, 16) 4-byte columns of a + 128. Lane order
-// kQ8LaneBlock. The blocks after the last whole group follow unchanged (34 bytes each).
-constexpr size_t kQ8PackedW = 64 + 64 + 512;
-constexpr size_t kQ8PackedA = 64 + 512;
-
-size_t q8_packed_w_bytes(int64_t n) {
-  const int64_t nb = n / kQK0;
-  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedW +
-         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
-}
-
-size_t q8_packed_a_bytes(int64_t n) {
-  const int64_t nb = n / kQK0;
-  return static_cast<size_t>(nb / kQ8Group) * kQ8PackedA +
-         static_cast<size_t>(nb % kQ8Group) * sizeof(BlockQ8_0);
-}
-
 // Byte offsets (from the group's first block) of 4-byte column 0 of each lane's block.
 inline __m512i q8_gather_offsets() {
   alignas(64) int32_t off[16];
@@ -439,27 +382,19 @@ inline void q8_pack_columns(const BlockQ8_0* g, uint8_t* dst, __m512i* corr) {
 }
 
 void q8_pack_w(int64_t n, const void* w_row, void* dst) {
-  const auto* x = static_cast<const BlockQ8_0*>(w_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedW) {
+  Q8PackedRows::pack(n, w_row, dst, kQ8PackedW, [](const BlockQ8_0* xg, uint8_t* out) {
     __m512i corr;
-    q8_pack_columns<false>(x + g * kQ8Group, out + 128, &corr);
-    _mm512_storeu_ps(out, q8_group_scales(x + g * kQ8Group));
+    q8_pack_columns<false>(xg, out + 128, &corr);
+    _mm512_storeu_ps(out, q8_group_scales(xg));
     _mm512_storeu_si512(out + 64, corr);
-  }
-  std::memcpy(out, x + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+  });
 }
 
 void q8_pack_a(int64_t n, const void* act_row, void* dst) {
-  const auto* y = static_cast<const BlockQ8_0*>(act_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  for (int64_t g = 0; g < ng; ++g, out += kQ8PackedA) {
-    q8_pack_columns<true>(y + g * kQ8Group, out + 64, nullptr);
-    _mm512_storeu_ps(out, q8_group_scales(y + g * kQ8Group));
-  }
-  std::memcpy(out, y + ng * kQ8Group, static_cast<size_t>(nb - ng * kQ8Group) * sizeof(BlockQ8_0));
+  Q8PackedRows::pack(n, act_row, dst, kQ8PackedA, [](const BlockQ8_0* yg, uint8_t* out) {
+    q8_pack_columns<true>(yg, out + 64, nullptr);
+    _mm512_storeu_ps(out, q8_group_scales(yg));
+  });
 }
 
 // Four tokens per call: the weight group (scales, offsets, 8 columns) is loaded once and
@@ -487,15 +422,10 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
       acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
     }
   }
-  const auto* xt = reinterpret_cast<const BlockQ8_0*>(pw + static_cast<size_t>(ng) * kQ8PackedW);
-  for (int t = 0; t < NT; ++t) {
-    const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
-                                                        static_cast<size_t>(ng) * kQ8PackedA);
-    out[t] = _mm512_reduce_add_ps(acc[t]) + q8_tail(xt, yt, 0, nb - ng * kQ8Group);
-  }
+  Q8PackedRows::finish<NT>(n, pw, pa, a_stride, acc, out);
 }
 
-constexpr PackedDot kQ8PackedDot{q8_packed_w_bytes, q8_packed_a_bytes, q8_pack_w, q8_pack_a,
+constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q8_pack_w, q8_pack_a,
                                  q8_packed_dot_x4};
 
 // Q4_0 x Q8_0, one block per 256-bit vector: the 16 bytes are broadcast to both lanes and
@@ -542,56 +472,6 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   *out = hsum256(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
-// ---- Float weights x f32 activations ---------------------------------------------------
-// load16(p) widens 16 weights at p to f32; load1(p) one weight (for the tail).
-template <typename Elem, typename Load16, typename Load1>
-inline float dot_float_row(int64_t n, const Elem* x, const float* y, Load16 load16, Load1 load1) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    acc0 = _mm512_fmadd_ps(load16(x + i), _mm512_loadu_ps(y + i), acc0);
-    acc1 = _mm512_fmadd_ps(load16(x + i + 16), _mm512_loadu_ps(y + i + 16), acc1);
-    acc2 = _mm512_fmadd_ps(load16(x + i + 32), _mm512_loadu_ps(y + i + 32), acc2);
-    acc3 = _mm512_fmadd_ps(load16(x + i + 48), _mm512_loadu_ps(y + i + 48), acc3);
-  }
-  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(load16(x + i), _mm512_loadu_ps(y + i), acc0);
-  float tail = 0;
-  for (; i < n; ++i) tail += load1(x + i) * y[i];
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3))) +
-         tail;
-}
-
-void dot_f32(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const float*>(w), static_cast<const float*>(a),
-      [](const float* p) { return _mm512_loadu_ps(p); }, [](const float* p) { return *p; });
-}
-
-void dot_f16(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
-      [](const uint16_t* p) {
-        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-      },
-      [](const uint16_t* p) { return h2f(*p); });
-}
-
-void dot_bf16(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_float_row(
-      n, static_cast<const uint16_t*>(w), static_cast<const float*>(a),
-      [](const uint16_t* p) {
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-      },
-      [](const uint16_t* p) {
-        const uint32_t bits = static_cast<uint32_t>(*p) << 16;
-        float f;
-        std::memcpy(&f, &bits, sizeof f);
-        return f;
-      });
-}
-
 }  // namespace
 
 VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type) {
@@ -614,27 +494,9 @@ const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
 }
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {
-  using T = gguf::TensorType;
-  switch (type) {
-    case T::kQ4_K:
-      return dot_q4_k;
-    case T::kQ5_K:
-      return dot_q5_k;
-    case T::kQ6_K:
-      return dot_q6_k;
-    case T::kQ8_0:
-      return dot_q8_0;
-    case T::kQ4_0:
-      return dot_q4_0;
-    case T::kF32:
-      return dot_f32;
-    case T::kF16:
-      return dot_f16;
-    case T::kBF16:
-      return dot_bf16;
-    default:
-      return nullptr;
-  }
+  constexpr VecDots kDots{dot_q4_k, dot_q5_k, dot_q6_k, dot_q8_0,
+                          dot_q4_0, dot_f32,  dot_f16,  dot_bf16};
+  return kDots.find(type);
 }
 
 }  // namespace hearth::quant

@@ -221,27 +221,10 @@ inline void neon_dot_bf16(int64_t n, const void* w, const void* a, float* out) {
 
 template <typename Dot>
 VecDotFn neon_table(gguf::TensorType type) {
-  using T = gguf::TensorType;
-  switch (type) {
-    case T::kQ4_K:
-      return neon_dot_q4_k<Dot>;
-    case T::kQ5_K:
-      return neon_dot_q5_k<Dot>;
-    case T::kQ6_K:
-      return neon_dot_q6_k<Dot>;
-    case T::kQ8_0:
-      return neon_dot_q8_0<Dot>;
-    case T::kQ4_0:
-      return neon_dot_q4_0<Dot>;
-    case T::kF32:
-      return neon_dot_f32;
-    case T::kF16:
-      return neon_dot_f16;
-    case T::kBF16:
-      return neon_dot_bf16;
-    default:
-      return nullptr;
-  }
+  constexpr VecDots kDots{neon_dot_q4_k<Dot>, neon_dot_q5_k<Dot>, neon_dot_q6_k<Dot>,
+                          neon_dot_q8_0<Dot>, neon_dot_q4_0<Dot>, neon_dot_f32,
+                          neon_dot_f16,       neon_dot_bf16};
+  return kDots.find(type);
 }
 
 }  // namespace
