@@ -1,4 +1,4 @@
-// Helpers shared by the Q4_K and Q5_K reference quantizers (internal).
+// Helpers shared by the Q4_K and Q5_K reference formats (internal).
 #pragma once
 
 #include <algorithm>
@@ -49,6 +49,34 @@ inline void quantize_k_superblock(const float* x, int nmax, uint16_t* d_out, uin
   *d_out = dh;
   *dmin_out = dminh;
   pack_q4k_scales(sc, m, scales_out);
+}
+
+// Writes the 256 values of a Q4_K or Q5_K block: x = d * sc[s] * q - dmin * m[s] for element
+// e of sub-block s = e / 32, where quant(e) gives q.
+template <class Block, class Quant>
+inline void k_block_to_float(const Block& b, float* y, Quant quant) {
+  const float d = half_to_float(b.d), dmin = half_to_float(b.dmin);
+  uint8_t sc[8], m[8];
+  unpack_q4k_scales(b.scales, sc, m);
+  for (int e = 0; e < kQKK; ++e) {
+    const int sb = e / 32;
+    y[e] = d * sc[sb] * static_cast<float>(quant(e)) - dmin * m[sb];
+  }
+}
+
+// The dot of a Q4_K or Q5_K block with a Q8_K block, where sub_dot(s) is the integer dot of
+// sub-block s's quants with its 32 activations. The mins come from the activation group sums.
+template <class Block, class SubDot>
+inline float k_block_dot(const Block& x, const BlockQ8_K& y, SubDot sub_dot) {
+  uint8_t sc[8], m[8];
+  unpack_q4k_scales(x.scales, sc, m);
+  int32_t isum = 0, imin = 0;  // sum sc*q*a, sum m*a
+  for (int sb = 0; sb < 8; ++sb) {
+    isum += sc[sb] * sub_dot(sb);
+    imin += m[sb] * (y.bsums[2 * sb] + y.bsums[2 * sb + 1]);
+  }
+  return y.d * (half_to_float(x.d) * static_cast<float>(isum) -
+                half_to_float(x.dmin) * static_cast<float>(imin));
 }
 
 }  // namespace hearth::quant::ref

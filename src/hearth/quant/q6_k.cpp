@@ -4,6 +4,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/ref_blocks.h"
 #include "hearth/quant/reference_kernels.h"
 
 namespace hearth::quant::ref {
@@ -20,37 +21,29 @@ inline int q6_at(const BlockQ6_K& b, int e) {
 }  // namespace
 
 void q6_k_to_float(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const BlockQ6_K*>(src);  // (n / 256) blocks
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float d = half_to_float(b[i].d);
-    for (int e = 0; e < kQKK; ++e) {
-      dst[i * kQKK + e] = d * b[i].scales[e / 16] * static_cast<float>(q6_at(b[i], e) - 32);
-    }
-  }
+  dequantize_blocks<BlockQ6_K>(src, dst, n, [](const BlockQ6_K& b, float* y) {
+    const float d = half_to_float(b.d);
+    for (int e = 0; e < kQKK; ++e)
+      y[e] = d * b.scales[e / 16] * static_cast<float>(q6_at(b, e) - 32);
+  });
 }
 
 void quantize_q6_k(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<BlockQ6_K*>(dst);  // (n / 256) blocks
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float* x = src + i * kQKK;
+  quantize_blocks<BlockQ6_K>(src, dst, n, [](const float* x, BlockQ6_K& b) {
     // Per group of 16 the value of largest magnitude maps to -32, the unpaired level.
     float gscale[16];
     float max_abs_scale = 0;
     for (int g = 0; g < 16; ++g) {
-      float vmax = 0;
-      for (int l = 0; l < 16; ++l) {
-        if (std::fabs(x[16 * g + l]) > std::fabs(vmax)) vmax = x[16 * g + l];
-      }
-      gscale[g] = vmax / -32.0f;
+      gscale[g] = largest_magnitude(x + 16 * g, 16) / -32.0f;
       max_abs_scale = std::max(max_abs_scale, std::fabs(gscale[g]));
     }
     const uint16_t dh = float_to_half(max_abs_scale / 127.0f);
     const float d = half_to_float(dh);
-    b[i].d = dh;
+    b.d = dh;
     uint8_t q[kQKK];  // (256) stored quants 0..63
     for (int g = 0; g < 16; ++g) {
       const float sc = d > 0 ? std::clamp(std::nearbyint(gscale[g] / d), -127.0f, 127.0f) : 0.0f;
-      b[i].scales[g] = static_cast<int8_t>(sc);
+      b.scales[g] = static_cast<int8_t>(sc);
       const float step = d * sc;
       const float inv = step != 0 ? 1.0f / step : 0.0f;
       for (int l = 0; l < 16; ++l) {
@@ -61,31 +54,27 @@ void quantize_q6_k(const float* src, void* dst, int64_t n) {
     for (int h = 0; h < 2; ++h) {
       for (int l = 0; l < 32; ++l) {
         const uint8_t* qq = q + 128 * h;
-        b[i].ql[64 * h + l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[64 + l] & 0x0f) << 4));
-        b[i].ql[64 * h + 32 + l] =
+        b.ql[64 * h + l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[64 + l] & 0x0f) << 4));
+        b.ql[64 * h + 32 + l] =
             static_cast<uint8_t>((qq[32 + l] & 0x0f) | ((qq[96 + l] & 0x0f) << 4));
-        b[i].qh[32 * h + l] =
+        b.qh[32 * h + l] =
             static_cast<uint8_t>((qq[l] >> 4) | ((qq[32 + l] >> 4) << 2) |
                                  ((qq[64 + l] >> 4) << 4) | ((qq[96 + l] >> 4) << 6));
       }
     }
-  }
+  });
 }
 
 void dot_q6_k_q8_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float s = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  dot_blocks<BlockQ6_K, BlockQ8_K>(n, w, a, out, [](const BlockQ6_K& x, const BlockQ8_K& y) {
     int32_t isum = 0;
     for (int g = 0; g < 16; ++g) {
       int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += (q6_at(x[i], 16 * g + l) - 32) * y[i].qs[16 * g + l];
-      isum += x[i].scales[g] * dot;
+      for (int l = 0; l < 16; ++l) dot += (q6_at(x, 16 * g + l) - 32) * y.qs[16 * g + l];
+      isum += x.scales[g] * dot;
     }
-    s += half_to_float(x[i].d) * y[i].d * static_cast<float>(isum);
-  }
-  *out = s;
+    return half_to_float(x.d) * y.d * static_cast<float>(isum);
+  });
 }
 
 }  // namespace hearth::quant::ref
