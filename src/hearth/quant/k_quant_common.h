@@ -7,6 +7,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/ref_blocks.h"
 
 namespace hearth::quant::ref {
 
@@ -51,17 +52,24 @@ inline void quantize_k_superblock(const float* x, int nmax, uint16_t* d_out, uin
   pack_q4k_scales(sc, m, scales_out);
 }
 
-// Writes the 256 values of a Q4_K or Q5_K block: x = d * sc[s] * q - dmin * m[s] for element
-// e of sub-block s = e / 32, where quant(e) gives q.
-template <class Block, class Quant>
-inline void k_block_to_float(const Block& b, float* y, Quant quant) {
-  const float d = half_to_float(b.d), dmin = half_to_float(b.dmin);
-  uint8_t sc[8], m[8];
-  unpack_q4k_scales(b.scales, sc, m);
-  for (int e = 0; e < kQKK; ++e) {
-    const int sb = e / 32;
-    y[e] = d * sc[sb] * static_cast<float>(quant(e)) - dmin * m[sb];
-  }
+// The low 4 bits of the quant of element e (0..255) in the Q4_K/Q5_K nibble order.
+inline int k_nibble(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0x0f;
+}
+
+// Dequantizes a row of Q4_K or Q5_K blocks: x = d * sc[s] * q - dmin * m[s] for element e of
+// sub-block s = e / 32, with q = quant_at(block, e).
+template <class Block, int (*quant_at)(const Block&, int)>
+inline void k_row_to_float(const void* src, float* dst, int64_t n) {
+  dequantize_blocks<Block>(src, dst, n, [](const Block& b, float* y) {
+    const float d = half_to_float(b.d), dmin = half_to_float(b.dmin);
+    uint8_t sc[8], m[8];
+    unpack_q4k_scales(b.scales, sc, m);
+    for (int e = 0; e < kQKK; ++e) {
+      const int sb = e / 32;
+      y[e] = d * sc[sb] * static_cast<float>(quant_at(b, e)) - dmin * m[sb];
+    }
+  });
 }
 
 // The dot of a Q4_K or Q5_K block with a Q8_K block, where sub_dot(s) is the integer dot of

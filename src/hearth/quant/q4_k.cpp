@@ -7,17 +7,13 @@
 namespace hearth::quant::ref {
 
 namespace {
-// Quant of element e (0..255) of a Q4_K block, 0..15.
-inline int q4_at(const BlockQ4_K& b, int e) {
-  const int c = e / 64, l = e % 32, high = (e % 64) / 32;
-  return (b.qs[32 * c + l] >> (4 * high)) & 0x0f;
+int q4_at(const BlockQ4_K& b, int e) {
+  return k_nibble(b.qs, e);
 }
 }  // namespace
 
 void q4_k_to_float(const void* src, float* dst, int64_t n) {
-  dequantize_blocks<BlockQ4_K>(src, dst, n, [](const BlockQ4_K& b, float* y) {
-    k_block_to_float(b, y, [&](int e) { return q4_at(b, e); });
-  });
+  k_row_to_float<BlockQ4_K, q4_at>(src, dst, n);
 }
 
 void quantize_q4_k(const float* src, void* dst, int64_t n) {

@@ -8,18 +8,14 @@ namespace hearth::quant::ref {
 
 namespace {
 // Quant of element e (0..255) of a Q5_K block, 0..31.
-inline int q5_at(const BlockQ5_K& b, int e) {
-  const int c = e / 64, l = e % 32, high = (e % 64) / 32;
-  const int lo4 = high ? b.qs[32 * c + l] >> 4 : b.qs[32 * c + l] & 0x0f;
-  const int bit = (b.qh[l] >> (2 * c + high)) & 1;
-  return lo4 | (bit << 4);
+// Its high bit is bit e / 32 of qh[e % 32].
+int q5_at(const BlockQ5_K& b, int e) {
+  return k_nibble(b.qs, e) | (((b.qh[e % 32] >> (e / 32)) & 1) << 4);
 }
 }  // namespace
 
 void q5_k_to_float(const void* src, float* dst, int64_t n) {
-  dequantize_blocks<BlockQ5_K>(src, dst, n, [](const BlockQ5_K& b, float* y) {
-    k_block_to_float(b, y, [&](int e) { return q5_at(b, e); });
-  });
+  k_row_to_float<BlockQ5_K, q5_at>(src, dst, n);
 }
 
 void quantize_q5_k(const float* src, void* dst, int64_t n) {
