@@ -93,6 +93,25 @@ B* rows16_row(void* rows, int r, size_t row_bytes) {
   return reinterpret_cast<B*>(static_cast<uint8_t*>(rows) + static_cast<size_t>(r) * row_bytes);
 }
 
+// Rows16::repack of a layout L from GGUF blocks B: pack(b, g, r) writes every byte of row r's
+// share of the group's block column g from the row's GGUF block b.
+template <typename L, typename B, void (*pack)(const B& b, uint8_t* g, int r)>
+void rows16_repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  for (int64_t i = 0; i < cols / L::kBlockCols; ++i, g += L::kBlockBytes) {
+    for (int r = 0; r < kRows16; ++r) pack(rows16_row<B>(src, r, src_row_bytes)[i], g, r);
+  }
+}
+
+// Rows16::unpack, the inverse: unpack(g, r, b) writes row r's GGUF block b back from g.
+template <typename L, typename B, void (*unpack)(const uint8_t* g, int r, B& b)>
+void rows16_unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
+  const auto* g = static_cast<const uint8_t*>(group);
+  for (int64_t i = 0; i < cols / L::kBlockCols; ++i, g += L::kBlockBytes) {
+    for (int r = 0; r < kRows16; ++r) unpack(g, r, rows16_row<B>(dst, r, dst_row_bytes)[i]);
+  }
+}
+
 // Rows16::prepare_act of a K-quant layout L from a Q8_K row: per super-block, f32 d and 12
 // zero bytes, then what sums(block, out + 16) writes, then the 256 quants at the end.
 template <typename L, typename Sums>

@@ -13,44 +13,33 @@ namespace {
 
 using L = Rows16Q4_K;
 
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
-  auto* g = static_cast<uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, g += L::kBlockBytes) {
-    for (int r = 0; r < kRows16; ++r) {
-      const auto& b = rows16_row<BlockQ4_K>(src, r, src_row_bytes)[i];
-      std::memcpy(g + 2 * r, &b.d, 2);
-      std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
-      uint8_t sc[8], m[8];
-      unpack_q4k_scales(b.scales, sc, m);
-      for (int j = 0; j < 8; ++j) g[64 + 16 * j + r] = sc[j];
-      for (int p = 0; p < 4; ++p) {
-        g[192 + 32 * p + 2 * r] = m[2 * p];
-        g[192 + 32 * p + 2 * r + 1] = m[2 * p + 1];
-        for (int s = 0; s < 8; ++s)
-          std::memcpy(g + 320 + 512 * p + 64 * s + 4 * r, b.qs + 32 * p + 4 * s, 4);
-      }
-    }
+// Row r's share of a group block column g, from the row's GGUF block b.
+void pack_block(const BlockQ4_K& b, uint8_t* g, int r) {
+  std::memcpy(g + 2 * r, &b.d, 2);
+  std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
+  uint8_t sc[8], m[8];
+  unpack_q4k_scales(b.scales, sc, m);
+  for (int j = 0; j < 8; ++j) g[64 + 16 * j + r] = sc[j];
+  for (int p = 0; p < 4; ++p) {
+    g[192 + 32 * p + 2 * r] = m[2 * p];
+    g[192 + 32 * p + 2 * r + 1] = m[2 * p + 1];
+    for (int s = 0; s < 8; ++s)
+      std::memcpy(g + 320 + 512 * p + 64 * s + 4 * r, b.qs + 32 * p + 4 * s, 4);
   }
 }
 
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
-  const auto* g = static_cast<const uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, g += L::kBlockBytes) {
-    for (int r = 0; r < kRows16; ++r) {
-      auto& b = rows16_row<BlockQ4_K>(dst, r, dst_row_bytes)[i];
-      std::memcpy(&b.d, g + 2 * r, 2);
-      std::memcpy(&b.dmin, g + 32 + 2 * r, 2);
-      uint8_t sc[8], m[8];
-      for (int j = 0; j < 8; ++j) sc[j] = g[64 + 16 * j + r];
-      for (int p = 0; p < 4; ++p) {
-        m[2 * p] = g[192 + 32 * p + 2 * r];
-        m[2 * p + 1] = g[192 + 32 * p + 2 * r + 1];
-        for (int s = 0; s < 8; ++s)
-          std::memcpy(b.qs + 32 * p + 4 * s, g + 320 + 512 * p + 64 * s + 4 * r, 4);
-      }
-      pack_q4k_scales(sc, m, b.scales);
-    }
+void unpack_block(const uint8_t* g, int r, BlockQ4_K& b) {
+  std::memcpy(&b.d, g + 2 * r, 2);
+  std::memcpy(&b.dmin, g + 32 + 2 * r, 2);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) sc[j] = g[64 + 16 * j + r];
+  for (int p = 0; p < 4; ++p) {
+    m[2 * p] = g[192 + 32 * p + 2 * r];
+    m[2 * p + 1] = g[192 + 32 * p + 2 * r + 1];
+    for (int s = 0; s < 8; ++s)
+      std::memcpy(b.qs + 32 * p + 4 * s, g + 320 + 512 * p + 64 * s + 4 * r, 4);
   }
+  pack_q4k_scales(sc, m, b.scales);
 }
 
 void prepare_act(int64_t cols, const void* act_row, void* dst) {
@@ -91,8 +80,11 @@ float block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q4_KScalar = {
-    rows16_group_bytes<L>, repack,      unpack,
-    rows16_act_bytes<L>,   prepare_act, rows16_scalar_dot<L, block_dot>};
+constinit const Rows16 kRows16Q4_KScalar = {rows16_group_bytes<L>,
+                                            rows16_repack<L, BlockQ4_K, pack_block>,
+                                            rows16_unpack<L, BlockQ4_K, unpack_block>,
+                                            rows16_act_bytes<L>,
+                                            prepare_act,
+                                            rows16_scalar_dot<L, block_dot>};
 
 }  // namespace hearth::quant

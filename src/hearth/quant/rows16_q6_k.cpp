@@ -42,39 +42,27 @@ int rows16_get(const uint8_t* sb, int g, int r, int k) {
   return (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
 }
 
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
-  auto* sb = static_cast<uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, sb += L::kBlockBytes) {
-    std::memset(sb, 0, L::kBlockBytes);
-    for (int r = 0; r < kRows16; ++r) {
-      const auto& b = rows16_row<BlockQ6_K>(src, r, src_row_bytes)[i];
-      std::memcpy(sb + 2 * r, &b.d, 2);
-      for (int g = 0; g < 16; ++g) {
-        sb[32 + 16 * g + r] = static_cast<uint8_t>(b.scales[g]);
-        uint8_t* v = sb + 288 + 192 * g;
-        for (int e = 0; e < 4; ++e) {
-          const int q1 = q6_get(b, 16 * g + e), q2 = q6_get(b, 16 * g + 4 + e);
-          const int q3 = q6_get(b, 16 * g + 8 + e), q4 = q6_get(b, 16 * g + 12 + e);
-          v[4 * r + e] = static_cast<uint8_t>(q1 | (q4 & 3) << 6);
-          v[64 + 4 * r + e] = static_cast<uint8_t>(q2 | ((q4 >> 2) & 3) << 6);
-          v[128 + 4 * r + e] = static_cast<uint8_t>(q3 | (q4 >> 4) << 6);
-        }
-      }
+// Row r's share of a group block column sb, from the row's GGUF block b.
+void pack_block(const BlockQ6_K& b, uint8_t* sb, int r) {
+  std::memcpy(sb + 2 * r, &b.d, 2);
+  for (int g = 0; g < 16; ++g) {
+    sb[32 + 16 * g + r] = static_cast<uint8_t>(b.scales[g]);
+    uint8_t* v = sb + 288 + 192 * g;
+    for (int e = 0; e < 4; ++e) {
+      const int q1 = q6_get(b, 16 * g + e), q2 = q6_get(b, 16 * g + 4 + e);
+      const int q3 = q6_get(b, 16 * g + 8 + e), q4 = q6_get(b, 16 * g + 12 + e);
+      v[4 * r + e] = static_cast<uint8_t>(q1 | (q4 & 3) << 6);
+      v[64 + 4 * r + e] = static_cast<uint8_t>(q2 | ((q4 >> 2) & 3) << 6);
+      v[128 + 4 * r + e] = static_cast<uint8_t>(q3 | (q4 >> 4) << 6);
     }
   }
 }
 
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
-  const auto* sb = static_cast<const uint8_t*>(group);
-  for (int64_t i = 0; i < cols / kQKK; ++i, sb += L::kBlockBytes) {
-    for (int r = 0; r < kRows16; ++r) {
-      auto& b = rows16_row<BlockQ6_K>(dst, r, dst_row_bytes)[i];
-      std::memcpy(&b.d, sb + 2 * r, 2);
-      for (int g = 0; g < 16; ++g) {
-        b.scales[g] = static_cast<int8_t>(sb[32 + 16 * g + r]);
-        for (int k = 0; k < 16; ++k) q6_set(b, 16 * g + k, rows16_get(sb, g, r, k));
-      }
-    }
+void unpack_block(const uint8_t* sb, int r, BlockQ6_K& b) {
+  std::memcpy(&b.d, sb + 2 * r, 2);
+  for (int g = 0; g < 16; ++g) {
+    b.scales[g] = static_cast<int8_t>(sb[32 + 16 * g + r]);
+    for (int k = 0; k < 16; ++k) q6_set(b, 16 * g + k, rows16_get(sb, g, r, k));
   }
 }
 
@@ -107,8 +95,11 @@ float block_dot(const uint8_t* sb, int r, const uint8_t* ab, float acc) {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q6_KScalar = {
-    rows16_group_bytes<L>, repack,      unpack,
-    rows16_act_bytes<L>,   prepare_act, rows16_scalar_dot<L, block_dot>};
+constinit const Rows16 kRows16Q6_KScalar = {rows16_group_bytes<L>,
+                                            rows16_repack<L, BlockQ6_K, pack_block>,
+                                            rows16_unpack<L, BlockQ6_K, unpack_block>,
+                                            rows16_act_bytes<L>,
+                                            prepare_act,
+                                            rows16_scalar_dot<L, block_dot>};
 
 }  // namespace hearth::quant

@@ -13,33 +13,22 @@ namespace {
 
 using L = Rows16Q8_0;
 
-void repack(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
-  auto* g = static_cast<uint8_t*>(group);
-  for (int64_t b = 0; b < cols / kQK0; ++b, g += L::kBlockBytes) {
-    for (int r = 0; r < kRows16; ++r) {
-      const auto* row = rows16_row<BlockQ8_0>(src, r, src_row_bytes);
-      std::memcpy(g + 2 * r, &row[b].d, 2);
-      // Four quants at a time (load time matters: a 70B model is tens of GB).
-      for (int s = 0; s < 8; ++s) {
-        uint32_t q4;
-        std::memcpy(&q4, row[b].qs + 4 * s, 4);
-        q4 ^= 0x80808080u;
-        std::memcpy(g + 32 + 64 * s + 4 * r, &q4, 4);
-      }
-    }
+// Row r's share of a group block column g, from the row's GGUF block b.
+void pack_block(const BlockQ8_0& b, uint8_t* g, int r) {
+  std::memcpy(g + 2 * r, &b.d, 2);
+  // Four quants at a time (load time matters: a 70B model is tens of GB).
+  for (int s = 0; s < 8; ++s) {
+    uint32_t q4;
+    std::memcpy(&q4, b.qs + 4 * s, 4);
+    q4 ^= 0x80808080u;
+    std::memcpy(g + 32 + 64 * s + 4 * r, &q4, 4);
   }
 }
 
-void unpack(int64_t cols, const void* group, void* dst, size_t dst_row_bytes) {
-  const auto* g = static_cast<const uint8_t*>(group);
-  for (int64_t b = 0; b < cols / kQK0; ++b, g += L::kBlockBytes) {
-    for (int r = 0; r < kRows16; ++r) {
-      auto* row = rows16_row<BlockQ8_0>(dst, r, dst_row_bytes);
-      std::memcpy(&row[b].d, g + 2 * r, 2);
-      for (int e = 0; e < kQK0; ++e) {
-        row[b].qs[e] = static_cast<int8_t>(g[32 + 64 * (e / 4) + 4 * r + e % 4] ^ 0x80u);
-      }
-    }
+void unpack_block(const uint8_t* g, int r, BlockQ8_0& b) {
+  std::memcpy(&b.d, g + 2 * r, 2);
+  for (int e = 0; e < kQK0; ++e) {
+    b.qs[e] = static_cast<int8_t>(g[32 + 64 * (e / 4) + 4 * r + e % 4] ^ 0x80u);
   }
 }
 
@@ -76,8 +65,11 @@ float block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q8_0Scalar = {
-    rows16_group_bytes<L>, repack,      unpack,
-    rows16_act_bytes<L>,   prepare_act, rows16_scalar_dot<L, block_dot>};
+constinit const Rows16 kRows16Q8_0Scalar = {rows16_group_bytes<L>,
+                                            rows16_repack<L, BlockQ8_0, pack_block>,
+                                            rows16_unpack<L, BlockQ8_0, unpack_block>,
+                                            rows16_act_bytes<L>,
+                                            prepare_act,
+                                            rows16_scalar_dot<L, block_dot>};
 
 }  // namespace hearth::quant
