@@ -72,6 +72,17 @@ inline void k_row_to_float(const void* src, float* dst, int64_t n) {
   });
 }
 
+// Quantizes a row of Q4_K or Q5_K blocks: quantize_k_superblock with quants 0..nmax, which
+// store(q, block) packs into the block's bits.
+template <class Block, int nmax, void (*store)(const uint8_t* q, Block& b)>
+inline void k_row_quantize(const float* src, void* dst, int64_t n) {
+  quantize_blocks<Block>(src, dst, n, [](const float* x, Block& b) {
+    uint8_t q[kQKK];  // (256) one quant per byte
+    quantize_k_superblock(x, nmax, &b.d, &b.dmin, b.scales, q);
+    store(q, b);
+  });
+}
+
 // The dot of a Q4_K or Q5_K block with a Q8_K block, where sub_dot(s) is the integer dot of
 // sub-block s's quants with its 32 activations. The mins come from the activation group sums.
 template <class Block, class SubDot>

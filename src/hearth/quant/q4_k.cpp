@@ -10,6 +10,14 @@ namespace {
 int q4_at(const BlockQ4_K& b, int e) {
   return k_nibble(b.qs, e);
 }
+
+void store_q4(const uint8_t* q, BlockQ4_K& b) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      b.qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+    }
+  }
+}
 }  // namespace
 
 void q4_k_to_float(const void* src, float* dst, int64_t n) {
@@ -17,15 +25,7 @@ void q4_k_to_float(const void* src, float* dst, int64_t n) {
 }
 
 void quantize_q4_k(const float* src, void* dst, int64_t n) {
-  quantize_blocks<BlockQ4_K>(src, dst, n, [](const float* x, BlockQ4_K& b) {
-    uint8_t q[kQKK];  // (256) one quant per byte, 0..15
-    quantize_k_superblock(x, 15, &b.d, &b.dmin, b.scales, q);
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        b.qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
-      }
-    }
-  });
+  k_row_quantize<BlockQ4_K, 15, store_q4>(src, dst, n);
 }
 
 void dot_q4_k_q8_k(int64_t n, const void* w, const void* a, float* out) {

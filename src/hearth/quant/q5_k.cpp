@@ -7,10 +7,20 @@
 namespace hearth::quant::ref {
 
 namespace {
-// Quant of element e (0..255) of a Q5_K block, 0..31.
-// Its high bit is bit e / 32 of qh[e % 32].
+// Quant of element e (0..255) of a Q5_K block, 0..31: its high bit is bit e / 32 of qh[e % 32].
 int q5_at(const BlockQ5_K& b, int e) {
   return k_nibble(b.qs, e) | (((b.qh[e % 32] >> (e / 32)) & 1) << 4);
+}
+
+void store_q5(const uint8_t* q, BlockQ5_K& b) {
+  for (int l = 0; l < 32; ++l) b.qh[l] = 0;
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      const int q0 = q[64 * c + l], q1 = q[64 * c + 32 + l];
+      b.qs[32 * c + l] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+      b.qh[l] |= static_cast<uint8_t>(((q0 >> 4) << (2 * c)) | ((q1 >> 4) << (2 * c + 1)));
+    }
+  }
 }
 }  // namespace
 
@@ -19,18 +29,7 @@ void q5_k_to_float(const void* src, float* dst, int64_t n) {
 }
 
 void quantize_q5_k(const float* src, void* dst, int64_t n) {
-  quantize_blocks<BlockQ5_K>(src, dst, n, [](const float* x, BlockQ5_K& b) {
-    uint8_t q[kQKK];  // (256) one quant per byte, 0..31
-    quantize_k_superblock(x, 31, &b.d, &b.dmin, b.scales, q);
-    for (int l = 0; l < 32; ++l) b.qh[l] = 0;
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        const int q0 = q[64 * c + l], q1 = q[64 * c + 32 + l];
-        b.qs[32 * c + l] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
-        b.qh[l] |= static_cast<uint8_t>(((q0 >> 4) << (2 * c)) | ((q1 >> 4) << (2 * c + 1)));
-      }
-    }
-  });
+  k_row_quantize<BlockQ5_K, 31, store_q5>(src, dst, n);
 }
 
 void dot_q5_k_q8_k(int64_t n, const void* w, const void* a, float* out) {

@@ -145,6 +145,21 @@ void rows16_scalar_dot(int64_t cols, const void* group, const void* acts, size_t
   }
 }
 
+// The scalar Rows16 of a layout L over GGUF blocks B from its per-block pieces (see
+// rows16_repack, rows16_unpack and rows16_scalar_dot) and its prepare_act.
+template <typename L, typename B, void (*pack)(const B&, uint8_t*, int),
+          void (*unpack)(const uint8_t*, int, B&),
+          void (*prepare_act)(int64_t cols, const void* act_row, void* dst),
+          float (*block)(const uint8_t* g, int r, const uint8_t* ab, float acc)>
+constexpr Rows16 rows16_scalar() {
+  return {rows16_group_bytes<L>,
+          rows16_repack<L, B, pack>,
+          rows16_unpack<L, B, unpack>,
+          rows16_act_bytes<L>,
+          prepare_act,
+          rows16_scalar_dot<L, block>};
+}
+
 #if defined(__AVX512F__)
 // One token's float accumulators for the 16 rows of a group: one lane per row.
 struct Rows16Acc {

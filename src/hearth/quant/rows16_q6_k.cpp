@@ -95,11 +95,7 @@ float block_dot(const uint8_t* sb, int r, const uint8_t* ab, float acc) {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q6_KScalar = {rows16_group_bytes<L>,
-                                            rows16_repack<L, BlockQ6_K, pack_block>,
-                                            rows16_unpack<L, BlockQ6_K, unpack_block>,
-                                            rows16_act_bytes<L>,
-                                            prepare_act,
-                                            rows16_scalar_dot<L, block_dot>};
+constinit const Rows16 kRows16Q6_KScalar =
+    rows16_scalar<L, BlockQ6_K, pack_block, unpack_block, prepare_act, block_dot>();
 
 }  // namespace hearth::quant

@@ -65,11 +65,7 @@ float block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
 
 }  // namespace
 
-constinit const Rows16 kRows16Q8_0Scalar = {rows16_group_bytes<L>,
-                                            rows16_repack<L, BlockQ8_0, pack_block>,
-                                            rows16_unpack<L, BlockQ8_0, unpack_block>,
-                                            rows16_act_bytes<L>,
-                                            prepare_act,
-                                            rows16_scalar_dot<L, block_dot>};
+constinit const Rows16 kRows16Q8_0Scalar =
+    rows16_scalar<L, BlockQ8_0, pack_block, unpack_block, prepare_act, block_dot>();
 
 }  // namespace hearth::quant
