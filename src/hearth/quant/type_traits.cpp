@@ -30,51 +30,59 @@ constexpr int kNumIsas = 5;
 
 using Table = std::array<TypeTraits, kNumTypes>;
 
-VecDotFn isa_dot(Isa isa, TensorType type) {
-  switch (isa) {
+// The kernel lookups of one ISA's files, each returning nullptr for a type it has no kernel
+// for; a lookup the ISA lacks altogether is nullptr.
+struct IsaKernels {
+  Isa isa;
+  VecDotFn (*vec_dot)(TensorType);
+  QuantizeFn (*act_quantize)(TensorType) = nullptr;
+  const PackedDot* (*packed)(TensorType) = nullptr;
+  VecDotX4Fn (*vec_dot_x4)(TensorType) = nullptr;
+  const PreparedDot* (*prepared)(TensorType) = nullptr;
+};
+
+constexpr IsaKernels kIsaKernels[] = {
+    {Isa::kScalar, nullptr},
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-      return avx2_vec_dot(type);
-    case Isa::kAvx512:
-      return avx512_vec_dot(type);
+    {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot},
+    {Isa::kAvx512, avx512_vec_dot, avx512_act_quantize, avx512_packed_dot, avx512_vec_dot_x4,
+     avx512_prepared_dot},
 #endif
 #if defined(__aarch64__)
-    case Isa::kNeon:
-      return neon_vec_dot(type);
-    case Isa::kNeonDotprod:
-      return dotprod_vec_dot(type);
+    {Isa::kNeon, neon_vec_dot},
+    {Isa::kNeonDotprod, dotprod_vec_dot},
 #endif
-    default:
-      return nullptr;
+};
+
+const IsaKernels& kernels_of(Isa isa) {
+  for (const IsaKernels& k : kIsaKernels) {
+    if (k.isa == isa) return k;
   }
+  return kIsaKernels[0];  // an ISA of another architecture: the reference alone
 }
 
 Table build_table(Isa isa) {
+  const IsaKernels& k = kernels_of(isa);
   Table table{};
   for (size_t i = 0; i < kNumTypes; ++i) {
-    table[i] = kReference[i];
-#if defined(__x86_64__)
+    TypeTraits& t = table[i];
+    t = kReference[i];
     // Before the vec_dot check: Q8_K is an activation-only type.
-    QuantizeFn q = nullptr;
-    if (isa == Isa::kAvx2) q = avx2_act_quantize(table[i].type);
-    if (isa == Isa::kAvx512) q = avx512_act_quantize(table[i].type);
-    if (q != nullptr) table[i].quantize = q;
-#endif
-    if (table[i].vec_dot == nullptr) continue;
-    if (VecDotFn fn = isa_dot(isa, table[i].type)) table[i].vec_dot = fn;
-    table[i].rows16 = scalar_rows16(table[i].type);
-    if (const Rows16* fast = isa_rows16(table[i].type, isa)) {
-      table[i].rows16 = fast;
-      table[i].rows16_fast = true;
+    if (k.act_quantize != nullptr) {
+      if (QuantizeFn q = k.act_quantize(t.type)) t.quantize = q;
     }
-#if defined(__x86_64__)
-    if (isa == Isa::kAvx2) table[i].packed = avx2_packed_dot(table[i].type);
-    if (isa == Isa::kAvx512) {
-      table[i].vec_dot_x4 = avx512_vec_dot_x4(table[i].type);
-      table[i].packed = avx512_packed_dot(table[i].type);
-      table[i].prepared = avx512_prepared_dot(table[i].type);
+    if (t.vec_dot == nullptr) continue;
+    if (k.vec_dot != nullptr) {
+      if (VecDotFn fn = k.vec_dot(t.type)) t.vec_dot = fn;
     }
-#endif
+    t.rows16 = scalar_rows16(t.type);
+    if (const Rows16* fast = isa_rows16(t.type, isa)) {
+      t.rows16 = fast;
+      t.rows16_fast = true;
+    }
+    if (k.packed != nullptr) t.packed = k.packed(t.type);
+    if (k.vec_dot_x4 != nullptr) t.vec_dot_x4 = k.vec_dot_x4(t.type);
+    if (k.prepared != nullptr) t.prepared = k.prepared(t.type);
   }
   return table;
 }
