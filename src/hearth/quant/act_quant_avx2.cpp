@@ -43,7 +43,7 @@ inline int32_t sum16(__m256i a, __m256i b) {
 }
 
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
-  quantize_q8_k_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
+  quantize_act_blocks<BlockQ8_K>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m256 vid = _mm256_set1_ps(id);
     for (int j = 0; j < kQKK; j += 32) {
       const __m256i q0 = quant8(x + j, vid), q1 = quant8(x + j + 8, vid);
@@ -56,7 +56,7 @@ void quantize_q8_k(const float* src, void* dst, int64_t n) {
 }
 
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
-  quantize_q8_0_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
+  quantize_act_blocks<BlockQ8_0>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
     const __m256 vid = _mm256_set1_ps(id);
     _mm256_storeu_si256(
         reinterpret_cast<__m256i*>(b.qs),

@@ -32,7 +32,7 @@ inline __m512i quant16(const float* x, __m512 id) {
 }
 
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
-  quantize_q8_k_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
+  quantize_act_blocks<BlockQ8_K>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m512 vid = _mm512_set1_ps(id);
     for (int g = 0; g < kQKK / 16; ++g) {
       const __m512i q = quant16(x + 16 * g, vid);
@@ -43,7 +43,7 @@ void quantize_q8_k(const float* src, void* dst, int64_t n) {
 }
 
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
-  quantize_q8_0_blocks(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
+  quantize_act_blocks<BlockQ8_0>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_0& b) {
     const __m512 vid = _mm512_set1_ps(id);
     for (int g = 0; g < kQK0 / 16; ++g) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g),

@@ -1,5 +1,6 @@
 // Q8_0 reference: 32 int8 quants with one fp16 scale.
 #include "hearth/base/half.h"
+#include "hearth/quant/act_quant_common.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/ref_blocks.h"
 #include "hearth/quant/reference_kernels.h"
@@ -16,12 +17,8 @@ void q8_0_to_float(const void* src, float* dst, int64_t n) {
 // On the decode path for Q8_0/Q4_0 weights; written to vectorize (see quantize_q8_k).
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
   quantize_blocks<BlockQ8_0>(src, dst, n, [](const float* x, BlockQ8_0& b) {
-    // Quantize against the fp16-rounded scale so the stored d is the one the quants assume.
-    const uint16_t dh = float_to_half(abs_max<kQK0>(x) / 127.0f);
-    const float d = half_to_float(dh);
-    b.d = dh;
     // Clamped to +-127: kernels rely on activations never being -128 (see dot kernels).
-    quantize_127<kQK0>(x, d > 0 ? 1.0f / d : 0.0f, b.qs);
+    quantize_127<kQK0>(x, set_act_scale(b, abs_max<kQK0>(x)), b.qs);
   });
 }
 
