@@ -7,10 +7,6 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/type_traits.h"
 
@@ -59,9 +55,13 @@ inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
 // The Rows16::dot entry for a kernel struct K with
 //   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
 //                                     size_t act_stride, float* out, size_t out_stride);
+//
+// Out of line on purpose: compiled as a function of its own, as when Rows16::dot pointed at it
+// directly, the token-count variants keep the code GCC gives them there. Inlined into the
+// exported wrapper with all four variants, the Q4_K AVX2 matvec streamed measurably slower.
 template <typename K>
-void rows16_dot(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
-                float* out, size_t out_stride) {
+[[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
+                                  size_t act_stride, int n_tokens, float* out, size_t out_stride) {
   rows16_by_tokens(n_tokens, [&](auto nt) {
     K::template run<decltype(nt)::value>(cols, static_cast<const uint8_t*>(group),
                                          static_cast<const uint8_t*>(acts), act_stride, out,
@@ -159,48 +159,6 @@ constexpr Rows16 rows16_scalar() {
           prepare_act,
           rows16_scalar_dot<L, block>};
 }
-
-#if defined(__AVX512F__)
-// One token's float accumulators for the 16 rows of a group: one lane per row.
-struct Rows16Acc {
-  __m512 v = _mm512_setzero_ps();
-  void store(float* p) const { _mm512_storeu_ps(p, v); }
-};
-#elif defined(__AVX2__)
-// One token's float accumulators for the 16 rows of a group: rows 0-7 in h[0], 8-15 in h[1].
-struct Rows16Acc {
-  __m256 h[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  void store(float* p) const {
-    _mm256_storeu_ps(p, h[0]);
-    _mm256_storeu_ps(p + 8, h[1]);
-  }
-};
-#endif
-
-#if defined(__AVX2__)
-// The x86 Rows16::dot for a block step B of layout B::Layout: B's constructor sets up its
-// constants once per call, and B::step<NT>(g, ab, acc) adds block column g (prepared
-// activation blocks ab[t]) into the accumulators acc[t] of the NT tokens.
-template <typename B>
-struct Rows16Blocks {
-  template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    using L = typename B::Layout;
-    const B block;
-    Rows16Acc acc[NT];
-    for (int64_t b = 0; b < cols / L::kBlockCols; ++b, g += L::kBlockBytes) {
-      const uint8_t* ab[NT];
-      for (int t = 0; t < NT; ++t) {
-        ab[t] =
-            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
-      }
-      block.template step<NT>(g, ab, acc);
-    }
-    for (int t = 0; t < NT; ++t) acc[t].store(out + static_cast<size_t>(t) * out_stride);
-  }
-};
-#endif
 
 }  // namespace
 }  // namespace hearth::quant

@@ -3,7 +3,7 @@
 // its high nibbles (& 0xF0, i.e. 16x the nibble) to sub-block 2p + 1, each one vpdpbusd
 // against the broadcast 4 activation quants; the x16 is shifted out exactly afterwards.
 // Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block sums) apply
-// lane-wise. Same integer sums and float steps per lane as rows16_q4_k::dot_scalar.
+// lane-wise. Same integer sums and float steps per lane as the scalar reference (rows16_q4_k.cpp).
 #include <immintrin.h>
 
 #include "hearth/quant/block_formats.h"
@@ -93,8 +93,6 @@ struct Kernel {
 
 }  // namespace
 
-// Kept out of Rows16Blocks: through the shared driver this kernel compiled to the same
-// instructions but streamed markedly slower here, so it keeps its own loop.
 void rows16_q4_k_dot_avx512(int64_t cols, const void* group, const void* acts, size_t act_stride,
                             int n_tokens, float* out, size_t out_stride) {
   rows16_dot<Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
