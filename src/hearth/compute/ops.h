@@ -73,14 +73,11 @@ inline bool isa_supported(Isa isa) {
 namespace detail {
 // The ops' level for the quant kernels' level (quant::detect_isa(): HEARTH_ISA read now).
 inline Isa choose_isa() {
-  switch (quant::detect_isa()) {
-    case quant::Isa::kAvx512:
-      return Isa::kAvx512;
-    case quant::Isa::kAvx2:
-      return Isa::kAvx2;
-    default:
-      return Isa::kScalar;
+  const quant::Isa q = quant::detect_isa();
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    if (quant_isa(isa) == q) return isa;
   }
+  return Isa::kScalar;
 }
 }  // namespace detail
 

@@ -1,6 +1,6 @@
 // Activation quantizers (Q8_K, Q8_0) with AVX-512: every matvec quantizes its input row on
-// the calling thread before the threads start, so this is serial time on the decode path
-// (the reference took ~4 us per 4096 floats). Bitwise the reference for every input: the
+// the calling thread before the threads start, so this is serial time on the decode path.
+// Bitwise the reference for every input: the
 // same abs-max (maxps keeps its second operand on NaN, as the reference's std::max does),
 // the same scalar scale, the clamp of rounding.h's clamp_round_127 and round to nearest even.
 #include <immintrin.h>

@@ -28,7 +28,7 @@ inline float rows16_load_f32(const uint8_t* p) {
 #if defined(__x86_64__) || defined(__i386__)
 // Software prefetch (into L1) of the line at `ahead`, tied to the vector `v` just loaded: the
 // asm takes v as an operand, so the compiler keeps one prefetch beside each load. Left to
-// itself it hoists a loop's prefetches into one burst per loop, which streamed ~6% slower
+// itself it hoists a loop's prefetches into one burst per loop, which streamed slower
 // (Q4_K, 2 threads, same distance); a tied prefetch is also what lets a longer distance pay.
 template <typename V>
 inline void rows16_prefetch_beside(V& v, const uint8_t* ahead) {

@@ -16,9 +16,8 @@ namespace {
 constexpr size_t kActSbBytes = Rows16Q4_K::kActBlockBytes;
 constexpr size_t kSbBytes = Rows16Q4_K::kBlockBytes;
 
-// One prefetch per line consumed, this far ahead (rows16_prefetch_beside). Side by side at 2
-// threads (bench kernels, 6 alternating runs) 3 KiB streamed best: median ratio 0.87-0.92 vs
-// 0.83-0.88 at 4 KiB and 6 KiB.
+// One prefetch per line consumed, this far ahead (rows16_prefetch_beside): side by side at 2
+// threads (bench/ab_kernels.sh) 3 KiB streamed better than 4 KiB and 6 KiB.
 constexpr int kPrefetchBytes = 3072;
 
 struct Kernel {
