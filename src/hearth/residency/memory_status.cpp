@@ -105,10 +105,15 @@ Level read_level(const fs::path& dir, bool v1) {
   Level l;
   l.limit =
       read_cgroup_number(dir / (v1 ? "memory.limit_in_bytes" : "memory.max")).value_or(UINT64_MAX);
-  l.usage = read_cgroup_number(dir / (v1 ? "memory.usage_in_bytes" : "memory.current")).value_or(0);
-  if (const auto stat = slurp((dir / "memory.stat").string())) {
-    l.file = memory_stat_file_bytes(*stat, v1).value_or(0);
-    l.mapped = memory_stat_field(*stat, v1 ? "mapped_file" : "file_mapped").value_or(0);
+  // Usage and memory.stat matter only under a limit (narrow() skips a level without one), and
+  // memory.stat is the costly file: the runtime reads the status once per step.
+  if (l.limit < kUnlimited) {
+    l.usage =
+        read_cgroup_number(dir / (v1 ? "memory.usage_in_bytes" : "memory.current")).value_or(0);
+    if (const auto stat = slurp((dir / "memory.stat").string())) {
+      l.file = memory_stat_file_bytes(*stat, v1).value_or(0);
+      l.mapped = memory_stat_field(*stat, v1 ? "mapped_file" : "file_mapped").value_or(0);
+    }
   }
   if (!v1) {
     l.swap_limit = read_cgroup_number(dir / "memory.swap.max").value_or(UINT64_MAX);
