@@ -13,11 +13,11 @@ namespace hearth::quant::ref {
 
 // Elements per block: the "_0" formats hold 32, the K formats 256.
 template <class Block>
-constexpr int kBlockElems = kQKK;
+inline constexpr int kBlockElems = kQKK;
 template <>
-constexpr int kBlockElems<BlockQ8_0> = kQK0;
+inline constexpr int kBlockElems<BlockQ8_0> = kQK0;
 template <>
-constexpr int kBlockElems<BlockQ4_0> = kQK0;
+inline constexpr int kBlockElems<BlockQ4_0> = kQK0;
 
 // to_float(block, y) writes the block's QK values to y.
 template <class Block, class ToFloat>
