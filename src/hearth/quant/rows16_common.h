@@ -55,10 +55,9 @@ inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
 // The Rows16::dot entry for a kernel struct K with
 //   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
 //                                     size_t act_stride, float* out, size_t out_stride);
-//
-// Out of line on purpose: compiled as a function of its own, as when Rows16::dot pointed at it
-// directly, the token-count variants keep the code GCC gives them there. Inlined into the
-// exported wrapper with all four variants, the Q4_K AVX2 matvec streamed measurably slower.
+// The kernel files export a pointer to it (rows16_kernels.h). Kept out of line so each kernel
+// is one function of its own: inlined into a caller with all four token counts, the Q4_K AVX2
+// matvec streamed measurably slower.
 template <typename K>
 [[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
                                   size_t act_stride, int n_tokens, float* out, size_t out_stride) {

@@ -67,11 +67,16 @@ extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_KScalar, kRows16Q6_KScalar;
 using Rows16DotKernel = void(int64_t cols, const void* group, const void* acts, size_t act_stride,
                              int n_tokens, float* out, size_t out_stride);
 #if defined(__x86_64__)
-Rows16DotKernel rows16_q8_0_dot_avx2, rows16_q8_0_dot_avx512, rows16_q4_k_dot_avx2,
-    rows16_q4_k_dot_avx512, rows16_q6_k_dot_avx2, rows16_q6_k_dot_avx512;
+extern Rows16DotKernel* const rows16_q8_0_dot_avx2;
+extern Rows16DotKernel* const rows16_q8_0_dot_avx512;
+extern Rows16DotKernel* const rows16_q4_k_dot_avx2;
+extern Rows16DotKernel* const rows16_q4_k_dot_avx512;
+extern Rows16DotKernel* const rows16_q6_k_dot_avx2;
+extern Rows16DotKernel* const rows16_q6_k_dot_avx512;
 #endif
 #if defined(__aarch64__)
-Rows16DotKernel rows16_q8_0_dot_neon, rows16_q8_0_dot_dotprod;
+extern Rows16DotKernel* const rows16_q8_0_dot_neon;
+extern Rows16DotKernel* const rows16_q8_0_dot_dotprod;
 #endif
 
 }  // namespace hearth::quant

@@ -5,107 +5,82 @@
 // quants a mask (and a shift for the high nibbles), a vpmaddubsw and a 16-bit add. Same
 // integer sums and float steps per lane as the scalar reference (rows16_q4_k.cpp), so the same
 // bits.
-#include <immintrin.h>
-
-#include "hearth/quant/block_formats.h"
-#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
 
 namespace hearth::quant {
 namespace {
-
-constexpr size_t kActSbBytes = Rows16Q4_K::kActBlockBytes;
-constexpr size_t kSbBytes = Rows16Q4_K::kBlockBytes;
 
 // One prefetch per line, tied beside the loads, as the AVX-512 kernel (measured here with
 // HEARTH_ISA=avx2; no AVX2-only hardware to measure on).
 constexpr int kPrefetchBytes = 4096;
 
-struct Kernel {
+struct Q4_KAvx2 {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+
   template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    const int64_t nsb = cols / kQKK;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[NT][2];
-    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
-      const uint8_t* ab[NT];
-      __m256i s1[NT][2], s2[NT][2];
-      for (int t = 0; t < NT; ++t) {
-        ab[t] = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(i) * kActSbBytes;
-        s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm256_setzero_si256();
-      }
-      for (int p = 0; p < 4; ++p) {
-        const uint8_t* qp = g + 320 + 512 * p;
-        for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
-          __m256i lo16[NT], hi16[NT];  // 16-bit pair sums of sub-blocks 2p and 2p + 1
-          for (int t = 0; t < NT; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
-          for (int s = 0; s < 8; ++s) {
-            __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
-            if (h == 0) {
-              rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
-              // The super-block's 5 header lines ride along the first loads.
-              if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
-            }
-            const __m256i lo = _mm256_and_si256(v, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            for (int t = 0; t < NT; ++t) {
-              const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
-              lo16[t] = _mm256_add_epi16(
-                  lo16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rows16_load_i32(aq))));
-              hi16[t] = _mm256_add_epi16(
-                  hi16[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rows16_load_i32(aq + 32))));
-            }
+  [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    __m256i s1[NT][2], s2[NT][2];
+    for (int t = 0; t < NT; ++t) s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* qp = g + 320 + 512 * p;
+      for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+        __m256i lo16[NT], hi16[NT];  // 16-bit pair sums of sub-blocks 2p and 2p + 1
+        for (int t = 0; t < NT; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; ++s) {
+          __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
+          if (h == 0) {
+            rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
+            // The super-block's 5 header lines ride along the first loads.
+            if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
           }
-          const __m256i sc_lo = _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 8 * h)));
-          const __m256i sc_hi = _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16 + 8 * h)));
+          const __m256i lo = _mm256_and_si256(v, m4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
           for (int t = 0; t < NT; ++t) {
-            s1[t][h] = _mm256_add_epi32(
-                s1[t][h],
-                _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, _mm256_madd_epi16(lo16[t], ones)),
-                                 _mm256_mullo_epi32(sc_hi, _mm256_madd_epi16(hi16[t], ones))));
+            const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
+            lo16[t] = _mm256_add_epi16(
+                lo16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rows16_load_i32(aq))));
+            hi16[t] = _mm256_add_epi16(
+                hi16[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rows16_load_i32(aq + 32))));
           }
         }
-        for (int h = 0; h < 2; ++h) {
-          const __m256i m16 = _mm256_cvtepu8_epi16(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 192 + 32 * p + 16 * h)));
-          for (int t = 0; t < NT; ++t) {
-            s2[t][h] = _mm256_add_epi32(
-                s2[t][h],
-                _mm256_madd_epi16(m16, _mm256_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * p))));
-          }
+        const __m256i sc_lo = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 8 * h)));
+        const __m256i sc_hi = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16 + 8 * h)));
+        for (int t = 0; t < NT; ++t) {
+          s1[t][h] = _mm256_add_epi32(
+              s1[t][h],
+              _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, _mm256_madd_epi16(lo16[t], ones)),
+                               _mm256_mullo_epi32(sc_hi, _mm256_madd_epi16(hi16[t], ones))));
         }
       }
       for (int h = 0; h < 2; ++h) {
-        const __m256 dw =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 16 * h)));
-        const __m256 dm =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * h)));
+        const __m256i m16 = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 192 + 32 * p + 16 * h)));
         for (int t = 0; t < NT; ++t) {
-          const __m256 da = _mm256_set1_ps(rows16_load_f32(ab[t]));
-          acc[t][h] =
-              _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(s1[t][h]), acc[t][h]);
-          acc[t][h] =
-              _mm256_fnmadd_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(s2[t][h]), acc[t][h]);
+          s2[t][h] = _mm256_add_epi32(
+              s2[t][h],
+              _mm256_madd_epi16(m16, _mm256_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * p))));
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t][0]);
-      _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride + 8, acc[t][1]);
+    // Per row: d * d_a * (scaled quant sums) - dmin * d_a * (scaled min sums).
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = Rows16Lanes::f16(g, h);
+      const __m256 dm = Rows16Lanes::f16(g + 32, h);
+      for (int t = 0; t < NT; ++t) {
+        const float da = rows16_load_f32(ab[t]);
+        acc[t][h] = Rows16Lanes::fma_scaled(dw, da, s1[t][h], acc[t][h]);
+        acc[t][h] = Rows16Lanes::fnma_scaled(dm, da, s2[t][h], acc[t][h]);
+      }
     }
   }
 };
 
 }  // namespace
 
-void rows16_q4_k_dot_avx2(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                          int n_tokens, float* out, size_t out_stride) {
-  rows16_dot<Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
-}
+Rows16DotKernel* const rows16_q4_k_dot_avx2 = rows16_dot<Rows16Blocks<Q4_KAvx2, Rows16Q4_K>>;
 
 }  // namespace hearth::quant

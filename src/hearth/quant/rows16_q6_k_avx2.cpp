@@ -5,102 +5,77 @@
 // 2 * 63 * 127; two sets add up in 16 bits (at most 32004) before vpmaddwd by ones widens
 // them. Same integer sums and float steps per lane as the scalar reference (rows16_q6_k.cpp), so
 // the same bits.
-#include <immintrin.h>
-
-#include "hearth/quant/block_formats.h"
-#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
 
 namespace hearth::quant {
 namespace {
-
-constexpr size_t kActSbBytes = Rows16Q6_K::kActBlockBytes;
-constexpr size_t kSbBytes = Rows16Q6_K::kBlockBytes;
 
 // One prefetch per line, tied beside the loads, as the AVX-512 kernel (not measured on AVX2
 // hardware).
 constexpr int kPrefetchBytes = 2048;
 
-struct Kernel {
+struct Q6_KAvx2 {
+  const __m256i six = _mm256_set1_epi8(0x3f);
+  const __m256i bits01 = _mm256_set1_epi8(0x03);
+  const __m256i bits23 = _mm256_set1_epi8(0x0c);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  const __m256i ones = _mm256_set1_epi16(1);
+
   template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    const int64_t nsb = cols / kQKK;
-    const __m256i six = _mm256_set1_epi8(0x3f);
-    const __m256i bits01 = _mm256_set1_epi8(0x03);
-    const __m256i bits23 = _mm256_set1_epi8(0x0c);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[NT][2];
-    for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
-      const uint8_t* ab[NT];
-      __m256i s[NT][2];
-      for (int t = 0; t < NT; ++t) {
-        ab[t] = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(i) * kActSbBytes;
-        s[t][0] = s[t][1] = _mm256_setzero_si256();
-      }
-      for (int grp = 0; grp < 16; ++grp) {
-        const uint8_t* v = g + 288 + 192 * grp;
-        for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
-          __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32 * h));
-          __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 64 + 32 * h));
-          __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 128 + 32 * h));
-          if (h == 0) {
-            rows16_prefetch_beside(v0, v + kPrefetchBytes);
-            rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
-            rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
-            // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
-            if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
-          }
-          const __m256i q1 = _mm256_and_si256(v0, six);
-          const __m256i q2 = _mm256_and_si256(v1, six);
-          const __m256i q3 = _mm256_and_si256(v2, six);
-          // Set 4: bits 6-7 of v0, v1, v2 become bits 0-1, 2-3, 4-5 (16-bit shifts bring a
-          // neighbour byte's bits in above the ones kept; the masks drop them).
-          const __m256i q4 =
-              _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 6), bits01),
-                                              _mm256_and_si256(_mm256_srli_epi16(v1, 4), bits23)),
-                              _mm256_and_si256(_mm256_srli_epi16(v2, 2), bits45));
-          const __m256i sc = _mm256_cvtepi8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp + 8 * h)));
-          for (int t = 0; t < NT; ++t) {
-            const uint8_t* aq = ab[t] + 80 + 16 * grp;
-            const __m256i p12 = _mm256_add_epi16(
-                _mm256_maddubs_epi16(q1, _mm256_set1_epi32(rows16_load_i32(aq))),
-                _mm256_maddubs_epi16(q2, _mm256_set1_epi32(rows16_load_i32(aq + 4))));
-            const __m256i p34 = _mm256_add_epi16(
-                _mm256_maddubs_epi16(q3, _mm256_set1_epi32(rows16_load_i32(aq + 8))),
-                _mm256_maddubs_epi16(q4, _mm256_set1_epi32(rows16_load_i32(aq + 12))));
-            const __m256i x = _mm256_add_epi32(
-                _mm256_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp)),
-                _mm256_add_epi32(_mm256_madd_epi16(p12, ones), _mm256_madd_epi16(p34, ones)));
-            s[t][h] = _mm256_add_epi32(s[t][h], _mm256_mullo_epi32(sc, x));
-          }
+  [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    __m256i s[NT][2];
+    for (int t = 0; t < NT; ++t) s[t][0] = s[t][1] = _mm256_setzero_si256();
+    for (int grp = 0; grp < 16; ++grp) {
+      const uint8_t* v = g + 288 + 192 * grp;
+      for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+        __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32 * h));
+        __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 64 + 32 * h));
+        __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 128 + 32 * h));
+        if (h == 0) {
+          rows16_prefetch_beside(v0, v + kPrefetchBytes);
+          rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
+          rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
+          // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
+          if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
         }
-      }
-      for (int h = 0; h < 2; ++h) {
-        const __m256 dw =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 16 * h)));
+        const __m256i q1 = _mm256_and_si256(v0, six);
+        const __m256i q2 = _mm256_and_si256(v1, six);
+        const __m256i q3 = _mm256_and_si256(v2, six);
+        // Set 4: bits 6-7 of v0, v1, v2 become bits 0-1, 2-3, 4-5 (16-bit shifts bring a
+        // neighbour byte's bits in above the ones kept; the masks drop them).
+        const __m256i q4 =
+            _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 6), bits01),
+                                            _mm256_and_si256(_mm256_srli_epi16(v1, 4), bits23)),
+                            _mm256_and_si256(_mm256_srli_epi16(v2, 2), bits45));
+        const __m256i sc = _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp + 8 * h)));
         for (int t = 0; t < NT; ++t) {
-          const __m256 da = _mm256_set1_ps(rows16_load_f32(ab[t]));
-          acc[t][h] =
-              _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(s[t][h]), acc[t][h]);
+          const uint8_t* aq = ab[t] + 80 + 16 * grp;
+          const __m256i p12 = _mm256_add_epi16(
+              _mm256_maddubs_epi16(q1, _mm256_set1_epi32(rows16_load_i32(aq))),
+              _mm256_maddubs_epi16(q2, _mm256_set1_epi32(rows16_load_i32(aq + 4))));
+          const __m256i p34 = _mm256_add_epi16(
+              _mm256_maddubs_epi16(q3, _mm256_set1_epi32(rows16_load_i32(aq + 8))),
+              _mm256_maddubs_epi16(q4, _mm256_set1_epi32(rows16_load_i32(aq + 12))));
+          const __m256i x = _mm256_add_epi32(
+              _mm256_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp)),
+              _mm256_add_epi32(_mm256_madd_epi16(p12, ones), _mm256_madd_epi16(p34, ones)));
+          s[t][h] = _mm256_add_epi32(s[t][h], _mm256_mullo_epi32(sc, x));
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t][0]);
-      _mm256_storeu_ps(out + static_cast<size_t>(t) * out_stride + 8, acc[t][1]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = Rows16Lanes::f16(g, h);
+      for (int t = 0; t < NT; ++t) {
+        acc[t][h] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), s[t][h], acc[t][h]);
+      }
     }
   }
 };
 
 }  // namespace
 
-void rows16_q6_k_dot_avx2(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                          int n_tokens, float* out, size_t out_stride) {
-  rows16_dot<Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
-}
+Rows16DotKernel* const rows16_q6_k_dot_avx2 = rows16_dot<Rows16Blocks<Q6_KAvx2, Rows16Q6_K>>;
 
 }  // namespace hearth::quant

@@ -5,17 +5,11 @@
 // activation quants, starting from the group's -32 * sum(a)
 // correction. The int8 group scale applies lane-wise. Same integer sums and float steps per
 // lane as the scalar reference (rows16_q6_k.cpp).
-#include <immintrin.h>
-
-#include "hearth/quant/block_formats.h"
-#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
 
 namespace hearth::quant {
 namespace {
-
-constexpr size_t kActSbBytes = Rows16Q6_K::kActBlockBytes;
-constexpr size_t kSbBytes = Rows16Q6_K::kBlockBytes;
 
 // One prefetch per line consumed, this far ahead, tied beside the loads
 // (rows16_prefetch_beside).
@@ -26,71 +20,58 @@ inline __m512i select_bits(__m512i sel, __m512i a, __m512i b) {
   return _mm512_ternarylogic_epi32(sel, a, b, 0xCA);
 }
 
-struct Kernel {
+struct Q6_KAvx512 {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i six = _mm512_set1_epi8(0x3f);
+  const __m512i low2 = _mm512_set1_epi8(0x03);
+
   template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    const int64_t nsb = cols / kQKK;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i six = _mm512_set1_epi8(0x3f);
-    const __m512i low2 = _mm512_set1_epi8(0x03);
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i, g += kSbBytes) {
-      const uint8_t* ab[NT];
-      __m512i s[NT];
+  [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    __m512i s[NT];
+    for (int t = 0; t < NT; ++t) s[t] = _mm512_setzero_si512();
+    for (int grp = 0; grp < 16; ++grp) {
+      const uint8_t* v = g + 288 + 192 * grp;
+      __m512i v0 = _mm512_loadu_si512(v);
+      rows16_prefetch_beside(v0, v + kPrefetchBytes);
+      // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
+      if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
+      __m512i v1 = _mm512_loadu_si512(v + 64);
+      rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
+      __m512i v2 = _mm512_loadu_si512(v + 128);
+      rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
+      rows16_store_beside(v0);
+      rows16_store_beside(v1);
+      rows16_store_beside(v2);
+      // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
+      // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
+      const __m512i q1 = _mm512_and_si512(v0, six);
+      const __m512i q2 = _mm512_and_si512(v1, six);
+      const __m512i q3 = _mm512_and_si512(v2, six);
+      const __m512i q4 = _mm512_and_si512(
+          select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
+                      _mm512_srli_epi16(v2, 2)),
+          six);
+      const __m512i sc = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp)));
       for (int t = 0; t < NT; ++t) {
-        ab[t] = act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(i) * kActSbBytes;
-        s[t] = _mm512_setzero_si512();
-      }
-      for (int grp = 0; grp < 16; ++grp) {
-        const uint8_t* v = g + 288 + 192 * grp;
-        __m512i v0 = _mm512_loadu_si512(v);
-        rows16_prefetch_beside(v0, v + kPrefetchBytes);
-        // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
-        if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
-        __m512i v1 = _mm512_loadu_si512(v + 64);
-        rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
-        __m512i v2 = _mm512_loadu_si512(v + 128);
-        rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
-        // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
-        // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
-        const __m512i q1 = _mm512_and_si512(v0, six);
-        const __m512i q2 = _mm512_and_si512(v1, six);
-        const __m512i q3 = _mm512_and_si512(v2, six);
-        const __m512i q4 = _mm512_and_si512(
-            select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
-                        _mm512_srli_epi16(v2, 2)),
-            six);
-        const __m512i sc = _mm512_cvtepi8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp)));
-        for (int t = 0; t < NT; ++t) {
-          const uint8_t* aq = ab[t] + 80 + 16 * grp;
-          __m512i x = _mm512_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp));
-          x = _mm512_dpbusd_epi32(x, q1, _mm512_set1_epi32(rows16_load_i32(aq)));
-          x = _mm512_dpbusd_epi32(x, q2, _mm512_set1_epi32(rows16_load_i32(aq + 4)));
-          x = _mm512_dpbusd_epi32(x, q3, _mm512_set1_epi32(rows16_load_i32(aq + 8)));
-          x = _mm512_dpbusd_epi32(x, q4, _mm512_set1_epi32(rows16_load_i32(aq + 12)));
-          s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sc, x));
-        }
-      }
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g)));
-      for (int t = 0; t < NT; ++t) {
-        const __m512 da = _mm512_set1_ps(rows16_load_f32(ab[t]));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s[t]), acc[t]);
+        const uint8_t* aq = ab[t] + 80 + 16 * grp;
+        __m512i x = _mm512_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp));
+        x = _mm512_dpbusd_epi32(x, q1, _mm512_set1_epi32(rows16_load_i32(aq)));
+        x = _mm512_dpbusd_epi32(x, q2, _mm512_set1_epi32(rows16_load_i32(aq + 4)));
+        x = _mm512_dpbusd_epi32(x, q3, _mm512_set1_epi32(rows16_load_i32(aq + 8)));
+        x = _mm512_dpbusd_epi32(x, q4, _mm512_set1_epi32(rows16_load_i32(aq + 12)));
+        s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sc, x));
       }
     }
+    const __m512 dw = Rows16Lanes::f16(g, 0);
     for (int t = 0; t < NT; ++t) {
-      _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride, acc[t]);
+      acc[t][0] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), s[t], acc[t][0]);
     }
   }
 };
 
 }  // namespace
 
-void rows16_q6_k_dot_avx512(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                            int n_tokens, float* out, size_t out_stride) {
-  rows16_dot<Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
-}
+Rows16DotKernel* const rows16_q6_k_dot_avx512 = rows16_dot<Rows16Blocks<Q6_KAvx512, Rows16Q6_K>>;
 
 }  // namespace hearth::quant

@@ -11,10 +11,6 @@ struct SdotRowDot {
 
 }  // namespace
 
-void rows16_q8_0_dot_dotprod(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                             int n_tokens, float* out, size_t out_stride) {
-  rows16_dot<Rows16Q8_0Kernel<SdotRowDot>>(cols, group, acts, act_stride, n_tokens, out,
-                                           out_stride);
-}
+Rows16DotKernel* const rows16_q8_0_dot_dotprod = rows16_dot<Rows16Q8_0Kernel<SdotRowDot>>;
 
 }  // namespace hearth::quant

@@ -16,10 +16,6 @@ struct WideningRowDot {
 
 }  // namespace
 
-void rows16_q8_0_dot_neon(int64_t cols, const void* group, const void* acts, size_t act_stride,
-                          int n_tokens, float* out, size_t out_stride) {
-  rows16_dot<Rows16Q8_0Kernel<WideningRowDot>>(cols, group, acts, act_stride, n_tokens, out,
-                                               out_stride);
-}
+Rows16DotKernel* const rows16_q8_0_dot_neon = rows16_dot<Rows16Q8_0Kernel<WideningRowDot>>;
 
 }  // namespace hearth::quant

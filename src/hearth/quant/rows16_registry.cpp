@@ -14,26 +14,28 @@ namespace {
 struct Rows16Row {
   gguf::TensorType type;
   const Rows16* scalar;
-  Rows16DotKernel* simd[5];  // indexed by Isa (kScalar's slot unused)
+  // Where each ISA's kernel pointer is (the kernel files export them), indexed by Isa; kScalar's
+  // slot unused.
+  Rows16DotKernel* const* simd[5];
 };
 
 #if defined(__x86_64__)
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
-     {nullptr, rows16_q8_0_dot_avx2, rows16_q8_0_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q8_0_dot_avx2, &rows16_q8_0_dot_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
-     {nullptr, rows16_q4_k_dot_avx2, rows16_q4_k_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
-     {nullptr, rows16_q6_k_dot_avx2, rows16_q6_k_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
-     {nullptr, nullptr, nullptr, rows16_q8_0_dot_neon, rows16_q8_0_dot_dotprod}},
+     {nullptr, nullptr, nullptr, &rows16_q8_0_dot_neon, &rows16_q8_0_dot_dotprod}},
     {gguf::TensorType::kQ4_K, &kRows16Q4_KScalar, {}},
     {gguf::TensorType::kQ6_K, &kRows16Q6_KScalar, {}},
 };
@@ -57,7 +59,7 @@ const Rows16IsaTables& isa_tables() {
     for (size_t r = 0; r < kRows16Types; ++r) {
       for (size_t i = 0; i < kRows16Isas; ++i) {
         t[r][i] = *kRows16Table[r].scalar;
-        t[r][i].dot = kRows16Table[r].simd[i];
+        if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
       }
     }
     return t;

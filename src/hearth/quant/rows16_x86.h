@@ -1,0 +1,108 @@
+// The loop every rows16 x86 kernel (rows16_*_avx2.cpp, rows16_*_avx512.cpp) shares, and the
+// lanes it works in. A kernel file writes only what is its own: the constants it needs and
+// `block`, the products of one block column of the 16-row group against NT tokens' activation
+// blocks. Include only from those files: the lanes follow the including file's ISA flags
+// (__AVX512F__: one 16-lane zmm per 16 rows; else two 8-lane ymm halves, rows 0-7 and 8-15),
+// and everything sits in an unnamed namespace so each file gets its own copy (an inline
+// function with external linkage could let the linker keep the AVX-512 build for AVX2 callers).
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "rows16_x86.h is for the rows16 AVX2 / AVX-512 kernel files only"
+#endif
+
+#include <immintrin.h>
+
+#include "hearth/quant/rows16_common.h"
+
+namespace hearth::quant {
+namespace {
+
+#if defined(__AVX512F__)
+struct Rows16Lanes {
+  static constexpr int kHalves = 1;
+  using F = __m512;
+  using I = __m512i;
+  static F zero() { return _mm512_setzero_ps(); }
+  // The 16 rows' fp16 values at p (the group's per-row scales).
+  static F f16(const uint8_t* p, int /*half*/) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F fma_scaled(F w, float a, I isum, F acc) {
+    return _mm512_fmadd_ps(_mm512_mul_ps(w, _mm512_set1_ps(a)), _mm512_cvtepi32_ps(isum), acc);
+  }
+  static F fnma_scaled(F w, float a, I isum, F acc) {
+    return _mm512_fnmadd_ps(_mm512_mul_ps(w, _mm512_set1_ps(a)), _mm512_cvtepi32_ps(isum), acc);
+  }
+  static void store(float* out, const F (&v)[kHalves]) { _mm512_storeu_ps(out, v[0]); }
+};
+#else
+struct Rows16Lanes {
+  static constexpr int kHalves = 2;
+  using F = __m256;
+  using I = __m256i;
+  static F zero() { return _mm256_setzero_ps(); }
+  // Half h (rows 8h .. 8h + 7) of the 16 rows' fp16 values at p.
+  static F f16(const uint8_t* p, int half) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * half)));
+  }
+  static F fma_scaled(F w, float a, I isum, F acc) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(w, _mm256_set1_ps(a)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  static F fnma_scaled(F w, float a, I isum, F acc) {
+    return _mm256_fnmadd_ps(_mm256_mul_ps(w, _mm256_set1_ps(a)), _mm256_cvtepi32_ps(isum), acc);
+  }
+  static void store(float* out, const F (&v)[kHalves]) {
+    _mm256_storeu_ps(out, v[0]);
+    _mm256_storeu_ps(out + 8, v[1]);
+  }
+};
+#endif
+
+// Writes a weight vector just loaded to the stack, where nothing reads it back. The AVX-512
+// kernels call it once per loaded vector: on the AMD EPYC they were tuned on, their matvecs
+// streamed faster side by side with these stores than without (docs/kernels.md, "Stores beside
+// the loads"); the AVX2 kernels did not, so they do not call it.
+template <typename V>
+[[gnu::always_inline]] inline void rows16_store_beside(const V& v) {
+  asm volatile("" : : "m"(v));
+}
+
+// NT tokens' float sums of the 16 rows, kept in registers across the whole group.
+template <int NT>
+using Rows16Acc = Rows16Lanes::F[NT][Rows16Lanes::kHalves];
+
+// NT tokens' prepared activation blocks for the block column at hand.
+template <int NT>
+using Rows16Acts = const uint8_t* const (&)[NT];
+
+// Rows16 kernel K of layout L: K is constructed once per call (its vector constants stay in
+// registers) and K::block<NT>(g, ab, acc) adds block column g's products against the tokens'
+// activation blocks ab[0..NT) into acc. block must be always-inline: the compiler then sees one
+// loop per token count, as if written out by hand, and keeps acc in registers.
+template <typename K, typename L>
+struct Rows16Blocks {
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    const K kernel;
+    Rows16Acc<NT> acc;
+    for (int t = 0; t < NT; ++t) {
+      for (int h = 0; h < Rows16Lanes::kHalves; ++h) acc[t][h] = Rows16Lanes::zero();
+    }
+    const int64_t n_blocks = cols / L::kBlockCols;
+    for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
+      const uint8_t* ab[NT];
+      for (int t = 0; t < NT; ++t) {
+        ab[t] =
+            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
+      }
+      kernel.template block<NT>(g, ab, acc);
+    }
+    for (int t = 0; t < NT; ++t)
+      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc[t]);
+  }
+};
+
+}  // namespace
+}  // namespace hearth::quant
