@@ -12,12 +12,29 @@
 namespace hearth::cli {
 namespace {
 
+// The flags that set one field of the model's shape each: declared and applied from this one
+// list, so a flag cannot be read and then left out of the shape.
+struct ShapeFlag {
+  const char* name;
+  uint32_t model::HParams::*field;
+  const char* help;
+};
+constexpr ShapeFlag kShapeFlags[] = {
+    {"--layers", &model::HParams::n_layers, "number of blocks"},
+    {"--dim", &model::HParams::dim, "embedding length"},
+    {"--heads", &model::HParams::n_heads, "query heads"},
+    {"--kv-heads", &model::HParams::n_kv_heads, "key/value heads"},
+    {"--head-dim", &model::HParams::head_dim, "head dimension (default dim / heads)"},
+    {"--ffn", &model::HParams::ffn, "feed-forward length"},
+    {"--vocab", &model::HParams::vocab, "vocabulary size"},
+};
+
 int run_synth(const Args& args) {
   CLI::App app{"Write a synthetic (random-weight) GGUF model laid out like llama.cpp's converter",
                "synth"};
   std::string preset, arch = "llama", type = "q4_k_m", out;
   double scale = 1.0;
-  uint32_t layers = 0, dim = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0, head_dim = 0;
+  model::HParams given;  // the shape flags' values: 0 where a flag is not given
   uint64_t seed = 1;
   bool tied = false, untied = false, rope_freqs = false;
   int threads = 0;
@@ -25,13 +42,7 @@ int run_synth(const Args& args) {
   app.add_option("--scale", scale, "shrink dim/heads/ffn by this factor, keeping the layers");
   app.add_option("--arch", arch, "llama, qwen2, qwen3 or qwen3moe")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe"}));
-  app.add_option("--layers", layers, "number of blocks");
-  app.add_option("--dim", dim, "embedding length");
-  app.add_option("--heads", heads, "query heads");
-  app.add_option("--kv-heads", kv_heads, "key/value heads");
-  app.add_option("--head-dim", head_dim, "head dimension (default dim / heads)");
-  app.add_option("--ffn", ffn, "feed-forward length");
-  app.add_option("--vocab", vocab, "vocabulary size");
+  for (const ShapeFlag& f : kShapeFlags) app.add_option(f.name, given.*f.field, f.help);
   uint32_t experts = 0, experts_used = 0, expert_ffn = 0;
   std::string expert_layout = "merged";
   app.add_option("--experts", experts,
@@ -44,7 +55,7 @@ int run_synth(const Args& args) {
                  "merged: one tensor per kind and layer (ffn_gate_exps); split: each expert's "
                  "own tensors (ffn_gate.E), as older Mixtral files")
       ->check(CLI::IsMember({"merged", "split"}));
-  app.add_option("--ctx", ctx, "training context length written to the file");
+  app.add_option("--ctx", given.ctx_train, "training context length written to the file");
   app.add_option("--type", type, "f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k q4_k_m q5_k_m");
   app.add_option("--seed", seed, "random seed");
   app.add_flag("--tied", tied, "tie the output layer to the token embedding");
@@ -73,13 +84,10 @@ int run_synth(const Args& args) {
     hp.rope_base = model::is_qwen(hp.arch) ? 1000000.0f : 500000.0f;
   }
   // Explicit flags override the preset or the defaults.
-  if (layers) hp.n_layers = layers;
-  if (dim) hp.dim = dim;
-  if (heads) hp.n_heads = heads;
-  if (kv_heads) hp.n_kv_heads = kv_heads;
-  if (ffn) hp.ffn = ffn;
-  if (vocab) hp.vocab = vocab;
-  if (ctx) hp.ctx_train = ctx;
+  for (const ShapeFlag& f : kShapeFlags) {
+    if (given.*f.field) hp.*f.field = given.*f.field;
+  }
+  if (given.ctx_train) hp.ctx_train = given.ctx_train;
   if (preset.empty()) {  // defaults that follow the flags
     if (hp.n_kv_heads == 0) hp.n_kv_heads = hp.n_heads;
     if (hp.ffn == 0) hp.ffn = 4 * hp.dim;
@@ -101,11 +109,13 @@ int run_synth(const Args& args) {
     throw UsageError("--experts-used, --expert-ffn and --expert-layout need --experts");
   }
   // A preset's head width stays unless the flags change the width or the heads.
-  const bool reshaped = preset.empty() || dim || heads || head_dim;
+  const bool reshaped = preset.empty() || given.dim || given.n_heads || given.head_dim;
   if (reshaped && (hp.n_heads == 0 || hp.dim % hp.n_heads != 0)) {
-    if (head_dim == 0) throw UsageError("--dim must be a multiple of --heads (or give --head-dim)");
+    if (given.head_dim == 0) {
+      throw UsageError("--dim must be a multiple of --heads (or give --head-dim)");
+    }
   }
-  if (reshaped) hp.head_dim = head_dim ? head_dim : hp.dim / hp.n_heads;
+  if (reshaped) hp.head_dim = given.head_dim ? given.head_dim : hp.dim / hp.n_heads;
 
   model::SynthOptions opt;
   opt.hp = hp;

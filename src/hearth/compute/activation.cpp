@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "hearth/compute/isa_dispatch.h"
+
 namespace hearth::compute {
 
 namespace ref {
@@ -23,32 +25,18 @@ void add_scaled(float* y, const float* x, float s, int64_t n) {
 
 }  // namespace ref
 
-// The ISA variants are compiled only on x86; elsewhere every Isa falls back to scalar
-// (isa_supported() never reports them there).
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::silu_mul_avx512(gate, up, out, n);
-  if (isa == Isa::kAvx2) return detail::silu_mul_avx2(gate, up, out, n);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, silu_mul, gate, up, out, n);
   ref::silu_mul(gate, up, out, n);
 }
 
 void add(const float* a, const float* b, float* out, int64_t n, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::add_avx512(a, b, out, n);
-  if (isa == Isa::kAvx2) return detail::add_avx2(a, b, out, n);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, add, a, b, out, n);
   ref::add(a, b, out, n);
 }
 
 void add_scaled(float* y, const float* x, float s, int64_t n, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::add_scaled_avx512(y, x, s, n);
-  if (isa == Isa::kAvx2) return detail::add_scaled_avx2(y, x, s, n);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, add_scaled, y, x, s, n);
   ref::add_scaled(y, x, s, n);
 }
 

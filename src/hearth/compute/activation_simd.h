@@ -62,36 +62,6 @@ struct VecF {
   }
 };
 
-inline VecF operator+(VecF a, VecF b) {
-  return {_mm512_add_ps(a.v, b.v)};
-}
-inline VecF operator-(VecF a, VecF b) {
-  return {_mm512_sub_ps(a.v, b.v)};
-}
-inline VecF operator*(VecF a, VecF b) {
-  return {_mm512_mul_ps(a.v, b.v)};
-}
-inline VecF operator/(VecF a, VecF b) {
-  return {_mm512_div_ps(a.v, b.v)};
-}
-inline VecF vmax(VecF a, VecF b) {
-  return {_mm512_max_ps(a.v, b.v)};
-}
-inline VecF vmin(VecF a, VecF b) {
-  return {_mm512_min_ps(a.v, b.v)};
-}
-// a * b + c
-inline VecF fma(VecF a, VecF b, VecF c) {
-  return {_mm512_fmadd_ps(a.v, b.v, c.v)};
-}
-// c - a * b
-inline VecF fnma(VecF a, VecF b, VecF c) {
-  return {_mm512_fnmadd_ps(a.v, b.v, c.v)};
-}
-// even lanes a * b - c, odd lanes a * b + c
-inline VecF fmaddsub(VecF a, VecF b, VecF c) {
-  return {_mm512_fmaddsub_ps(a.v, b.v, c.v)};
-}
 inline float reduce_sum(VecF a) {
   return _mm512_reduce_add_ps(a.v);
 }
@@ -159,33 +129,6 @@ struct VecF {
   }
 };
 
-inline VecF operator+(VecF a, VecF b) {
-  return {_mm256_add_ps(a.v, b.v)};
-}
-inline VecF operator-(VecF a, VecF b) {
-  return {_mm256_sub_ps(a.v, b.v)};
-}
-inline VecF operator*(VecF a, VecF b) {
-  return {_mm256_mul_ps(a.v, b.v)};
-}
-inline VecF operator/(VecF a, VecF b) {
-  return {_mm256_div_ps(a.v, b.v)};
-}
-inline VecF vmax(VecF a, VecF b) {
-  return {_mm256_max_ps(a.v, b.v)};
-}
-inline VecF vmin(VecF a, VecF b) {
-  return {_mm256_min_ps(a.v, b.v)};
-}
-inline VecF fma(VecF a, VecF b, VecF c) {
-  return {_mm256_fmadd_ps(a.v, b.v, c.v)};
-}
-inline VecF fnma(VecF a, VecF b, VecF c) {
-  return {_mm256_fnmadd_ps(a.v, b.v, c.v)};
-}
-inline VecF fmaddsub(VecF a, VecF b, VecF c) {
-  return {_mm256_fmaddsub_ps(a.v, b.v, c.v)};
-}
 inline float reduce_sum(VecF a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -214,6 +157,45 @@ inline VecF zero_where_less(VecF x, VecF a, VecF b) {
 }
 
 #endif
+
+// The arithmetic both widths spell alike but for the intrinsics' width prefix, written once:
+// HEARTH_PS(add) is _mm512_add_ps or _mm256_add_ps.
+#if defined(__AVX512F__)
+#define HEARTH_PS(op) _mm512_##op##_ps
+#else
+#define HEARTH_PS(op) _mm256_##op##_ps
+#endif
+inline VecF operator+(VecF a, VecF b) {
+  return {HEARTH_PS(add)(a.v, b.v)};
+}
+inline VecF operator-(VecF a, VecF b) {
+  return {HEARTH_PS(sub)(a.v, b.v)};
+}
+inline VecF operator*(VecF a, VecF b) {
+  return {HEARTH_PS(mul)(a.v, b.v)};
+}
+inline VecF operator/(VecF a, VecF b) {
+  return {HEARTH_PS(div)(a.v, b.v)};
+}
+inline VecF vmax(VecF a, VecF b) {
+  return {HEARTH_PS(max)(a.v, b.v)};
+}
+inline VecF vmin(VecF a, VecF b) {
+  return {HEARTH_PS(min)(a.v, b.v)};
+}
+// a * b + c
+inline VecF fma(VecF a, VecF b, VecF c) {
+  return {HEARTH_PS(fmadd)(a.v, b.v, c.v)};
+}
+// c - a * b
+inline VecF fnma(VecF a, VecF b, VecF c) {
+  return {HEARTH_PS(fnmadd)(a.v, b.v, c.v)};
+}
+// even lanes a * b - c, odd lanes a * b + c
+inline VecF fmaddsub(VecF a, VecF b, VecF c) {
+  return {HEARTH_PS(fmaddsub)(a.v, b.v, c.v)};
+}
+#undef HEARTH_PS
 
 // The four horizontal sums (sum(a), sum(b), sum(c), sum(d)) in one go: three hadds share
 // the shuffling that four separate reductions would each repeat.

@@ -11,6 +11,7 @@
 #include "hearth/base/enum_names.h"
 #include "hearth/base/error.h"
 #include "hearth/base/half.h"
+#include "hearth/compute/isa_dispatch.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
@@ -230,11 +231,7 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
 }
 
 void f32_to_f16(const float* src, uint16_t* dst, int64_t n, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::f32_to_f16_avx512(src, dst, n);
-  if (isa == Isa::kAvx2) return detail::f32_to_f16_avx2(src, dst, n);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, f32_to_f16, src, dst, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "hearth/compute/isa_dispatch.h"
+
 namespace hearth::compute {
 
 void ref::rmsnorm(const float* x, const float* weight, float* out, int64_t n_rows, int64_t dim,
@@ -19,11 +21,7 @@ void ref::rmsnorm(const float* x, const float* weight, float* out, int64_t n_row
 
 void rmsnorm(const float* x, const float* weight, float* out, int64_t n_rows, int64_t dim,
              float eps, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::rmsnorm_avx512(x, weight, out, n_rows, dim, eps);
-  if (isa == Isa::kAvx2) return detail::rmsnorm_avx2(x, weight, out, n_rows, dim, eps);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, rmsnorm, x, weight, out, n_rows, dim, eps);
   ref::rmsnorm(x, weight, out, n_rows, dim, eps);
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "hearth/compute/isa_dispatch.h"
+
 namespace hearth::compute {
 
 void ref::softmax(float* x, int64_t n_rows, int64_t n) {
@@ -20,11 +22,7 @@ void ref::softmax(float* x, int64_t n_rows, int64_t n) {
 }
 
 void softmax(float* x, int64_t n_rows, int64_t n, Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512) return detail::softmax_avx512(x, n_rows, n);
-  if (isa == Isa::kAvx2) return detail::softmax_avx2(x, n_rows, n);
-#endif
-  (void)isa;
+  HEARTH_RETURN_ISA_VARIANT(isa, softmax, x, n_rows, n);
   ref::softmax(x, n_rows, n);
 }
 

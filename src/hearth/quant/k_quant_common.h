@@ -52,22 +52,24 @@ inline void quantize_k_superblock(const float* x, int nmax, uint16_t* d_out, uin
   pack_q4k_scales(sc, m, scales_out);
 }
 
-// The low 4 bits of the quant of element e (0..255) in the Q4_K/Q5_K nibble order.
-inline int k_nibble(const uint8_t* qs, int e) {
-  return (qs[32 * (e / 64) + e % 32] >> (4 * ((e % 64) / 32))) & 0x0f;
+// The low 4 bits of the quant of element l (0..31) of sub-block sb (0..7) in the Q4_K/Q5_K
+// nibble order: sub-blocks 2c and 2c+1 share the bytes qs[32c, 32c+32), low and high nibbles.
+inline int k_nibble(const uint8_t* qs, int sb, int l) {
+  return (qs[32 * (sb / 2) + l] >> (4 * (sb % 2))) & 0x0f;
 }
 
-// Dequantizes a row of Q4_K or Q5_K blocks: x = d * sc[s] * q - dmin * m[s] for element e of
-// sub-block s = e / 32, with q = quant_at(block, e).
-template <class Block, int (*quant_at)(const Block&, int)>
+// Dequantizes a row of Q4_K or Q5_K blocks: x = d * sc[sb] * q - dmin * m[sb] for element l of
+// sub-block sb, with q = quant_at(block, sb, l).
+template <class Block, int (*quant_at)(const Block&, int, int)>
 inline void k_row_to_float(const void* src, float* dst, int64_t n) {
   dequantize_blocks<Block>(src, dst, n, [](const Block& b, float* y) {
     const float d = half_to_float(b.d), dmin = half_to_float(b.dmin);
     uint8_t sc[8], m[8];
     unpack_q4k_scales(b.scales, sc, m);
-    for (int e = 0; e < kQKK; ++e) {
-      const int sb = e / 32;
-      y[e] = d * sc[sb] * static_cast<float>(quant_at(b, e)) - dmin * m[sb];
+    for (int sb = 0; sb < 8; ++sb) {
+      for (int l = 0; l < 32; ++l) {
+        y[32 * sb + l] = d * sc[sb] * static_cast<float>(quant_at(b, sb, l)) - dmin * m[sb];
+      }
     }
   });
 }
@@ -96,6 +98,18 @@ inline float k_block_dot(const Block& x, const BlockQ8_K& y, SubDot sub_dot) {
   }
   return y.d * (half_to_float(x.d) * static_cast<float>(isum) -
                 half_to_float(x.dmin) * static_cast<float>(imin));
+}
+
+// The dot of a row of Q4_K or Q5_K blocks with a row of Q8_K blocks, q = quant_at(block, sb, l).
+template <class Block, int (*quant_at)(const Block&, int, int)>
+inline void k_row_dot(int64_t n, const void* w, const void* a, float* out) {
+  dot_blocks<Block, BlockQ8_K>(n, w, a, out, [](const Block& x, const BlockQ8_K& y) {
+    return k_block_dot(x, y, [&](int sb) {
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) dot += quant_at(x, sb, l) * y.qs[32 * sb + l];
+      return dot;
+    });
+  });
 }
 
 }  // namespace hearth::quant::ref

@@ -7,8 +7,8 @@
 namespace hearth::quant::ref {
 
 namespace {
-int q4_at(const BlockQ4_K& b, int e) {
-  return k_nibble(b.qs, e);
+int q4_at(const BlockQ4_K& b, int sb, int l) {
+  return k_nibble(b.qs, sb, l);
 }
 
 void store_q4(const uint8_t* q, BlockQ4_K& b) {
@@ -29,15 +29,7 @@ void quantize_q4_k(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q4_k_q8_k(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks<BlockQ4_K, BlockQ8_K>(n, w, a, out, [](const BlockQ4_K& x, const BlockQ8_K& y) {
-    return k_block_dot(x, y, [&](int sb) {
-      const uint8_t* q = x.qs + 32 * (sb / 2);
-      const int shift = (sb % 2) * 4;
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0x0f) * y.qs[32 * sb + l];
-      return dot;
-    });
-  });
+  k_row_dot<BlockQ4_K, q4_at>(n, w, a, out);
 }
 
 }  // namespace hearth::quant::ref

@@ -7,9 +7,9 @@
 namespace hearth::quant::ref {
 
 namespace {
-// Quant of element e (0..255) of a Q5_K block, 0..31: its high bit is bit e / 32 of qh[e % 32].
-int q5_at(const BlockQ5_K& b, int e) {
-  return k_nibble(b.qs, e) | (((b.qh[e % 32] >> (e / 32)) & 1) << 4);
+// Quant of element l of sub-block sb of a Q5_K block, 0..31: its high bit is bit sb of qh[l].
+int q5_at(const BlockQ5_K& b, int sb, int l) {
+  return k_nibble(b.qs, sb, l) | (((b.qh[l] >> sb) & 1) << 4);
 }
 
 void store_q5(const uint8_t* q, BlockQ5_K& b) {
@@ -33,13 +33,7 @@ void quantize_q5_k(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q5_k_q8_k(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks<BlockQ5_K, BlockQ8_K>(n, w, a, out, [](const BlockQ5_K& x, const BlockQ8_K& y) {
-    return k_block_dot(x, y, [&](int sb) {
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) dot += q5_at(x, 32 * sb + l) * y.qs[32 * sb + l];
-      return dot;
-    });
-  });
+  k_row_dot<BlockQ5_K, q5_at>(n, w, a, out);
 }
 
 }  // namespace hearth::quant::ref
