@@ -136,6 +136,7 @@ int run_bench_e2e(const Args& args) {
     eo.n_ctx = n_ctx;
     eo.repack = model::parse_repack_mode(repack);
     eo.kv_types = kv_types(cache_type_k, cache_type_v);
+    with_memory_status(eo);
     model::Engine engine(file, eo);
     repacked_bytes = engine.repacked_bytes();
     const auto& hp = engine.hparams();

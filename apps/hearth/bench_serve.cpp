@@ -25,8 +25,9 @@
 #include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/head/logits_source.h"
 #include "hearth/model/engine.h"
-#include "hearth/serve/backend.h"
+#include "hearth/serve/device_status.h"
 #include "hearth/serve/http_lib.h"
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
@@ -80,9 +81,10 @@ RequestTiming one_request(int port, int gen_tokens, int index) {
   return t;
 }
 
-// Runs every concurrency level against a server over `backend` and prints one table.
-void bench_levels(serve::Backend& backend, const text::Tokenizer& tokenizer,
-                  const std::vector<int>& levels, int gen_tokens, bool batched) {
+// Runs every concurrency level against a server over `source` and prints one table.
+void bench_levels(head::LogitsSource& source, serve::DeviceStatus& devices,
+                  const text::Tokenizer& tokenizer, const std::vector<int>& levels, int gen_tokens,
+                  bool batched) {
   const int max_level = *std::max_element(levels.begin(), levels.end());
   serve::ServerOptions so;
   so.port = 0;
@@ -90,7 +92,7 @@ void bench_levels(serve::Backend& backend, const text::Tokenizer& tokenizer,
   so.scheduler.parallel = max_level;
   so.scheduler.max_queue = max_level;
   so.scheduler.batched = batched;
-  serve::Server server(backend, tokenizer,
+  serve::Server server(source, devices, tokenizer,
                        std::string(text::builtin_chat_template("chatml").value()), so);
   const int port = server.bind();
   std::thread serving([&] { server.run(); });
@@ -154,15 +156,16 @@ int run_bench_serve(const Args& args) {
   const text::Tokenizer tokenizer(text::load_vocab(file), mo.model);
   {
     model::Engine engine(file, engine_options(mo));
-    serve::LocalBackend backend(engine);
+    head::LocalSource local(engine);
+    serve::LocalStatus devices;
     fmt::print(
         "hearth bench serve: {} ({} layers, dim {}), {} threads, {} cores, {} tokens per "
         "request\n",
         mo.model, engine.hparams().n_layers, engine.hparams().dim, engine.pool().size(),
         std::thread::hardware_concurrency(), gen_tokens);
     fmt::print("\nsingle device:\n");
-    bench_levels(backend, tokenizer, levels, gen_tokens, true);
-    if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
+    bench_levels(local, devices, tokenizer, levels, gen_tokens, true);
+    if (compare) bench_levels(local, devices, tokenizer, levels, gen_tokens, false);
   }
   if (ring >= 2) {
     // Encrypted links with a key made for this run, as every ring has; --insecure: plain TCP.
@@ -187,7 +190,7 @@ int run_bench_serve(const Args& args) {
     ro.n_seq_max = *std::max_element(levels.begin(), levels.end());
     cluster::RecoveringRing recovering(file, ro, cluster::proportional_replan(ro));
     const cluster::RingSource& source = recovering.ring();
-    serve::RingBackend backend(recovering);
+    serve::RingStatus devices(recovering);
     std::string plan;
     for (const auto& d : source.devices()) plan += (plan.empty() ? "" : ",") + std::to_string(d.w);
     fmt::print(
@@ -196,8 +199,8 @@ int run_bench_serve(const Args& args) {
         "step:\n",
         ring, ring - 1, worker_threads, plan, source.rounds(),
         insecure ? "plain TCP" : "encrypted");
-    bench_levels(backend, tokenizer, levels, gen_tokens, true);
-    if (compare) bench_levels(backend, tokenizer, levels, gen_tokens, false);
+    bench_levels(recovering, devices, tokenizer, levels, gen_tokens, true);
+    if (compare) bench_levels(recovering, devices, tokenizer, levels, gen_tokens, false);
   }
   return 0;
 }

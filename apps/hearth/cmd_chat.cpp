@@ -11,8 +11,8 @@
 #include "draft_options.h"
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/head/generate.h"
 #include "hearth/model/engine.h"
-#include "hearth/model/generate.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
 #include "load_progress.h"
@@ -48,7 +48,7 @@ int run_chat(const Args& args) {
   const nlohmann::ordered_json kwargs = chat_template_kwargs(ct);
   warm_model_pages(file);
   model::Engine engine(file, engine_options(mo));
-  model::LocalSource source(engine);
+  head::LocalSource source(engine);
   const DraftSetup draft =
       make_drafter(dopt, tokenizer.vocab(), engine.n_ctx(), engine.pool().size());
   const bool interactive = isatty(STDIN_FILENO) != 0;
@@ -58,7 +58,7 @@ int run_chat(const Args& args) {
   std::vector<text::ChatMessage> messages;
   if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
   std::vector<int32_t> cached;  // token ids the cache of sequence 0 holds, in order
-  model::GenerateParams gp;
+  head::GenerateParams gp;
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.grammar = grammar;
@@ -93,7 +93,7 @@ int run_chat(const Args& args) {
     cached.resize(keep);
     const std::span<const int32_t> fresh(ids.data() + keep, ids.size() - keep);
     gp.past = cached;  // the drafter sees the whole conversation
-    const auto r = model::generate(source, tokenizer, fresh, gp, [](std::string_view piece) {
+    const auto r = head::generate(source, tokenizer, fresh, gp, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     });
@@ -107,7 +107,7 @@ int run_chat(const Args& args) {
       const std::string drafts =
           gp.drafter == nullptr ? std::string()
                                 : fmt::format(", {} of {} drafts accepted, {:.2f} tokens per trip",
-                                              r.accepted, r.drafted, model::tokens_per_trip(r));
+                                              r.accepted, r.drafted, head::tokens_per_trip(r));
       fmt::print(stderr, "[{} tokens, {:.1f} tok/s, context {}/{}{}]\n", r.ids.size(),
                  r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0.0, cached.size(), engine.n_ctx(), drafts);
     }

@@ -12,7 +12,7 @@
 #include "hearth/cluster/ring_source.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/generate.h"
+#include "hearth/head/generate.h"
 #include "hearth/model/presets.h"
 #include "hearth/model/synth.h"
 #include "hearth/residency/memory_status.h"
@@ -94,11 +94,11 @@ int run_demo(const Args& args) {
   fmt::print("demo: prompt: {}\n---\n{}", prompt, prompt);
   std::fflush(stdout);
 
-  model::GenerateParams gp;
+  head::GenerateParams gp;
   gp.n_predict = n_predict;
   gp.sampling.temperature = 0.0f;  // greedy: the same text every time, on any number of devices
   const auto ids = tokenizer.encode(prompt, true);
-  const auto r = model::generate(ring, tokenizer, ids, gp, [](std::string_view piece) {
+  const auto r = head::generate(ring, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });

@@ -18,8 +18,8 @@
 #include "hearth/cluster/ring_source.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/head/generate.h"
 #include "hearth/model/engine.h"
-#include "hearth/model/generate.h"
 #include "hearth/model/hparams.h"
 #include "hearth/profile/device_profiler.h"
 #include "hearth/residency/device_meter.h"
@@ -185,14 +185,14 @@ int run_run(const Args& args) {
       make_drafter(dopt, tokenizer.vocab(), recovering->n_ctx(), ring().engine().pool().size());
   const double load_ms = now_ms() - t_load;
 
-  model::GenerateParams gp;
+  head::GenerateParams gp;
   draft.apply(dopt, gp);
   gp.n_predict = n_predict;
   gp.sampling = resolve_sampling(so);
   gp.grammar = grammar;
   gp.stop_at_eog = !ignore_eos;
-  model::LogitsSource& source = *recovering;
-  const auto r = model::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
+  head::LogitsSource& source = *recovering;
+  const auto r = head::generate(source, tokenizer, ids, gp, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });

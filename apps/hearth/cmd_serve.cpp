@@ -16,8 +16,9 @@
 #include "hearth/cluster/recovering_ring.h"
 #include "hearth/cluster/ring_source.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/head/logits_source.h"
 #include "hearth/model/engine.h"
-#include "hearth/serve/backend.h"
+#include "hearth/serve/device_status.h"
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/vocab.h"
@@ -93,10 +94,12 @@ int run_serve(const Args& args) {
   const std::string tmpl = chat_template(ct, tokenizer.vocab());
   std::unique_ptr<model::Engine> engine;
   HeadRing head;  // re-forms without lost workers, and with workers back or new
-  std::unique_ptr<serve::Backend> backend;
+  std::unique_ptr<head::LogitsSource> source;
+  std::unique_ptr<serve::DeviceStatus> devices;
   if (!rg.ring()) {
     engine = std::make_unique<model::Engine>(file, engine_options(mo));
-    backend = std::make_unique<serve::LocalBackend>(*engine);
+    source = std::make_unique<head::LocalSource>(*engine);
+    devices = std::make_unique<serve::LocalStatus>();
   } else {
     cluster::RingOptions ro;
     ro.threads = mo.threads;
@@ -107,7 +110,7 @@ int run_serve(const Args& args) {
     ro.n_seq_max = so.scheduler.parallel;
     rg.auto_plan.head_reserved_bytes = draft_memory_bytes(dopt, mo.ctx);
     head = start_head_ring(file, mo, rg, ro, "hearth serve");
-    backend = std::make_unique<serve::RingBackend>(*head.ring);
+    devices = std::make_unique<serve::RingStatus>(*head.ring);
     so.plan.rounds = head.ring->ring().rounds();
     if (head.auto_plan) {
       so.plan.predicted_tpot_ms = head.auto_plan->plan.predicted_tpot_ms;
@@ -117,20 +120,21 @@ int run_serve(const Args& args) {
       }
     }
   }
+  head::LogitsSource& head_source = source ? *source : *head.ring;
   so.model_id = alias.empty() ? std::filesystem::path(mo.model).stem().string() : alias;
   // The draft model runs on this device, between the target's passes.
-  const DraftSetup draft = make_drafter(dopt, tokenizer.vocab(), backend->n_ctx(), mo.threads);
+  const DraftSetup draft = make_drafter(dopt, tokenizer.vocab(), head_source.n_ctx(), mo.threads);
   so.scheduler.drafter = draft.drafter.get();
   so.scheduler.draft_max = dopt.draft_max;
   so.scheduler.draft_min = dopt.draft_min;
 
-  serve::Server server(*backend, tokenizer, tmpl, so);
+  serve::Server server(head_source, *devices, tokenizer, tmpl, so);
   const int port = server.bind();
   // The first stdout line names the address, so scripts and tests can find a --port 0 server.
   fmt::print("hearth serve: listening on http://{}:{}\n", so.host, port);
   std::fflush(stdout);
   fmt::print(stderr, "hearth serve: model '{}', context {} tokens, {} parallel, queue {}{}{}\n",
-             so.model_id, backend->n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
+             so.model_id, head_source.n_ctx(), so.scheduler.parallel, so.scheduler.max_queue,
              so.api_key.empty() ? "" : ", API key required",
              draft.drafter
                  ? fmt::format(", {} drafts up to {}", draft.drafter->kind(), dopt.draft_max)

@@ -11,8 +11,8 @@
 
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
-#include "hearth/model/drafter.h"
-#include "hearth/model/generate.h"
+#include "hearth/head/drafter.h"
+#include "hearth/head/generate.h"
 #include "hearth/model/hparams.h"
 #include "model_options.h"
 
@@ -67,9 +67,9 @@ inline uint64_t draft_memory_bytes(const DraftOptions& o, int64_t n_ctx) {
 // The drafter the flags ask for, with the draft model's file kept alive beside it.
 struct DraftSetup {
   std::optional<gguf::GgufFile> file;
-  std::unique_ptr<model::Drafter> drafter;
+  std::unique_ptr<head::Drafter> drafter;
   // Sets the drafting fields of `gp` (none without a drafter).
-  void apply(const DraftOptions& o, model::GenerateParams& gp) const {
+  void apply(const DraftOptions& o, head::GenerateParams& gp) const {
     gp.drafter = drafter.get();
     gp.draft_max = o.draft_max;
     gp.draft_min = o.draft_min;
@@ -86,13 +86,14 @@ inline DraftSetup make_drafter(const DraftOptions& o, const text::VocabData& tar
         fmt::format("--draft-min ({}) is above --draft-max ({})", o.draft_min, o.draft_max));
   }
   if (o.lookup) {
-    s.drafter = std::make_unique<model::LookupDrafter>(o.ngram_min, o.ngram_max);
+    s.drafter = std::make_unique<head::LookupDrafter>(o.ngram_min, o.ngram_max);
   } else if (!o.model.empty()) {
     s.file.emplace(gguf::GgufFile::open(o.model));
     model::EngineOptions eo;
     eo.threads = threads;
     eo.n_ctx = n_ctx;
-    s.drafter = std::make_unique<model::ModelDrafter>(*s.file, o.model, target, eo, o.p_min);
+    with_memory_status(eo);
+    s.drafter = std::make_unique<head::ModelDrafter>(*s.file, o.model, target, eo, o.p_min);
   }
   return s;
 }

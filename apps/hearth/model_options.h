@@ -15,6 +15,7 @@
 
 #include "hearth/base/error.h"
 #include "hearth/model/engine.h"
+#include "hearth/residency/memory_status.h"
 #include "hearth/text/chat.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/json_schema.h"
@@ -79,6 +80,13 @@ inline compute::KvTypes kv_types(const ModelOptions& o) {
   return kv_types(o.cache_type_k, o.cache_type_v);
 }
 
+// This device's free memory now, which --repack auto weighs the repacked copy against.
+inline void with_memory_status(model::EngineOptions& e) {
+  const residency::MemoryStatus mem = residency::read_memory_status();
+  e.memory_available = mem.available;
+  e.memory_source = mem.source;
+}
+
 // The engine options these flags ask for (layers: all).
 inline model::EngineOptions engine_options(const ModelOptions& o) {
   model::EngineOptions e;
@@ -86,6 +94,7 @@ inline model::EngineOptions engine_options(const ModelOptions& o) {
   e.n_ctx = o.ctx;
   e.repack = model::parse_repack_mode(o.repack);
   e.kv_types = kv_types(o);
+  with_memory_status(e);
   return e;
 }
 

@@ -351,6 +351,27 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   EXPECT_THROW(parse_repack_mode("yes"), UsageError);
 }
 
+// --repack auto weighs the copy against the free memory the caller passes in: less than twice
+// the copy's size keeps the file layout; no figure (0) repacks as `on` does.
+TEST(Engine, AutoRepackWeighsTheMemoryPassedIn) {
+  if (!quant::traits(gguf::TensorType::kQ8_0).rows16_fast) {
+    GTEST_SKIP() << "no rows16 kernels for Q8_0 on this CPU: nothing is ever repacked";
+  }
+  const auto path = make_model(Case{"repack", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 0});
+  const auto file = gguf::GgufFile::open(path);
+  EngineOptions on{2, 64, {}};
+  on.repack = RepackMode::kOn;
+  const uint64_t copy = Engine(file, on).repacked_bytes();
+  ASSERT_GT(copy, 0u);
+  EngineOptions tight{2, 64, {}}, ample{2, 64, {}}, unknown{2, 64, {}};
+  tight.memory_available = 2 * copy - 1;
+  tight.memory_source = "test";
+  ample.memory_available = 2 * copy + (1u << 20);
+  EXPECT_EQ(Engine(file, tight).repacked_bytes(), 0u);
+  EXPECT_EQ(Engine(file, ample).repacked_bytes(), copy);
+  EXPECT_EQ(Engine(file, unknown).repacked_bytes(), copy);
+}
+
 // A mixture of experts repacks every expert's matrices (the router is f32: no rows16 layout)
 // and gives the ids and, within summation order, the logits of the file layout.
 TEST(Engine, RepackedExpertsGiveTheSameAnswers) {

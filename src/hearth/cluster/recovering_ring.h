@@ -54,7 +54,7 @@ std::vector<int> plan_without(const std::vector<int>& plan, const std::vector<si
 // them).
 Replan proportional_replan(RingOptions original);
 
-class RecoveringRing : public model::LogitsSource {
+class RecoveringRing : public head::LogitsSource {
  public:
   // `file` must outlive this. Builds the first ring at once (errors as RingSource's).
   // `planned_over`: the workers the first plan was chosen from (default: options.workers);
@@ -66,7 +66,7 @@ class RecoveringRing : public model::LogitsSource {
   // RingSource::eval_batch, recovering.
   void eval_batch(std::span<const model::EvalItem> items) override;
   void truncate(int64_t seq, int64_t n_pos) override;
-  void drop(int64_t seq);
+  void drop(int64_t seq) override;
   int64_t vocab() const override { return vocab_; }
   int64_t n_ctx() const override { return n_ctx_; }
   // Positions held: the tokens evaluated so far (the same on every ring it re-forms).

@@ -22,8 +22,8 @@
 #include "hearth/cluster/stage.h"
 #include "hearth/cluster/windows.h"
 #include "hearth/gguf/gguf_file.h"
+#include "hearth/head/logits_source.h"
 #include "hearth/model/engine.h"
-#include "hearth/model/generate.h"
 #include "hearth/net/transport.h"
 #include "hearth/plan/prefill.h"
 #include "hearth/residency/device_meter.h"
@@ -63,7 +63,7 @@ struct RingDevice {
   std::vector<Window> windows;  // (k) per round
 };
 
-class RingSource : public model::LogitsSource {
+class RingSource : public head::LogitsSource {
  public:
   // `file` must outlive the source. Throws UsageError (bad plan, other model) or NetError.
   RingSource(const gguf::GgufFile& file, RingOptions options);
@@ -76,7 +76,7 @@ class RingSource : public model::LogitsSource {
   int64_t n_ctx() const override;
   int64_t seq_length(int64_t seq) const override;
   void truncate(int64_t seq, int64_t n_pos) override;  // on every device
-  void drop(int64_t seq);
+  void drop(int64_t seq) override;
 
   const std::vector<RingDevice>& devices() const { return devices_; }
   int rounds() const { return rounds_; }

@@ -150,6 +150,8 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   eo.layers = layers;
   eo.with_output = opt_.with_output;
   eo.repack = opt_.residency.repack;
+  eo.memory_available = mem.available;  // the figure this stage planned its memory with
+  eo.memory_source = mem.source;
   // A streaming device computes from the file's bytes; with k > 1 rounds in mmap mode the
   // windows come and go from the page cache: both keep the GGUF layout.
   // An expert store reads experts into a buffer in the file's layout.

@@ -18,7 +18,6 @@
 #include "hearth/compute/norm.h"
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/quant/type_traits.h"
-#include "hearth/residency/memory_status.h"
 
 namespace hearth::model {
 
@@ -79,7 +78,7 @@ Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
   // Refuse a cache type the model's heads cannot use now, not at the first token.
   compute::kv_row_bytes(kv_types_.k, static_cast<int>(weights_.hp.head_dim));
   compute::kv_row_bytes(kv_types_.v, static_cast<int>(weights_.hp.head_dim));
-  repack(options.repack, options.with_output);
+  repack(options);
 }
 
 RepackMode parse_repack_mode(const std::string& text) {
@@ -88,7 +87,9 @@ RepackMode parse_repack_mode(const std::string& text) {
   return parse_enum(kNames, text, "--repack");
 }
 
-void Engine::repack(RepackMode mode, bool with_output) {
+void Engine::repack(const EngineOptions& options) {
+  const RepackMode mode = options.repack;
+  const bool with_output = options.with_output;
   if (mode == RepackMode::kOff) return;
   std::vector<WeightView*> todo;
   for (int l : layers_) {
@@ -108,15 +109,13 @@ void Engine::repack(RepackMode mode, bool with_output) {
   uint64_t bytes = 0;
   for (const WeightView* w : todo) bytes += padded(compute::rows16_bytes(*w));
   if (bytes == 0) return;
-  if (mode == RepackMode::kAuto) {
-    const auto mem = residency::read_memory_status();
-    if (bytes > mem.available / 2) {
-      log::info(
-          "engine: not repacking {} MiB of weights: {} MiB available ({}); --repack on "
-          "forces it",
-          bytes >> 20, mem.available >> 20, mem.source);
-      return;
-    }
+  if (mode == RepackMode::kAuto && options.memory_available > 0 &&
+      bytes > options.memory_available / 2) {
+    log::info(
+        "engine: not repacking {} MiB of weights: {} MiB available ({}); --repack on "
+        "forces it",
+        bytes >> 20, options.memory_available >> 20, options.memory_source);
+    return;
   }
   const auto t0 = std::chrono::steady_clock::now();
   repacked_ = HugeBuffer(bytes);

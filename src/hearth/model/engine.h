@@ -51,6 +51,11 @@ struct EngineOptions {
   RepackMode repack = RepackMode::kAuto;
   bool with_output = true;  // false: logits() is never called (ring workers): skip its repack
   compute::KvTypes kv_types = {};  // element types of every sequence's K and V cache
+  // For RepackMode::kAuto: the memory this device has free now and where that figure comes
+  // from (the caller reads it: residency::read_memory_status), so the engine reads no live
+  // figures of its own. 0: not known, and kAuto repacks.
+  uint64_t memory_available = 0;
+  std::string memory_source = {};
 };
 
 // "auto", "on", "off" -> mode; UsageError naming the value otherwise.
@@ -130,7 +135,7 @@ class Engine {
 
  private:
   compute::KvCache& cache_for(int64_t seq);
-  void repack(RepackMode mode, bool with_output);
+  void repack(const EngineOptions& options);
   void layer_forward(int layer, WeightFeed* feed, std::span<const BatchSegment> segments,
                      std::span<compute::KvCache* const> caches, float* x, int64_t n);
   void experts_forward(int layer, const float* xn, int64_t n, float* out);

@@ -182,16 +182,17 @@ void trim_heap() {
 }  // namespace
 
 struct Server::Impl {
-  Impl(Backend& b, const text::Tokenizer& t, std::string tmpl, ServerOptions o)
-      : backend(b),
+  Impl(head::LogitsSource& src, DeviceStatus& dev, const text::Tokenizer& t, std::string tmpl,
+       ServerOptions o)
+      : devices(dev),
         tokenizer(t),
         chat_template(std::move(tmpl)),
         tool_format(text::detect_tool_format(chat_template)),
         opt(std::move(o)),
-        scheduler(b, t, metrics, opt.scheduler),
+        scheduler(src, dev, t, metrics, opt.scheduler),
         listener(listener_options(opt), [this](HttpExchange& ex) { handle(ex); }) {}
 
-  Backend& backend;
+  DeviceStatus& devices;
   const text::Tokenizer& tokenizer;
   const std::string chat_template;
   const text::ToolFormat tool_format;  // how this model's template calls tools
@@ -647,7 +648,7 @@ struct Server::Impl {
   }
 
   json cluster_snapshot(double tokens_per_s) const {
-    return cluster_json(opt.model_id, metrics.snapshot(), backend.ring_state(), opt.plan,
+    return cluster_json(opt.model_id, metrics.snapshot(), devices.ring_state(), opt.plan,
                         tokens_per_s);
   }
 
@@ -687,7 +688,7 @@ struct Server::Impl {
 
   // A ring that lost devices still serves, on fewer: "degraded", with what it lost.
   void health(HttpExchange& ex) {
-    const RingState st = backend.ring_state();
+    const RingState st = devices.ring_state();
     json j{{"status", st.devices < st.devices_at_start ? "degraded" : "ok"}};
     if (st.ring) {
       j["ring"] = {{"devices", st.devices},
@@ -833,7 +834,7 @@ struct Server::Impl {
       if (req.path == "/v1/models") return models(ex);
       if (req.path == "/health") return health(ex);
       return ex.respond(200, "text/plain; version=0.0.4",
-                        metrics.render() + ring_metrics(backend.ring_state()));
+                        metrics.render() + ring_metrics(devices.ring_state()));
     }
     throw ApiError(404,
                    fmt::format("no route {} {}", req.method.substr(0, 16), req.path.substr(0, 256)),
@@ -841,9 +842,9 @@ struct Server::Impl {
   }
 };
 
-Server::Server(Backend& backend, const text::Tokenizer& tokenizer, std::string chat_template,
-               ServerOptions options)
-    : impl_(std::make_unique<Impl>(backend, tokenizer, std::move(chat_template),
+Server::Server(head::LogitsSource& source, DeviceStatus& devices, const text::Tokenizer& tokenizer,
+               std::string chat_template, ServerOptions options)
+    : impl_(std::make_unique<Impl>(source, devices, tokenizer, std::move(chat_template),
                                    std::move(options))) {}
 
 Server::~Server() {

@@ -10,7 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "hearth/serve/backend.h"
+#include "hearth/head/logits_source.h"
+#include "hearth/serve/device_status.h"
 #include "hearth/serve/scheduler.h"
 #include "hearth/serve/web_api.h"
 #include "hearth/text/tokenizer.h"
@@ -33,9 +34,10 @@ struct ServerOptions {
 
 class Server {
  public:
-  // `backend` and `tokenizer` must outlive the server; `chat_template` is Jinja source.
-  Server(Backend& backend, const text::Tokenizer& tokenizer, std::string chat_template,
-         ServerOptions options);
+  // `source`, `devices` and `tokenizer` must outlive the server; `chat_template` is Jinja
+  // source.
+  Server(head::LogitsSource& source, DeviceStatus& devices, const text::Tokenizer& tokenizer,
+         std::string chat_template, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -10,7 +10,7 @@
 
 #include "hearth/base/clock.h"
 #include "hearth/base/log.h"
-#include "hearth/model/generate.h"
+#include "hearth/head/generate.h"
 #include "hearth/serve/stop_matcher.h"
 
 namespace hearth::serve {
@@ -52,12 +52,12 @@ struct Scheduler::Slot {
   // answer also sees them.
   bool trip_open = false;
   int64_t trip_drafted = 0, trip_accepted = 0;
-  int64_t draft_len = 0;  // drafts to ask for next (model::next_draft_length); 0: draft_max
+  int64_t draft_len = 0;  // drafts to ask for next (head::next_draft_length); 0: draft_max
 };
 
-Scheduler::Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
-                     SchedulerOptions options)
-    : backend_(backend), tokenizer_(tokenizer), metrics_(metrics), opt_(options) {
+Scheduler::Scheduler(head::LogitsSource& source, DeviceStatus& devices,
+                     const text::Tokenizer& tokenizer, Metrics& metrics, SchedulerOptions options)
+    : source_(source), devices_(devices), tokenizer_(tokenizer), metrics_(metrics), opt_(options) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -133,7 +133,7 @@ void Scheduler::finish(Slot& s, const std::string& reason, const std::string& er
 void Scheduler::close_trip(Slot& s) {
   if (!s.trip_open) return;
   s.trip_open = false;
-  s.draft_len = model::next_draft_length(s.trip_drafted, s.trip_accepted, opt_.draft_max);
+  s.draft_len = head::next_draft_length(s.trip_drafted, s.trip_accepted, opt_.draft_max);
   metrics_.decode_trip(s.trip_drafted, s.trip_accepted);
   s.job->add_drafts(s.trip_drafted, s.trip_accepted);
 }
@@ -141,7 +141,7 @@ void Scheduler::close_trip(Slot& s) {
 void Scheduler::drop_sequence(int64_t seq) {
   try {
     if (opt_.drafter != nullptr) opt_.drafter->forget(seq);
-    backend_.drop(seq);
+    source_.drop(seq);
   } catch (const std::exception& e) {
     log::warn("serve: dropping sequence {}: {}", seq, e.what());
   }
@@ -176,7 +176,7 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
     const int64_t seq = best->seq;
     kept_.erase(best);
     try {
-      backend_.truncate(seq, static_cast<int64_t>(best_len));
+      source_.truncate(seq, static_cast<int64_t>(best_len));
       *reused = best_len;
       metrics_.prompt_tokens_cached(static_cast<int64_t>(best_len));
       return seq;
@@ -185,7 +185,7 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
       drop_sequence(seq);
     }
   }
-  // A new sequence: the backend holds at most --parallel (kept ones included).
+  // A new sequence: the source holds at most --parallel (kept ones included).
   while (!kept_.empty() && static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
     drop_sequence(kept_.front().seq);
     kept_.pop_front();
@@ -195,7 +195,7 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
 
 bool Scheduler::sample_next(Slot& s, const float* row, int32_t draft) {
   const JobParams& p = s.job->params();
-  const std::span<const float> logits(row, static_cast<size_t>(backend_.vocab()));
+  const std::span<const float> logits(row, static_cast<size_t>(source_.vocab()));
   std::span<const float> use = logits;
   if (s.constraint) {
     s.masked.assign(logits.begin(), logits.end());
@@ -236,7 +236,7 @@ bool Scheduler::sample_next(Slot& s, const float* row, int32_t draft) {
   if (s.stop.stopped() || (s.constraint && s.constraint->finished())) {
     finish(s, "stop");
   } else if ((p.max_tokens >= 0 && s.n_generated >= p.max_tokens) ||
-             static_cast<int64_t>(s.tokens.size()) + 1 > backend_.n_ctx()) {
+             static_cast<int64_t>(s.tokens.size()) + 1 > source_.n_ctx()) {
     finish(s, "length");
   } else {
     s.last = id;
@@ -251,7 +251,7 @@ void Scheduler::draft_for(Slot& s) {
   // Drafts beyond the context's room or the tokens still to generate would be wasted.
   if (s.draft_len == 0) s.draft_len = opt_.draft_max;
   int64_t room =
-      std::min<int64_t>(s.draft_len, backend_.n_ctx() - static_cast<int64_t>(s.tokens.size()) - 1);
+      std::min<int64_t>(s.draft_len, source_.n_ctx() - static_cast<int64_t>(s.tokens.size()) - 1);
   if (p.max_tokens >= 0) room = std::min<int64_t>(room, p.max_tokens - s.n_generated - 1);
   if (room <= 0) return;
   std::vector<int32_t> drafts;
@@ -270,7 +270,7 @@ void Scheduler::draft_for(Slot& s) {
 }
 
 void Scheduler::verify_drafts(Slot& s, size_t cache_before) {
-  const int64_t vocab = backend_.vocab();
+  const int64_t vocab = source_.vocab();
   const auto m = static_cast<int64_t>(s.step.size()) - 1;
   // Row j of the logits follows step[0..j]; `tokens` grows with each token judged, so it
   // always says what the cache keeps should this row's token be the last one chosen.
@@ -290,7 +290,7 @@ void Scheduler::verify_drafts(Slot& s, size_t cache_before) {
     if (!ok || s.done) break;
   }
   close_trip(s);
-  if (j < m) backend_.truncate(s.seq, static_cast<int64_t>(s.tokens.size()));
+  if (j < m) source_.truncate(s.seq, static_cast<int64_t>(s.tokens.size()));
 }
 
 void Scheduler::step() {
@@ -316,7 +316,7 @@ void Scheduler::step() {
       if (prefill_used > 0 && prefill_used + n > chunk_max) continue;  // a later step
       // The HTTP layer refuses prompts that do not fit; should one slip through, it fails
       // alone instead of taking the whole pass (and every other request) down with it.
-      if (backend_.seq_length(s.seq) + static_cast<int64_t>(n) > backend_.n_ctx()) {
+      if (source_.seq_length(s.seq) + static_cast<int64_t>(n) > source_.n_ctx()) {
         finish(s, "error", "the prompt does not fit in the context");
         continue;
       }
@@ -326,7 +326,7 @@ void Scheduler::step() {
       chunk.push_back(n);
     } else {
       draft_for(s);
-      s.logits.resize(s.step.size() * static_cast<size_t>(backend_.vocab()));
+      s.logits.resize(s.step.size() * static_cast<size_t>(source_.vocab()));
       model::EvalItem item{s.seq, s.step, s.logits.data()};
       item.all_logits = s.step.size() > 1;
       items.push_back(item);
@@ -337,9 +337,9 @@ void Scheduler::step() {
   if (items.empty()) return;
   try {
     if (opt_.batched) {
-      backend_.eval_batch(items);
+      source_.eval_batch(items);
     } else {
-      for (const auto& it : items) backend_.eval_batch(std::span<const model::EvalItem>(&it, 1));
+      for (const auto& it : items) source_.eval_batch(std::span<const model::EvalItem>(&it, 1));
     }
   } catch (const std::exception& e) {
     // The pass is all or nothing: every sequence in it lost its step.
@@ -381,7 +381,7 @@ void Scheduler::step() {
 
 void Scheduler::poll_devices() {
   try {
-    metrics_.set_devices(backend_.device_pressure());
+    metrics_.set_devices(devices_.device_pressure());
   } catch (const std::exception& e) {
     log::warn("serve: reading device memory pressure: {}", e.what());
   }
@@ -419,7 +419,7 @@ void Scheduler::loop() {
     for (auto& job : admitted) {
       size_t reused = 0;
       const int64_t seq = claim_sequence(job->params().prompt, &reused);
-      auto slot = std::make_unique<Slot>(std::move(job), seq, tokenizer_, backend_.vocab());
+      auto slot = std::make_unique<Slot>(std::move(job), seq, tokenizer_, source_.vocab());
       slot->prefilled = reused;
       slot->job->set_cached_tokens(static_cast<int64_t>(reused));
       slot->tokens.assign(slot->job->params().prompt.begin(),
@@ -433,7 +433,7 @@ void Scheduler::loop() {
                          static_cast<int64_t>(active_.size()));
     }
     if (now_ms() - last_poll_ms >= kDevicePoll.count()) {
-      if (active_.empty()) backend_.idle();
+      if (active_.empty()) devices_.idle();
       poll_devices();
       last_poll_ms = now_ms();
     }
@@ -452,6 +452,7 @@ void Scheduler::loop() {
       metrics_.set_queue(static_cast<int64_t>(waiting_.size()),
                          static_cast<int64_t>(active_.size()));
     }
+    devices_.after_step();
   }
   // Shutting down: nobody will compute the rest.
   for (auto& s : active_) {

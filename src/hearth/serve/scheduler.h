@@ -1,7 +1,7 @@
 // The scheduler thread: the only thread that touches the engine (or ring). Requests wait in
 // a bounded queue; up to `parallel` of them are active, each in its own sequence (its own
-// KV cache). Every step is ONE batched forward pass (Backend::eval_batch; one trip around
-// the ring): every decoding sequence contributes its last token, and prefilling sequences
+// KV cache). Every step is ONE batched forward pass (LogitsSource::eval_batch; one trip
+// around the ring): every decoding sequence contributes its last token, and prefilling sequences
 // contribute their next prompt chunk (at most `prefill_chunk` tokens, cut at the same places
 // whatever else runs), oldest first, as long as the step's prompt tokens stay within one
 // chunk (so a long prompt cannot stall running streams for longer than one chunk; short
@@ -22,8 +22,9 @@
 #include <thread>
 #include <vector>
 
-#include "hearth/model/drafter.h"
-#include "hearth/serve/backend.h"
+#include "hearth/head/drafter.h"
+#include "hearth/head/logits_source.h"
+#include "hearth/serve/device_status.h"
 #include "hearth/serve/job.h"
 #include "hearth/serve/metrics.h"
 #include "hearth/text/tokenizer.h"
@@ -34,26 +35,27 @@ struct SchedulerOptions {
   int parallel = 4;         // active sequences at most
   int max_queue = 64;       // waiting requests at most; submit() refuses beyond
   int prefill_chunk = 256;  // prompt tokens per step, over all prefilling sequences
-  // false: the step's sequences go through the backend one by one (one forward pass each),
+  // false: the step's sequences go through the source one by one (one forward pass each),
   // the pre-batching behaviour; kept as the baseline `hearth bench serve --compare` measures.
   bool batched = true;
   // Keep finished requests' sequences while slots are free and reuse the longest common
   // prompt prefix (llama-server's cache_prompt). Off: every request starts from nothing.
   bool prompt_cache = true;
-  // Speculative decoding (model/drafter.h): non-null, each decoding sequence's step carries
+  // Speculative decoding (head/drafter.h): non-null, each decoding sequence's step carries
   // its last token and up to draft_max drafts, verified in the same pass (composes with
   // grammars, logprobs and sampling: the verdict is the sampler's acceptance rule).
   // The drafter must outlive the scheduler; only the scheduler thread calls it.
-  model::Drafter* drafter = nullptr;
+  head::Drafter* drafter = nullptr;
   int draft_max = 16;
   int draft_min = 0;
 };
 
 class Scheduler {
  public:
-  // `backend`, `tokenizer` and `metrics` must outlive the scheduler. Starts the thread.
-  Scheduler(Backend& backend, const text::Tokenizer& tokenizer, Metrics& metrics,
-            SchedulerOptions options);
+  // `source`, `devices`, `tokenizer` and `metrics` must outlive the scheduler. Starts the
+  // thread, the only one that calls `source` and `devices` (except DeviceStatus::ring_state).
+  Scheduler(head::LogitsSource& source, DeviceStatus& devices, const text::Tokenizer& tokenizer,
+            Metrics& metrics, SchedulerOptions options);
   ~Scheduler();  // finishes every unfinished job with an error and joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -64,7 +66,7 @@ class Scheduler {
   bool cancel(const std::string& id);
   // Cancels every waiting and active job (shutdown).
   void cancel_all();
-  int64_t n_ctx() const { return backend_.n_ctx(); }
+  int64_t n_ctx() const { return source_.n_ctx(); }
 
  private:
   struct Slot;
@@ -82,7 +84,8 @@ class Scheduler {
   void finish(Slot& s, const std::string& reason, const std::string& error = {});
   void drop_sequence(int64_t seq);
 
-  Backend& backend_;
+  head::LogitsSource& source_;
+  DeviceStatus& devices_;
   const text::Tokenizer& tokenizer_;
   Metrics& metrics_;
   const SchedulerOptions opt_;
@@ -96,7 +99,7 @@ class Scheduler {
   int64_t next_seq_ = 1;                             // scheduler thread only
   // Sequences of finished requests kept with their KV cache, so that a request whose prompt
   // starts with the same tokens (a chat resending its conversation) computes only the rest.
-  // At most parallel - active of them: the backend never holds more than --parallel
+  // At most parallel - active of them: the source never holds more than --parallel
   // sequences (ring workers refuse more). Scheduler thread only; oldest first.
   struct KeptSequence {
     int64_t seq;

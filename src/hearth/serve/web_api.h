@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "hearth/serve/backend.h"
+#include "hearth/serve/device_status.h"
 #include "hearth/serve/metrics.h"
 
 namespace hearth::serve {

@@ -1,4 +1,4 @@
-#include "hearth/model/drafter.h"
+#include "hearth/head/drafter.h"
 
 #include <fmt/core.h>
 
@@ -8,7 +8,7 @@
 
 #include "hearth/base/error.h"
 
-namespace hearth::model {
+namespace hearth::head {
 
 LookupDrafter::LookupDrafter(int ngram_min, int ngram_max)
     : ngram_min_(ngram_min), ngram_max_(ngram_max) {
@@ -69,7 +69,8 @@ int64_t check_draft_vocab(const text::VocabData& draft, const text::VocabData& t
 }
 
 ModelDrafter::ModelDrafter(const gguf::GgufFile& file, const std::string& draft_path,
-                           const text::VocabData& target, const EngineOptions& options, float p_min)
+                           const text::VocabData& target, const model::EngineOptions& options,
+                           float p_min)
     : n_common_(check_draft_vocab(text::load_vocab(file), target, draft_path)),
       engine_(file, options),
       p_min_(p_min) {
@@ -128,4 +129,4 @@ std::vector<int32_t> ModelDrafter::draft(int64_t seq, std::span<const int32_t> c
   return out;
 }
 
-}  // namespace hearth::model
+}  // namespace hearth::head

@@ -21,7 +21,7 @@
 #include "hearth/model/engine.h"
 #include "hearth/text/vocab.h"
 
-namespace hearth::model {
+namespace hearth::head {
 
 class Drafter {
  public:
@@ -58,17 +58,17 @@ class ModelDrafter : public Drafter {
   // than 256 apart: converters pad the embedding). `p_min`: stop drafting at a token the
   // draft model gives less than this probability.
   ModelDrafter(const gguf::GgufFile& file, const std::string& draft_path,
-               const text::VocabData& target, const EngineOptions& options, float p_min);
+               const text::VocabData& target, const model::EngineOptions& options, float p_min);
   std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> context,
                              int max_tokens) override;
   void forget(int64_t seq) override;
   void prepare(int64_t seq, std::span<const int32_t> context) override;
   const char* kind() const override { return "model"; }
-  Engine& engine() { return engine_; }
+  model::Engine& engine() { return engine_; }
 
  private:
   int64_t n_common_;  // ids below this mean the same token in both vocabularies (checked first)
-  Engine engine_;
+  model::Engine engine_;
   float p_min_;
   // Brings the sequence's cache to `context` (non-empty, fits): keeps the common prefix,
   // evaluates the rest; logits_ then follow the context's last token.
@@ -82,4 +82,4 @@ class ModelDrafter : public Drafter {
 int64_t check_draft_vocab(const text::VocabData& draft, const text::VocabData& target,
                           const std::string& draft_path);
 
-}  // namespace hearth::model
+}  // namespace hearth::head

@@ -1,4 +1,4 @@
-#include "hearth/model/generate.h"
+#include "hearth/head/generate.h"
 
 #include <fmt/core.h>
 
@@ -6,34 +6,11 @@
 
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
-#include "hearth/model/drafter.h"
+#include "hearth/head/drafter.h"
 #include "hearth/model/engine.h"
 #include "hearth/text/grammar_constraint.h"
 
-namespace hearth::model {
-
-void LogitsSource::eval(int64_t seq, std::span<const int32_t> tokens, float* logits, bool all) {
-  if (tokens.empty()) throw UsageError("eval of no tokens");
-  EvalItem one{seq, tokens, logits};
-  one.all_logits = all;
-  eval_batch(std::span<const EvalItem>(&one, 1));
-}
-
-void LocalSource::eval_batch(std::span<const EvalItem> items) {
-  engine_.eval_batch(items);
-}
-void LocalSource::truncate(int64_t seq, int64_t n_pos) {
-  engine_.truncate(seq, n_pos);
-}
-int64_t LocalSource::vocab() const {
-  return engine_.hparams().vocab;
-}
-int64_t LocalSource::n_ctx() const {
-  return engine_.n_ctx();
-}
-int64_t LocalSource::seq_length(int64_t seq) const {
-  return engine_.seq_length(seq);
-}
+namespace hearth::head {
 
 namespace {
 
@@ -236,4 +213,4 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
   return r;
 }
 
-}  // namespace hearth::model
+}  // namespace hearth::head

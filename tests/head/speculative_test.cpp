@@ -12,17 +12,20 @@
 #include <vector>
 
 #include "hearth/base/error.h"
-#include "hearth/model/drafter.h"
+#include "hearth/head/drafter.h"
+#include "hearth/head/generate.h"
 #include "hearth/model/engine.h"
-#include "hearth/model/generate.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/tokenizer.h"
 #include "hearth/text/vocab.h"
 #include "support/scratch_dir.h"
 #include "support/synth_model.h"
 
-namespace hearth::model {
+namespace hearth::head {
 namespace {
+
+// The engine, its options and its batches, which the tests build sources from.
+using namespace model;
 
 namespace fs = std::filesystem;
 
@@ -370,4 +373,4 @@ TEST(Speculative, LookupDraftsTheLatestContinuation) {
 }
 
 }  // namespace
-}  // namespace hearth::model
+}  // namespace hearth::head

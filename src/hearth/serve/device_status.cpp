@@ -1,4 +1,4 @@
-#include "hearth/serve/backend.h"
+#include "hearth/serve/device_status.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 
 namespace hearth::serve {
 
-std::vector<DevicePressure> LocalBackend::device_pressure() {
+std::vector<DevicePressure> LocalStatus::device_pressure() {
   const double p = residency::memory_pressure(base_, residency::read_memory_status());
   pressure_max_ = std::max(pressure_max_, p);
   ++samples_;
@@ -18,39 +18,12 @@ std::vector<DevicePressure> LocalBackend::device_pressure() {
   return {d};
 }
 
-RingBackend::RingBackend(cluster::RecoveringRing& ring) : ring_(ring) {
+RingStatus::RingStatus(cluster::RecoveringRing& ring) : ring_(ring) {
   state_.ring = true;
   state_.devices = state_.devices_at_start = static_cast<int>(ring_.ring().devices().size());
 }
 
-template <typename Step>
-void RingBackend::tracked(Step step) {
-  try {
-    step();
-  } catch (...) {
-    note_recoveries();
-    throw;
-  }
-  note_recoveries();
-}
-
-void RingBackend::eval(int64_t seq, std::span<const int32_t> tokens, float* logits) {
-  tracked([&] { ring_.eval(seq, tokens, logits); });
-}
-
-void RingBackend::eval_batch(std::span<const model::EvalItem> items) {
-  tracked([&] { ring_.eval_batch(items); });
-}
-
-void RingBackend::drop(int64_t seq) {
-  tracked([&] { ring_.drop(seq); });
-}
-
-void RingBackend::truncate(int64_t seq, int64_t n_pos) {
-  tracked([&] { ring_.truncate(seq, n_pos); });
-}
-
-void RingBackend::idle() {
+void RingStatus::idle() {
   try {
     ring_.try_rejoin();
   } catch (const std::exception& e) {
@@ -59,7 +32,7 @@ void RingBackend::idle() {
   note_recoveries();
 }
 
-void RingBackend::note_recoveries() {
+void RingStatus::note_recoveries() {
   const auto& recs = ring_.recoveries();
   if (recs.size() == seen_recoveries_ && ring_.rejoins() == seen_rejoins_) return;
   seen_recoveries_ = recs.size();
@@ -84,12 +57,12 @@ void RingBackend::note_recoveries() {
   }
 }
 
-RingState RingBackend::ring_state() const {
+RingState RingStatus::ring_state() const {
   std::lock_guard lock(state_mu_);
   return state_;
 }
 
-std::vector<DevicePressure> RingBackend::device_pressure() {
+std::vector<DevicePressure> RingStatus::device_pressure() {
   const auto totals = ring_.ring().device_stats();
   const auto& devices = ring_.ring().devices();
   last_.resize(totals.size());

@@ -1,7 +1,8 @@
 // The token loop shared by `hearth run`, `hearth chat`, the demo and the ring head:
 // prefill the prompt, then sample, stream text and feed back one token at a time, or with a
-// drafter (model/drafter.h) the chosen token and the drafts after it, verified in one trip.
-// Where logits come from is abstract (LogitsSource): one local engine, or a ring of devices.
+// drafter (head/drafter.h) the chosen token and the drafts after it, verified in one trip.
+// Where logits come from is abstract (head/logits_source.h): one local engine, or a ring of
+// devices.
 #pragma once
 
 #include <cstdint>
@@ -13,46 +14,14 @@
 
 #include <memory>
 
-#include "hearth/model/batch.h"
+#include "hearth/head/logits_source.h"
 #include "hearth/text/grammar.h"
 #include "hearth/text/sampler.h"
 #include "hearth/text/tokenizer.h"
 
-namespace hearth::model {
+namespace hearth::head {
 
-class Engine;
 class Drafter;
-
-class LogitsSource {
- public:
-  virtual ~LogitsSource() = default;
-  // Appends each item's tokens to its sequence, all items in one pass; writes logits as the
-  // item asks (its last token's, or every token's).
-  virtual void eval_batch(std::span<const EvalItem> items) = 0;
-  // Forgets positions >= n_pos of `seq` (a rejected draft's tail).
-  virtual void truncate(int64_t seq, int64_t n_pos) = 0;
-  virtual int64_t vocab() const = 0;
-  virtual int64_t n_ctx() const = 0;
-  virtual int64_t seq_length(int64_t seq) const = 0;
-
-  // Appends `tokens` (non-empty) to sequence `seq` and writes the logits of the last one
-  // (vocab), or of every one (tokens.size(), vocab) with `all`.
-  void eval(int64_t seq, std::span<const int32_t> tokens, float* logits, bool all = false);
-};
-
-// A single device running every layer.
-class LocalSource : public LogitsSource {
- public:
-  explicit LocalSource(Engine& engine) : engine_(engine) {}
-  void eval_batch(std::span<const EvalItem> items) override;
-  void truncate(int64_t seq, int64_t n_pos) override;
-  int64_t vocab() const override;
-  int64_t n_ctx() const override;
-  int64_t seq_length(int64_t seq) const override;
-
- private:
-  Engine& engine_;
-};
 
 struct GenerateParams {
   int32_t n_predict = 128;  // tokens to generate at most; < 0: until end of generation/context
@@ -101,4 +70,4 @@ GenerateResult generate(LogitsSource& source, const text::Tokenizer& tokenizer,
                         std::span<const int32_t> prompt, const GenerateParams& params,
                         const std::function<void(std::string_view)>& on_text = {});
 
-}  // namespace hearth::model
+}  // namespace hearth::head
