@@ -1,8 +1,10 @@
 #include "hearth/net/wire.h"
 
 #include <algorithm>
+#include <concepts>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/core.h>
 
@@ -19,9 +21,6 @@ using detail::Writer;
 
 namespace {
 
-// Payload field layouts, one write_body / read_body pair per message type. The byte layout is
-// documented in docs/wire-protocol.md; keep the two in step.
-
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 
@@ -31,363 +30,319 @@ constexpr size_t kKvCommandBytes = 13;
 constexpr size_t kSegmentBytes = 12;       // Activations segment: seq, pos0, n_tokens
 constexpr size_t kMetricMinBytes = 4 + 8;  // empty key + value
 
-void check_string(std::string_view type, std::string_view field, std::string_view s,
-                  size_t max = kMaxStringBytes) {
-  if (s.size() > max) {
-    throw UsageError(fmt::format("wire encode {}.{}: string of {} bytes exceeds limit {}", type,
-                                 field, s.size(), max));
+constexpr uint32_t kMaxKvCommands = 1'000'000;
+constexpr uint32_t kMaxMetrics = 4096;
+constexpr size_t kMaxMetricKey = 256;
+constexpr size_t kMaxProfileJson = 16 * kMiB - 4;  // the whole Profile payload is this string
+
+// ---- the two directions
+//
+// Each message's payload layout is written once, as a fields(io, m) function below, and run
+// by two Ios: Encoder writes the fields of a const message, Decoder reads them into an empty
+// one. Writing and reading therefore cannot disagree on the order or the types of the
+// fields, and a check in fields() refuses a bad message at the sender (UsageError: the
+// sender's bug is reported where it is made) as well as at the receiver (FormatError naming
+// the peer and the payload offset). Checks are placed right after the fields they look at,
+// so the decoder refuses before reading (or allocating for) anything that follows.
+// docs/wire-protocol.md documents the layouts.
+
+class Encoder {
+ public:
+  Encoder(Writer& w, std::string_view type) : w_(w), type_(type) {}
+
+  [[noreturn]] void fail(std::string_view field, std::string_view problem) const {
+    throw UsageError(fmt::format("wire encode {}.{}: {}", type_, field, problem));
   }
-}
+
+  void u8(std::string_view, uint8_t v) { w_.u8(v); }
+  template <class E>
+  requires std::is_enum_v<E>
+  void u8(std::string_view, E v) { w_.u8(static_cast<uint8_t>(v)); }
+  void u32(std::string_view, uint32_t v) { w_.u32(v); }
+  void u64(std::string_view, uint64_t v) { w_.u64(v); }
+  void f64(std::string_view, double v) { w_.f64(v); }
+  void boolean(std::string_view, bool v) { w_.boolean(v); }
+  void str(std::string_view field, std::string_view s, size_t max_len) {
+    if (s.size() > max_len) {
+      fail(field, fmt::format("string of {} bytes exceeds limit {}", s.size(), max_len));
+    }
+    w_.str(s);
+  }
+  // A u16 that must be this build's protocol version.
+  void version(std::string_view field, uint16_t v) {
+    if (v != kProtocolVersion) {
+      fail(field, fmt::format("{} is not this build's {}", v, kProtocolVersion));
+    }
+    w_.u16(v);
+  }
+  // The u32 element count of `v`, whose elements the caller then lists.
+  template <class T>
+  void count(std::string_view field, const std::vector<T>& v, size_t /*min_elem_bytes*/,
+             uint32_t max_count) {
+    if (v.size() > max_count) {
+      fail(field, fmt::format("{} {} exceed limit {}", v.size(), field, max_count));
+    }
+    w_.u32(static_cast<uint32_t>(v.size()));
+  }
+  // The last field of a payload: `rows` rows of `dim` f32 (dim >= 1).
+  void trailing_f32_rows(std::string_view field, std::span<const float> v, uint64_t rows,
+                         uint32_t dim) {
+    if (v.size() / dim != rows || v.size() % dim != 0) {
+      fail(field, fmt::format("{} floats, expected {} x {}", v.size(), rows, dim));
+    }
+    w_.f32_array(v);
+  }
+
+ private:
+  Writer& w_;
+  std::string_view type_;
+};
+
+class Decoder {
+ public:
+  explicit Decoder(Reader& r) : r_(r) {}
+
+  [[noreturn]] void fail(std::string_view field, std::string_view problem) const {
+    r_.fail(field, problem);
+  }
+
+  void u8(std::string_view field, uint8_t& v) { v = r_.u8(field); }
+  template <class E>
+  requires std::is_enum_v<E>
+  void u8(std::string_view field, E& v) { v = static_cast<E>(r_.u8(field)); }
+  void u32(std::string_view field, uint32_t& v) { v = r_.u32(field); }
+  void u64(std::string_view field, uint64_t& v) { v = r_.u64(field); }
+  void f64(std::string_view field, double& v) { v = r_.f64(field); }
+  void boolean(std::string_view field, bool& v) { v = r_.boolean(field); }
+  void str(std::string_view field, std::string& s, size_t max_len) { s = r_.str(field, max_len); }
+  void version(std::string_view field, uint16_t& v) {
+    v = r_.u16(field);
+    if (v != kProtocolVersion) {
+      fail(field,
+           fmt::format("peer speaks protocol {}, this build speaks {}", v, kProtocolVersion));
+    }
+  }
+  // Sizes `v` to the count read, once the bytes of that many elements are known to follow.
+  template <class T>
+  void count(std::string_view field, std::vector<T>& v, size_t min_elem_bytes, uint32_t max_count) {
+    v.resize(r_.count(field, min_elem_bytes, max_count));
+  }
+  void trailing_f32_rows(std::string_view field, std::vector<float>& v, uint64_t rows,
+                         uint32_t dim) {
+    // The rest of the payload must be exactly `rows` rows of `dim` floats, checked before
+    // anything is allocated. Activations' rows can reach 2^48 (2^16 segments of 2^32 rows)
+    // and dim 2^20: the byte count can overflow u64, hence the checked products.
+    const auto total = checked_mul(checked_mul(rows, uint64_t{dim}).value_or(UINT64_MAX), 4);
+    if (!total || *total != r_.remaining()) {
+      fail(field, fmt::format("{} tokens of dim {} need {} bytes but {} remain", rows, dim,
+                              total ? fmt::format("{}", *total) : std::string("overflowing"),
+                              r_.remaining()));
+    }
+    r_.f32_array(field, v, static_cast<size_t>(rows) * dim);
+  }
+
+ private:
+  Reader& r_;
+};
+
+// `Is<Hello> auto& m` takes a Hello or what extends it (HelloAck), const (to encode) or not
+// (to decode).
+template <class M, class T>
+concept Is = std::derived_from<std::remove_const_t<M>, T>;
 
 // ---- Hello / HelloAck
 
-void write_hello(Writer& w, const Hello& m, std::string_view type) {
-  check_string(type, "device_name", m.device_name);
-  check_string(type, "data_endpoint", m.data_endpoint);
-  if (m.protocol_version != kProtocolVersion) {
-    throw UsageError(fmt::format("wire encode {}.protocol_version: {} is not this build's {}", type,
-                                 m.protocol_version, kProtocolVersion));
-  }
-  w.u16(m.protocol_version);
-  w.u64(m.model.file_size);
-  w.u64(m.model.hash);
-  w.u64(m.capabilities);
-  w.str(m.device_name);
-  w.str(m.data_endpoint);
-}
-
-void read_body(Reader& r, Hello& m) {
-  m.protocol_version = r.u16("protocol_version");
-  if (m.protocol_version != kProtocolVersion) {
-    r.fail("protocol_version", fmt::format("peer speaks protocol {}, this build speaks {}",
-                                           m.protocol_version, kProtocolVersion));
-  }
-  m.model.file_size = r.u64("model.file_size");
-  m.model.hash = r.u64("model.hash");
-  m.capabilities = r.u64("capabilities");
-  m.device_name = r.str("device_name", kMaxStringBytes);
-  m.data_endpoint = r.str("data_endpoint", kMaxStringBytes);
+void fields(auto& io, Is<Hello> auto& m) {
+  io.version("protocol_version", m.protocol_version);
+  io.u64("model.file_size", m.model.file_size);
+  io.u64("model.hash", m.model.hash);
+  io.u64("capabilities", m.capabilities);
+  io.str("device_name", m.device_name, kMaxStringBytes);
+  io.str("data_endpoint", m.data_endpoint, kMaxStringBytes);
 }
 
 // ---- Assign
 
-void check_windows(const Assign& m, auto&& fail) {
-  if (m.n_devices == 0) fail("n_devices", "must be at least 1");
+void check_windows(const Assign& m, const auto& io) {
+  if (m.n_devices == 0) io.fail("n_devices", "must be at least 1");
   if (m.ring_position >= m.n_devices) {
-    fail("ring_position",
-         fmt::format("{} is not below n_devices {}", m.ring_position, m.n_devices));
+    io.fail("ring_position",
+            fmt::format("{} is not below n_devices {}", m.ring_position, m.n_devices));
   }
   if (m.n_layers > kMaxLayers) {
-    fail("n_layers", fmt::format("{} exceeds limit {}", m.n_layers, kMaxLayers));
+    io.fail("n_layers", fmt::format("{} exceeds limit {}", m.n_layers, kMaxLayers));
   }
-  if (m.n_seq_max == 0) fail("n_seq_max", "must be at least 1");
+  if (m.n_seq_max == 0) io.fail("n_seq_max", "must be at least 1");
   uint32_t prev_end = 0;
   for (size_t i = 0; i < m.windows.size(); ++i) {
     const LayerRange& w = m.windows[i];
     if (w.begin > w.end || w.end > m.n_layers) {
-      fail("windows", fmt::format("window {} is [{}, {}), not a range inside [0, {})", i, w.begin,
-                                  w.end, m.n_layers));
+      io.fail("windows", fmt::format("window {} is [{}, {}), not a range inside [0, {})", i,
+                                     w.begin, w.end, m.n_layers));
     }
     if (w.begin == w.end) continue;
     if (w.begin < prev_end) {
-      fail("windows", fmt::format("window {} [{}, {}) overlaps or precedes the previous one", i,
-                                  w.begin, w.end));
+      io.fail("windows", fmt::format("window {} [{}, {}) overlaps or precedes the previous one", i,
+                                     w.begin, w.end));
     }
     prev_end = w.end;
   }
 }
 
-void write_body(Writer& w, const Assign& m) {
-  check_windows(m, [](std::string_view field, const std::string& problem) {
-    throw UsageError(fmt::format("wire encode Assign.{}: {}", field, problem));
-  });
-  if (m.windows.size() > kMaxLayers) {
-    throw UsageError(fmt::format("wire encode Assign.windows: {} windows exceed limit {}",
-                                 m.windows.size(), kMaxLayers));
+void fields(auto& io, Is<Assign> auto& m) {
+  io.u32("ring_position", m.ring_position);
+  io.u32("n_devices", m.n_devices);
+  io.u32("n_layers", m.n_layers);
+  io.count("windows", m.windows, kLayerRangeBytes, kMaxLayers);
+  for (auto& w : m.windows) {
+    io.u32("windows.begin", w.begin);
+    io.u32("windows.end", w.end);
   }
-  check_string("Assign", "successor_endpoint", m.successor_endpoint);
-  check_string("Assign", "wrap_endpoint", m.wrap_endpoint);
-  w.u32(m.ring_position);
-  w.u32(m.n_devices);
-  w.u32(m.n_layers);
-  w.u32(static_cast<uint32_t>(m.windows.size()));
-  for (const LayerRange& r : m.windows) {
-    w.u32(r.begin);
-    w.u32(r.end);
+  io.str("successor_endpoint", m.successor_endpoint, kMaxStringBytes);
+  io.str("wrap_endpoint", m.wrap_endpoint, kMaxStringBytes);
+  io.boolean("prefetch", m.prefetch);
+  io.u32("n_ctx", m.n_ctx);
+  io.u32("n_threads", m.n_threads);
+  io.u32("n_seq_max", m.n_seq_max);
+  io.u32("n_gpu_layers", m.n_gpu_layers);
+  io.u8("kv_type_k", m.kv_type_k);
+  io.u8("kv_type_v", m.kv_type_v);
+  if (m.kv_type_k > kMaxKvType) {
+    io.fail("kv_type_k", fmt::format("{} is not a KV cache type", m.kv_type_k));
   }
-  w.str(m.successor_endpoint);
-  w.str(m.wrap_endpoint);
-  w.boolean(m.prefetch);
-  w.u32(m.n_ctx);
-  w.u32(m.n_threads);
-  w.u32(m.n_seq_max);
-  w.u32(m.n_gpu_layers);
-  w.u8(m.kv_type_k);
-  w.u8(m.kv_type_v);
-}
-
-void read_body(Reader& r, Assign& m) {
-  m.ring_position = r.u32("ring_position");
-  m.n_devices = r.u32("n_devices");
-  m.n_layers = r.u32("n_layers");
-  const uint32_t n = r.count("windows", kLayerRangeBytes, kMaxLayers);
-  m.windows.resize(n);
-  for (LayerRange& w : m.windows) {
-    w.begin = r.u32("windows.begin");
-    w.end = r.u32("windows.end");
+  if (m.kv_type_v > kMaxKvType) {
+    io.fail("kv_type_v", fmt::format("{} is not a KV cache type", m.kv_type_v));
   }
-  m.successor_endpoint = r.str("successor_endpoint", kMaxStringBytes);
-  m.wrap_endpoint = r.str("wrap_endpoint", kMaxStringBytes);
-  m.prefetch = r.boolean("prefetch");
-  m.n_ctx = r.u32("n_ctx");
-  m.n_threads = r.u32("n_threads");
-  m.n_seq_max = r.u32("n_seq_max");
-  m.n_gpu_layers = r.u32("n_gpu_layers");
-  m.kv_type_k = r.u8("kv_type_k");
-  m.kv_type_v = r.u8("kv_type_v");
-  if (m.kv_type_k > kMaxKvType)
-    r.fail("kv_type_k", fmt::format("{} is not a KV cache type", m.kv_type_k));
-  if (m.kv_type_v > kMaxKvType)
-    r.fail("kv_type_v", fmt::format("{} is not a KV cache type", m.kv_type_v));
-  check_windows(
-      m, [&r](std::string_view field, const std::string& problem) { r.fail(field, problem); });
+  check_windows(m, io);
 }
 
 // ---- Activations
 
 // Segments must be non-empty, not overflow u32 positions and name distinct sequences; returns
-// the total rows, or reports the first problem through `fail`.
-uint64_t check_segments(const std::vector<SeqSegment>& segs, auto&& fail) {
-  if (segs.empty()) fail("segments", "empty batch");
+// the total rows, or reports the first problem through `io`.
+uint64_t check_segments(const std::vector<SeqSegment>& segs, const auto& io) {
+  if (segs.empty()) io.fail("segments", "empty batch");
   std::vector<uint32_t> seqs;
   seqs.reserve(segs.size());
   uint64_t rows = 0;
   for (size_t i = 0; i < segs.size(); ++i) {
     const SeqSegment& s = segs[i];
     if (s.n_tokens == 0)
-      fail("segments", fmt::format("segment {} (seq {}) has no tokens", i, s.seq));
+      io.fail("segments", fmt::format("segment {} (seq {}) has no tokens", i, s.seq));
     // The sequence's length after the segment must still be a u32.
     if (uint64_t{s.pos0} + s.n_tokens > UINT32_MAX) {
-      fail("segments", fmt::format("segment {} (seq {}): positions {} + {} overflow u32", i, s.seq,
-                                   s.pos0, s.n_tokens));
+      io.fail("segments", fmt::format("segment {} (seq {}): positions {} + {} overflow u32", i,
+                                      s.seq, s.pos0, s.n_tokens));
     }
     seqs.push_back(s.seq);
     rows += s.n_tokens;
   }
   std::sort(seqs.begin(), seqs.end());
   const auto dup = std::adjacent_find(seqs.begin(), seqs.end());
-  if (dup != seqs.end()) fail("segments", fmt::format("sequence {} appears twice", *dup));
+  if (dup != seqs.end()) io.fail("segments", fmt::format("sequence {} appears twice", *dup));
   return rows;
 }
 
-void write_body(Writer& w, const Activations& m) {
-  const auto fail = [](std::string_view field, const std::string& problem) {
-    throw UsageError(fmt::format("wire encode Activations.{}: {}", field, problem));
-  };
-  if (m.dim == 0 || m.dim > kMaxHiddenDim) {
-    fail("dim", fmt::format("{} not in [1, {}]", m.dim, kMaxHiddenDim));
-  }
-  if (m.segments.size() > kMaxSegments) {
-    fail("segments", fmt::format("{} segments exceed limit {}", m.segments.size(), kMaxSegments));
-  }
-  const uint64_t n = check_segments(m.segments, fail);
+void fields(auto& io, Is<Activations> auto& m) {
+  io.u32("round", m.round);
+  io.u32("next_layer", m.next_layer);
   if (m.next_layer > kMaxLayers) {
-    fail("next_layer", fmt::format("{} exceeds limit {}", m.next_layer, kMaxLayers));
+    io.fail("next_layer", fmt::format("{} exceeds limit {}", m.next_layer, kMaxLayers));
   }
-  if (m.hidden.size() / m.dim != n || m.hidden.size() % m.dim != 0) {
-    fail("hidden", fmt::format("{} floats, expected {} x {}", m.hidden.size(), n, m.dim));
-  }
-  w.u32(m.round);
-  w.u32(m.next_layer);
-  w.boolean(m.final);
-  w.u32(m.dim);
-  w.u32(static_cast<uint32_t>(m.segments.size()));
-  for (const SeqSegment& s : m.segments) {
-    w.u32(s.seq);
-    w.u32(s.pos0);
-    w.u32(s.n_tokens);
-  }
-  w.f32_array(m.hidden);
-}
-
-void read_body(Reader& r, Activations& m) {
-  m.round = r.u32("round");
-  m.next_layer = r.u32("next_layer");
-  if (m.next_layer > kMaxLayers) {
-    r.fail("next_layer", fmt::format("{} exceeds limit {}", m.next_layer, kMaxLayers));
-  }
-  m.final = r.boolean("final");
-  m.dim = r.u32("dim");
+  io.boolean("final", m.final);
+  io.u32("dim", m.dim);
   if (m.dim == 0 || m.dim > kMaxHiddenDim) {
-    r.fail("dim", fmt::format("{} not in [1, {}]", m.dim, kMaxHiddenDim));
+    io.fail("dim", fmt::format("{} not in [1, {}]", m.dim, kMaxHiddenDim));
   }
-  const uint32_t n_seg = r.count("segments", kSegmentBytes, kMaxSegments);
-  m.segments.resize(n_seg);
-  for (SeqSegment& s : m.segments) {
-    s.seq = r.u32("segments.seq");
-    s.pos0 = r.u32("segments.pos0");
-    s.n_tokens = r.u32("segments.n_tokens");
+  io.count("segments", m.segments, kSegmentBytes, kMaxSegments);
+  for (auto& s : m.segments) {
+    io.u32("segments.seq", s.seq);
+    io.u32("segments.pos0", s.pos0);
+    io.u32("segments.n_tokens", s.n_tokens);
   }
-  const uint64_t n = check_segments(
-      m.segments,
-      [&r](std::string_view field, const std::string& problem) { r.fail(field, problem); });
-  // The rest of the payload must be exactly n rows of `dim` floats, checked before anything
-  // is allocated. n can reach 2^48 (2^16 segments of 2^32 rows) and dim 2^20: the byte count
-  // can overflow u64, hence the checked products.
-  const auto total = checked_mul(checked_mul(n, uint64_t{m.dim}).value_or(UINT64_MAX), 4);
-  if (!total || *total != r.remaining()) {
-    r.fail("hidden", fmt::format("{} tokens of dim {} need {} bytes but {} remain", n, m.dim,
-                                 total ? fmt::format("{}", *total) : std::string("overflowing"),
-                                 r.remaining()));
-  }
-  r.f32_array("hidden", m.hidden, static_cast<size_t>(n) * m.dim);
+  const uint64_t rows = check_segments(m.segments, io);
+  io.trailing_f32_rows("hidden", m.hidden, rows, m.dim);
 }
 
 // ---- KvControl
 
-void check_kv(const KvCommand& c, size_t i, auto&& fail) {
+void check_kv(const KvCommand& c, size_t i, const auto& io) {
   if (c.op == KvOp::kClear) {
     if (c.p0 != 0 || c.p1 != 0)
-      fail("commands", fmt::format("command {}: clear with p0/p1 set", i));
+      io.fail("commands", fmt::format("command {}: clear with p0/p1 set", i));
   } else if (c.op == KvOp::kRemove) {
     if (c.p0 > c.p1) {
-      fail("commands", fmt::format("command {}: remove range [{}, {}) is reversed", i, c.p0, c.p1));
+      io.fail("commands",
+              fmt::format("command {}: remove range [{}, {}) is reversed", i, c.p0, c.p1));
     }
   } else {
-    fail("commands", fmt::format("command {}: unknown op {}", i, static_cast<int>(c.op)));
+    io.fail("commands", fmt::format("command {}: unknown op {}", i, static_cast<int>(c.op)));
   }
 }
 
-void write_body(Writer& w, const KvControl& m) {
-  if (m.commands.size() > 1'000'000) throw UsageError("wire encode KvControl: too many commands");
-  w.u32(static_cast<uint32_t>(m.commands.size()));
+void fields(auto& io, Is<KvControl> auto& m) {
+  io.count("commands", m.commands, kKvCommandBytes, kMaxKvCommands);
   for (size_t i = 0; i < m.commands.size(); ++i) {
-    const KvCommand& c = m.commands[i];
-    check_kv(c, i, [](std::string_view field, const std::string& problem) {
-      throw UsageError(fmt::format("wire encode KvControl.{}: {}", field, problem));
-    });
-    w.u8(static_cast<uint8_t>(c.op));
-    w.u32(c.seq_id);
-    w.u32(c.p0);
-    w.u32(c.p1);
-  }
-}
-
-void read_body(Reader& r, KvControl& m) {
-  const uint32_t n = r.count("commands", kKvCommandBytes, 1'000'000);
-  m.commands.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    KvCommand& c = m.commands[i];
-    c.op = static_cast<KvOp>(r.u8("commands.op"));
-    c.seq_id = r.u32("commands.seq_id");
-    c.p0 = r.u32("commands.p0");
-    c.p1 = r.u32("commands.p1");
-    check_kv(c, i,
-             [&r](std::string_view field, const std::string& problem) { r.fail(field, problem); });
+    auto& c = m.commands[i];
+    io.u8("commands.op", c.op);
+    io.u32("commands.seq_id", c.seq_id);
+    io.u32("commands.p0", c.p0);
+    io.u32("commands.p1", c.p1);
+    check_kv(c, i, io);
   }
 }
 
 // ---- Stats
 
-constexpr uint32_t kMaxMetrics = 4096;
-constexpr size_t kMaxMetricKey = 256;
-
-void write_body(Writer& w, const Stats& m) {
-  if (m.metrics.size() > kMaxMetrics) {
-    throw UsageError(fmt::format("wire encode Stats: {} metrics exceed limit {}", m.metrics.size(),
-                                 kMaxMetrics));
-  }
-  w.u32(m.device);
-  w.u64(m.token);
-  w.u32(static_cast<uint32_t>(m.metrics.size()));
-  for (const Metric& x : m.metrics) {
-    check_string("Stats", "metrics.key", x.key, kMaxMetricKey);
-    w.str(x.key);
-    w.f64(x.value);
-  }
-}
-
-void read_body(Reader& r, Stats& m) {
-  m.device = r.u32("device");
-  m.token = r.u64("token");
-  const uint32_t n = r.count("metrics", kMetricMinBytes, kMaxMetrics);
-  m.metrics.resize(n);
-  for (Metric& x : m.metrics) {
-    x.key = r.str("metrics.key", kMaxMetricKey);
-    x.value = r.f64("metrics.value");
+void fields(auto& io, Is<Stats> auto& m) {
+  io.u32("device", m.device);
+  io.u64("token", m.token);
+  io.count("metrics", m.metrics, kMetricMinBytes, kMaxMetrics);
+  for (auto& x : m.metrics) {
+    io.str("metrics.key", x.key, kMaxMetricKey);
+    io.f64("metrics.value", x.value);
   }
 }
 
 // ---- the small messages
 
-void write_body(Writer& w, const Hello& m) {
-  write_hello(w, m, "Hello");
+void fields(auto& io, Is<Refuse> auto& m) {
+  io.str("reason", m.reason, kMaxStringBytes);
 }
-void write_body(Writer& w, const HelloAck& m) {
-  write_hello(w, m, "HelloAck");
+void fields(auto& io, Is<Profile> auto& m) {
+  io.str("json", m.json, kMaxProfileJson);
 }
-void write_body(Writer& w, const Refuse& m) {
-  check_string("Refuse", "reason", m.reason);
-  w.str(m.reason);
+void fields(auto&, Is<Load> auto&) {}
+void fields(auto& io, Is<Ready> auto& m) {
+  io.f64("load_ms", m.load_ms);
+  io.u64("resident_bytes", m.resident_bytes);
 }
-void read_body(Reader& r, Refuse& m) {
-  m.reason = r.str("reason", kMaxStringBytes);
+void fields(auto& io, Is<Stop> auto& m) {
+  io.str("reason", m.reason, kMaxStringBytes);
 }
-void write_body(Writer& w, const Profile& m) {
-  check_string("Profile", "json", m.json, max_payload_bytes(MsgType::kProfile) - 4);
-  w.str(m.json);
-}
-void read_body(Reader& r, Profile& m) {
-  m.json = r.str("json", max_payload_bytes(MsgType::kProfile));
-}
-void write_body(Writer&, const Load&) {}
-void read_body(Reader&, Load&) {}
-void write_body(Writer& w, const Ready& m) {
-  w.f64(m.load_ms);
-  w.u64(m.resident_bytes);
-}
-void read_body(Reader& r, Ready& m) {
-  m.load_ms = r.f64("load_ms");
-  m.resident_bytes = r.u64("resident_bytes");
-}
-void write_body(Writer& w, const Stop& m) {
-  check_string("Stop", "reason", m.reason);
-  w.str(m.reason);
-}
-void read_body(Reader& r, Stop& m) {
-  m.reason = r.str("reason", kMaxStringBytes);
-}
-void write_body(Writer& w, const ErrorMsg& m) {
-  check_string("Error", "text", m.text);
-  w.str(m.text);
-}
-void read_body(Reader& r, ErrorMsg& m) {
-  m.text = r.str("text", kMaxStringBytes);
+void fields(auto& io, Is<ErrorMsg> auto& m) {
+  io.str("text", m.text, kMaxStringBytes);
 }
 // Pong is a Ping echoed back: both take these.
-void write_body(Writer& w, const Ping& m) {
-  w.u64(m.nonce);
-  w.u64(m.send_ns);
-}
-void read_body(Reader& r, Ping& m) {
-  m.nonce = r.u64("nonce");
-  m.send_ns = r.u64("send_ns");
+void fields(auto& io, Is<Ping> auto& m) {
+  io.u64("nonce", m.nonce);
+  io.u64("send_ns", m.send_ns);
 }
 
 // ---- dispatch
 
 // Message alternatives are in MsgType order (index + 1 == type), so the type picks the
-// alternative to read; HelloAck and Pong read as the Hello and Ping they extend.
+// alternative to read.
 template <size_t I = 0>
-Message read_payload(MsgType type, Reader& r) {
+Message read_payload(MsgType type, Decoder& in) {
   if constexpr (I < std::variant_size_v<Message>) {
-    if (static_cast<size_t>(type) != I + 1) return read_payload<I + 1>(type, r);
+    if (static_cast<size_t>(type) != I + 1) return read_payload<I + 1>(type, in);
     std::variant_alternative_t<I, Message> m;
-    read_body(r, m);
+    fields(in, m);
     return m;
   } else {
     // decode_header() admits only known types, so this is unreachable for checked headers.
-    r.fail("type", "unknown message type");
+    in.fail("type", "unknown message type");
   }
 }
 
@@ -434,7 +389,7 @@ uint64_t max_payload_bytes(MsgType type) {
     case MsgType::kError:
       return 4 + kMaxStringBytes;
     case MsgType::kProfile:
-      return 16 * kMiB;
+      return 4 + kMaxProfileJson;
     case MsgType::kAssign:
       return 6 * 4 + 4 + kLayerRangeBytes * uint64_t{kMaxLayers} + 4 + kMaxStringBytes + 1 + 4 * 4;
     case MsgType::kLoad:
@@ -444,7 +399,7 @@ uint64_t max_payload_bytes(MsgType type) {
     case MsgType::kActivations:
       return kMaxPayloadBytes;
     case MsgType::kKvControl:
-      return 4 + kKvCommandBytes * 1'000'000;
+      return 4 + kKvCommandBytes * uint64_t{kMaxKvCommands};
     case MsgType::kStats:
       return 4 + 8 + 4 + uint64_t{kMaxMetrics} * (4 + kMaxMetricKey + 8);
     case MsgType::kPing:
@@ -495,7 +450,8 @@ std::vector<uint8_t> encode(const Message& m, uint64_t request_id) {
   w.u32(0);  // crc, filled below
   w.u64(0);  // payload_len, filled below
   w.u64(request_id);
-  std::visit([&w](const auto& body) { write_body(w, body); }, m);
+  Encoder encoder(w, msg_type_name(type));
+  std::visit([&encoder](const auto& body) { fields(encoder, body); }, m);
   const uint64_t payload_len = out.size() - kHeaderBytes;
   if (payload_len > max_payload_bytes(type)) {
     throw UsageError(fmt::format("wire encode {}: payload of {} bytes exceeds limit {}",
@@ -567,7 +523,8 @@ Envelope decode(std::span<const uint8_t> bytes, std::string_view peer) {
         peer, type, h.crc, crc));
   }
   Reader r(bytes.subspan(kHeaderBytes), peer, type);
-  env.body = read_payload(h.type, r);
+  Decoder decoder(r);
+  env.body = read_payload(h.type, decoder);
   r.expect_end();
   return env;
 }
