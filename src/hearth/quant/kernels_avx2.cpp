@@ -183,30 +183,28 @@ inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y
 // activations as 4-byte columns of the 8 blocks so no per-block reduction is needed.
 constexpr int kQ8Group = 8;
 
+// Rows as stored: a group is its 8 blocks, unchanged.
+using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeof(BlockQ8_0)>;
+
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  const int64_t nb = n / kQK0;
-  const int64_t ng = nb / kQ8Group;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const BlockQ8_0* xg = x + g * kQ8Group;
-    const BlockQ8_0* yg = y + g * kQ8Group;
-    __m256i v[8];  // (8) i32 partial dots of block b
-    for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(yg[b].qs));
-    // Per 128-bit half: h0 = blocks 0..3, h1 = blocks 4..7 (partials of that half).
-    const __m256i h0 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    const __m256i h1 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
-                                          _mm256_permute2x128_si256(h0, h1, 0x31));
-    const __m256 sc =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ8_0)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
-    acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc);
-  }
-  *out = hsum256(acc) + q8_tail(x, y, ng * kQ8Group, nb);
+  Q8Rows::dot<1>(
+      n, w, a, 0, out,
+      [](const uint8_t* wg, const uint8_t* ag, __m256* acc) __attribute__((always_inline)) {
+        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+        const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
+        __m256i v[8];  // (8) i32 partial dots of block b
+        for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(yg[b].qs));
+        // Per 128-bit half: h0 = blocks 0..3, h1 = blocks 4..7 (partials of that half).
+        const __m256i h0 =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        const __m256i h1 =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                              _mm256_permute2x128_si256(h0, h1, 0x31));
+        const __m256 sc =
+            _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), load_scales8(ag, sizeof(BlockQ8_0)));
+        acc[0] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[0]);
+      });
 }
 
 // Packed rows, per group of 8 blocks: weights = (8) f32 scales | (8, 8) 4-byte columns of |w|
@@ -259,34 +257,28 @@ void q8_pack_a(int64_t n, const void* act_row, void* dst) {
 void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, size_t a_stride,
                       float* out) {
   constexpr int NT = 4;
-  const auto* pw = static_cast<const uint8_t*>(packed_w);
-  const auto* pa = static_cast<const uint8_t*>(packed_a);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* wg = pw + static_cast<size_t>(g) * kQ8PackedW;
-    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ8PackedA;
-    __m256i isum[NT];
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      const __m256i wabs = loadu(wg + 32 + 32 * j);
-      const __m256i wq = loadu(wg + 288 + 32 * j);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i aq = loadu(ag + t * a_stride + 32 + 32 * j);
-        const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
-      }
-    }
-    const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(wg));
-    for (int t = 0; t < NT; ++t) {
-      const __m256 sc =
-          _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(ag + t * a_stride)));
-      acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum[t]), acc[t]);
-    }
-  }
-  Q8PackedRows::finish<NT>(n, pw, pa, a_stride, acc, out);
+  Q8PackedRows::dot<NT>(
+      n, packed_w, packed_a, a_stride,
+      out, [&](const uint8_t* wg, const uint8_t* ag, __m256* acc) __attribute__((always_inline)) {
+        __m256i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+          const __m256i wabs = loadu(wg + 32 + 32 * j);
+          const __m256i wq = loadu(wg + 288 + 32 * j);
+          for (int t = 0; t < NT; ++t) {
+            const __m256i aq = loadu(ag + t * a_stride + 32 + 32 * j);
+            const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+          }
+        }
+        const __m256 wd = _mm256_loadu_ps(reinterpret_cast<const float*>(wg));
+        for (int t = 0; t < NT; ++t) {
+          const __m256 sc =
+              _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(ag + t * a_stride)));
+          acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        }
+      });
 }
 
 constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q8_pack_w, q8_pack_a,

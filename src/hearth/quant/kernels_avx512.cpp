@@ -264,13 +264,14 @@ inline __m512 q8_group_scales(const BlockQ8_0* b) {
 // (mask, negate, abs: three ops per 64 bytes) by one xor, which matters because the decode
 // loop is bound by the two 512-bit vector ports.
 constexpr size_t kQ8PreparedA = 64 + 64 + 512;
+using Q8PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8PreparedA>;
 
 size_t q8_prepared_bytes(int64_t n) {
-  return Q8PackedRows::bytes(n, kQ8PreparedA);
+  return Q8PreparedRows::a_bytes(n);
 }
 
 void q8_prepare(int64_t n, const void* act_row, void* dst) {
-  Q8PackedRows::pack(n, act_row, dst, kQ8PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
+  Q8PreparedRows::pack(n, act_row, dst, kQ8PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
     _mm512_storeu_ps(out, q8_group_scales(yg));
     int32_t corr[16];
     for (int l = 0; l < 16; ++l) {
@@ -303,55 +304,49 @@ inline __m512i q8_reduce_pairs(const __m512i* v) {
   return _mm512_mask_blend_epi32(0xaaaa, s0, s1);
 }
 
+// Rows as stored: a group is its 16 blocks, unchanged.
+using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeof(BlockQ8_0)>;
+
 // Plain Q8_0 rows (vec_dot without preparation): |w| times a with w's sign moved onto a under
 // a byte mask (a is never -128), vpdpbusd.
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  const int64_t nb = n / kQK0;
-  const int64_t ng = nb / kQ8Group;
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const BlockQ8_0* xg = x + g * kQ8Group;
-    const BlockQ8_0* yg = y + g * kQ8Group;
-    __m512i v[8];
-    for (int p = 0; p < 8; ++p) {
-      const __m512i wq = load_block_pair(xg[2 * p], xg[2 * p + 1]);
-      const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
-      const __m512i as =
-          _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
-      v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
-    }
-    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), q8_group_scales(yg));
-    acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)), acc);
-  }
-  *out = _mm512_reduce_add_ps(acc) + q8_tail(x + ng * kQ8Group, y + ng * kQ8Group, 0, nb - ng * kQ8Group);
+  Q8Rows::dot<1>(
+      n, w, a, 0, out,
+      [](const uint8_t* wg, const uint8_t* ag, __m512* acc) __attribute__((always_inline)) {
+        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+        const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
+        __m512i v[8];
+        for (int p = 0; p < 8; ++p) {
+          const __m512i wq = load_block_pair(xg[2 * p], xg[2 * p + 1]);
+          const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
+          const __m512i as =
+              _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
+          v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
+        }
+        const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), q8_group_scales(yg));
+        acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)), acc[0]);
+      });
 }
 
 // The decode kernel on a q8_prepare'd activation row; same integer sums and float steps as
 // dot_q8_0, so the same bits.
 void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kQK0;
-  const int64_t ng = nb / kQ8Group;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const BlockQ8_0* xg = x + g * kQ8Group;
-    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
-    __m512i v[8];
-    for (int p = 0; p < 8; ++p) {
-      const __m512i wu = _mm512_xor_si512(load_block_pair(xg[2 * p], xg[2 * p + 1]), flip);
-      v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, _mm512_loadu_si512(pg + 128 + 64 * p));
-    }
-    const __m512i isum =
-        _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
-    const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), _mm512_loadu_ps(pg));
-    acc = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc);
-  }
-  const auto* ytail = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ8PreparedA);
-  *out = _mm512_reduce_add_ps(acc) + q8_tail(x + ng * kQ8Group, ytail, 0, nb - ng * kQ8Group);
+  Q8PreparedRows::dot<1>(
+      n, w, a, 0,
+      out, [&](const uint8_t* wg, const uint8_t* pg, __m512* acc) __attribute__((always_inline)) {
+        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+        __m512i v[8];
+        for (int p = 0; p < 8; ++p) {
+          const __m512i wu = _mm512_xor_si512(load_block_pair(xg[2 * p], xg[2 * p + 1]), flip);
+          v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu,
+                                     _mm512_loadu_si512(pg + 128 + 64 * p));
+        }
+        const __m512i isum =
+            _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
+        const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), _mm512_loadu_ps(pg));
+        acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[0]);
+      });
 }
 
 constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared};
@@ -402,27 +397,22 @@ void q8_pack_a(int64_t n, const void* act_row, void* dst) {
 void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, size_t a_stride,
                       float* out) {
   constexpr int NT = 4;
-  const auto* pw = static_cast<const uint8_t*>(packed_w);
-  const auto* pa = static_cast<const uint8_t*>(packed_a);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  __m512 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* wg = pw + static_cast<size_t>(g) * kQ8PackedW;
-    const __m512 wd = _mm512_loadu_ps(wg);
-    const __m512i corr = _mm512_loadu_si512(wg + 64);
-    __m512i wc[8];
-    for (int j = 0; j < 8; ++j) wc[j] = _mm512_loadu_si512(wg + 128 + 64 * j);
-    for (int t = 0; t < NT; ++t) {
-      const uint8_t* ag = pa + t * a_stride + static_cast<size_t>(g) * kQ8PackedA;
-      __m512i isum = corr;
-      for (int j = 0; j < 8; ++j)
-        isum = _mm512_dpbusd_epi32(isum, _mm512_loadu_si512(ag + 64 + 64 * j), wc[j]);
-      const __m512 sc = _mm512_mul_ps(wd, _mm512_loadu_ps(ag));
-      acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
-    }
-  }
-  Q8PackedRows::finish<NT>(n, pw, pa, a_stride, acc, out);
+  Q8PackedRows::dot<NT>(
+      n, packed_w, packed_a, a_stride,
+      out, [&](const uint8_t* wg, const uint8_t* ag0, __m512* acc) __attribute__((always_inline)) {
+        const __m512 wd = _mm512_loadu_ps(wg);
+        const __m512i corr = _mm512_loadu_si512(wg + 64);
+        __m512i wc[8];
+        for (int j = 0; j < 8; ++j) wc[j] = _mm512_loadu_si512(wg + 128 + 64 * j);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* ag = ag0 + t * a_stride;
+          __m512i isum = corr;
+          for (int j = 0; j < 8; ++j)
+            isum = _mm512_dpbusd_epi32(isum, _mm512_loadu_si512(ag + 64 + 64 * j), wc[j]);
+          const __m512 sc = _mm512_mul_ps(wd, _mm512_loadu_ps(ag));
+          acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
+        }
+      });
 }
 
 constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q8_pack_w, q8_pack_a,

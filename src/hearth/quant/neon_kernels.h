@@ -32,50 +32,77 @@ inline int32_t dot32(const int8_t* a, int8x16_t q0, int8x16_t q1) {
   return vaddvq_s32(acc);
 }
 
-template <typename Dot>
-void neon_dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  const uint8x16_t m4 = vdupq_n_u8(0x0f);
+// One block's part of a row's dot: scale * value.
+struct BlockTerm {
+  float scale;
+  float value;
+};
+
+// Sums block_dot(x[i], y[i]).scale * .value over the weight blocks x and activation blocks y
+// of an n-element row, in block order; the activation block holds one int8 quant per element,
+// so its qs length is the block size. The product and the sum stay one expression so that a
+// compiler which contracts only within an expression (clang) still makes them one fused
+// multiply-add. Always inlined, so GCC weighs the kernel's loops as one function (as when each
+// kernel wrote its own block loop): inlined late, the block body's inner loops can look no
+// hotter than the block loop to the register allocator.
+template <typename BlockW, typename BlockA, typename BlockDot>
+[[gnu::always_inline]] inline void neon_blocks_dot(int64_t n, const void* w, const void* a,
+                                                   float* out, BlockDot block_dot) {
+  const auto* x = static_cast<const BlockW*>(w);
+  const auto* y = static_cast<const BlockA*>(a);
+  constexpr int64_t kBlock = sizeof(BlockA::qs);
   float sum = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    unpack_q4k_scales(x[i].scales, sc, m);
-    int32_t imin = 0;
-    for (int s = 0; s < 8; ++s) imin += m[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
-    int32_t isum = 0;
-    for (int c = 0; c < 4; ++c) {
-      const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(x[i].qs + 32 * c + 16);
-      const int8_t* ay = y[i].qs + 64 * c;
-      const int32_t lo = dot32<Dot>(ay, vreinterpretq_s8_u8(vandq_u8(q0, m4)),
-                                    vreinterpretq_s8_u8(vandq_u8(q1, m4)));
-      const int32_t hi = dot32<Dot>(ay + 32, vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)),
-                                    vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)));
-      isum += sc[2 * c] * lo + sc[2 * c + 1] * hi;
-    }
-    sum += y[i].d * (fp16_to_f32(x[i].d) * static_cast<float>(isum) -
-                     fp16_to_f32(x[i].dmin) * static_cast<float>(imin));
+  for (int64_t i = 0; i < n / kBlock; ++i) {
+    const BlockTerm t = block_dot(x[i], y[i]);
+    sum += t.scale * t.value;
   }
   *out = sum;
 }
 
+// Q4_K / Q5_K x Q8_K: quants(c, q) sets q[0], q[1] to the 32 signed quants of sub-block 2c
+// and q[2], q[3] to those of sub-block 2c + 1.
+template <typename Dot, typename Block, typename Quants>
+inline BlockTerm k_nibbles_block_dot(const Block& x, const BlockQ8_K& y, Quants quants) {
+  uint8_t sc[8], m[8];
+  unpack_q4k_scales(x.scales, sc, m);
+  int32_t imin = 0;
+  for (int s = 0; s < 8; ++s) imin += m[s] * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+  int32_t isum = 0;
+  for (int c = 0; c < 4; ++c) {
+    int8x16_t q[4];
+    quants(c, q);
+    const int8_t* ay = y.qs + 64 * c;
+    const int32_t lo = dot32<Dot>(ay, q[0], q[1]);
+    const int32_t hi = dot32<Dot>(ay + 32, q[2], q[3]);
+    isum += sc[2 * c] * lo + sc[2 * c + 1] * hi;
+  }
+  return {y.d, fp16_to_f32(x.d) * static_cast<float>(isum) -
+                   fp16_to_f32(x.dmin) * static_cast<float>(imin)};
+}
+
+template <typename Dot>
+void neon_dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
+  const uint8x16_t m4 = vdupq_n_u8(0x0f);
+  neon_blocks_dot<BlockQ4_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ4_K& x, const BlockQ8_K& y) {
+    return k_nibbles_block_dot<Dot>(x, y, [&](int c, int8x16_t q[4]) {
+      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
+      const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
+      q[0] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
+      q[1] = vreinterpretq_s8_u8(vandq_u8(q1, m4));
+      q[2] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+      q[3] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+    });
+  });
+}
+
 template <typename Dot>
 void neon_dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ5_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t one = vdupq_n_u8(1);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    unpack_q4k_scales(x[i].scales, sc, m);
-    int32_t imin = 0;
-    for (int s = 0; s < 8; ++s) imin += m[s] * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
-    const uint8x16_t qh0 = vld1q_u8(x[i].qh);
-    const uint8x16_t qh1 = vld1q_u8(x[i].qh + 16);
-    int32_t isum = 0;
-    for (int c = 0; c < 4; ++c) {
+  neon_blocks_dot<BlockQ5_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ5_K& x, const BlockQ8_K& y) {
+    const uint8x16_t qh0 = vld1q_u8(x.qh);
+    const uint8x16_t qh1 = vld1q_u8(x.qh + 16);
+    return k_nibbles_block_dot<Dot>(x, y, [&](int c, int8x16_t q[4]) {
       // Bit 2c (low nibbles) and 2c+1 (high nibbles) of qh, moved to bit 4.
       const int8x16_t sh_lo = vdupq_n_s8(static_cast<int8_t>(-2 * c));
       const int8x16_t sh_hi = vdupq_n_s8(static_cast<int8_t>(-2 * c - 1));
@@ -83,19 +110,14 @@ void neon_dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
       const uint8x16_t h1lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_lo), one), 4);
       const uint8x16_t h0hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh0, sh_hi), one), 4);
       const uint8x16_t h1hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_hi), one), 4);
-      const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(x[i].qs + 32 * c + 16);
-      const int8_t* ay = y[i].qs + 64 * c;
-      const int32_t lo = dot32<Dot>(ay, vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), h0lo)),
-                                    vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), h1lo)));
-      const int32_t hi = dot32<Dot>(ay + 32, vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), h0hi)),
-                                    vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), h1hi)));
-      isum += sc[2 * c] * lo + sc[2 * c + 1] * hi;
-    }
-    sum += y[i].d * (fp16_to_f32(x[i].d) * static_cast<float>(isum) -
-                     fp16_to_f32(x[i].dmin) * static_cast<float>(imin));
-  }
-  *out = sum;
+      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
+      const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
+      q[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), h0lo));
+      q[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), h1lo));
+      q[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), h0hi));
+      q[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), h1hi));
+    });
+  });
 }
 
 template <typename Dot>
@@ -105,19 +127,16 @@ inline int32_t dot16(const int8_t* a, int8x16_t q) {
 
 template <typename Dot>
 void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t m3 = vdupq_n_u8(0x03);
   const int8x16_t off = vdupq_n_s8(32);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  neon_blocks_dot<BlockQ6_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ6_K& x, const BlockQ8_K& y) {
     int32_t isum = 0;
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = x[i].ql + 64 * h;
-      const uint8_t* qh = x[i].qh + 32 * h;
-      const int8_t* sc = x[i].scales + 8 * h;
-      const int8_t* ay = y[i].qs + 128 * h;
+      const uint8_t* ql = x.ql + 64 * h;
+      const uint8_t* qh = x.qh + 32 * h;
+      const int8_t* sc = x.scales + 8 * h;
+      const int8_t* ay = y.qs + 128 * h;
       for (int j = 0; j < 2; ++j) {  // lanes l = 16j .. 16j + 15 of each quarter
         const uint8x16_t la = vld1q_u8(ql + 16 * j);
         const uint8x16_t lb = vld1q_u8(ql + 32 + 16 * j);
@@ -134,38 +153,29 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
         }
       }
     }
-    sum += fp16_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
-  }
-  *out = sum;
+    return BlockTerm{fp16_to_f32(x.d) * y.d, static_cast<float>(isum)};
+  });
 }
 
 template <typename Dot>
 void neon_dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ8_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK0; ++i) {
-    const int32_t isum = dot32<Dot>(y[i].qs, vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16));
-    sum += fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d) * static_cast<float>(isum);
-  }
-  *out = sum;
+  neon_blocks_dot<BlockQ8_0, BlockQ8_0>(n, w, a, out, [](const BlockQ8_0& x, const BlockQ8_0& y) {
+    const int32_t isum = dot32<Dot>(y.qs, vld1q_s8(x.qs), vld1q_s8(x.qs + 16));
+    return BlockTerm{fp16_to_f32(x.d) * fp16_to_f32(y.d), static_cast<float>(isum)};
+  });
 }
 
 template <typename Dot>
 void neon_dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const int8x16_t eight = vdupq_n_s8(8);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK0; ++i) {
-    const uint8x16_t q = vld1q_u8(x[i].qs);
+  neon_blocks_dot<BlockQ4_0, BlockQ8_0>(n, w, a, out, [&](const BlockQ4_0& x, const BlockQ8_0& y) {
+    const uint8x16_t q = vld1q_u8(x.qs);
     const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
     const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-    const int32_t isum = dot32<Dot>(y[i].qs, lo, hi);
-    sum += fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d) * static_cast<float>(isum);
-  }
-  *out = sum;
+    const int32_t isum = dot32<Dot>(y.qs, lo, hi);
+    return BlockTerm{fp16_to_f32(x.d) * fp16_to_f32(y.d), static_cast<float>(isum)};
+  });
 }
 
 // Float rows: load4(p) widens four weights to f32.

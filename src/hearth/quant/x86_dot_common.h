@@ -121,7 +121,8 @@ inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t 
 
 // Q8_0 rows packed for the prefill kernels: each whole group of `Group` blocks takes
 // WGroupBytes in a weight row and AGroupBytes in an activation row; the blocks after the last
-// whole group follow unchanged.
+// whole group follow unchanged. Rows as stored are the case of groups kept as their blocks
+// (group bytes Group * sizeof(BlockQ8_0)).
 template <int Group, size_t WGroupBytes, size_t AGroupBytes>
 struct Q8Packed {
   static size_t bytes(int64_t n, size_t group_bytes) {
@@ -156,6 +157,26 @@ struct Q8Packed {
                                                           static_cast<size_t>(ng) * AGroupBytes);
       out[t] = FloatVec::sum(acc[t]) + q8_tail(xt, yt, 0, nb - ng * Group);
     }
+  }
+
+  // An NT-row kernel over weight row w and activation rows a + t * a_stride: per whole group,
+  // group_dot(wg, ag, acc) adds the group's part of row t's dot to acc[t] (wg: the group in w,
+  // ag: in activation row 0), then finish. This and group_dot are always inlined, so the
+  // compiler weighs the kernel's loops as one function: inlined late, group_dot's inner loops
+  // can look no hotter than the group loop to the register allocator.
+  template <int NT, typename GroupDot>
+  [[gnu::always_inline]] static void dot(int64_t n, const void* w, const void* a, size_t a_stride,
+                                         float* out, GroupDot group_dot) {
+    const auto* pw = static_cast<const uint8_t*>(w);
+    const auto* pa = static_cast<const uint8_t*>(a);
+    const int64_t nb = n / kQK0, ng = nb / Group;
+    FloatVec::V acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = FloatVec::zero();
+    for (int64_t g = 0; g < ng; ++g) {
+      group_dot(pw + static_cast<size_t>(g) * WGroupBytes,
+                pa + static_cast<size_t>(g) * AGroupBytes, acc);
+    }
+    finish<NT>(n, pw, pa, a_stride, acc, out);
   }
 };
 
