@@ -29,7 +29,7 @@ struct Q4_KAvx512 {
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
         rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
-        rows16_store_beside(v);
+        rows16_store_beside<NT>(v);
         // The super-block's 5 header lines (scales, mins, d) ride along the first loads.
         if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
         const __m512i lo = _mm512_and_si512(v, m_lo);

@@ -39,9 +39,9 @@ struct Q6_KAvx512 {
       rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
       __m512i v2 = _mm512_loadu_si512(v + 128);
       rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
-      rows16_store_beside(v0);
-      rows16_store_beside(v1);
-      rows16_store_beside(v2);
+      rows16_store_beside<NT>(v0);
+      rows16_store_beside<NT>(v1);
+      rows16_store_beside<NT>(v2);
       // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
       // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
       const __m512i q1 = _mm512_and_si512(v0, six);

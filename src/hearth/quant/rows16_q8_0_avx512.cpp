@@ -20,7 +20,7 @@ struct Q8_0Avx512 {
     for (int s = 0; s < 8; ++s) {
       wq[s] = _mm512_loadu_si512(g + 32 + 64 * s);
       rows16_prefetch_beside(wq[s], g + kPrefetchBytes + 64 * s);
-      rows16_store_beside(wq[s]);
+      rows16_store_beside<NT>(wq[s]);
     }
     rows16_prefetch_beside(wq[7], g + kPrefetchBytes + 512);
     const __m512 dw = Rows16Lanes::f16(g, 0);

@@ -59,13 +59,15 @@ struct Rows16Lanes {
 };
 #endif
 
-// Writes a weight vector just loaded to the stack, where nothing reads it back. The AVX-512
-// kernels call it once per loaded vector: on the AMD EPYC they were tuned on, their matvecs
-// streamed faster side by side with these stores than without (docs/kernels.md, "Stores beside
-// the loads"); the AVX2 kernels did not, so they do not call it.
-template <typename V>
+// Writes a weight vector just loaded to the stack, where nothing reads it back, when the
+// kernel runs for one token (decode). The AVX-512 kernels call it once per loaded vector: on
+// the AMD EPYC they were tuned on, their matvecs streamed faster side by side with these
+// stores than without; with more tokens per call the kernels are bound by arithmetic, where
+// the stores made them slower (docs/kernels.md, "Stores beside the loads"). The AVX2 kernels
+// gained nothing from them, so they do not call it.
+template <int NT, typename V>
 [[gnu::always_inline]] inline void rows16_store_beside(const V& v) {
-  asm volatile("" : : "m"(v));
+  if constexpr (NT == 1) asm volatile("" : : "m"(v));
 }
 
 // NT tokens' float sums of the 16 rows, kept in registers across the whole group.
