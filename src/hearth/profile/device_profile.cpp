@@ -1,5 +1,7 @@
 #include "hearth/profile/device_profile.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -300,6 +302,18 @@ DeviceSet load_devices_file(const std::string& path) {
                       e.what());
   }
   return devices_from_json(j, path);
+}
+
+DeviceProfile load_device_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("{}: cannot open", path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw FormatError(fmt::format("{}: not JSON: {}", path, e.what()));
+  }
+  return device_from_json(j, path);
 }
 
 }  // namespace hearth::profile

@@ -104,5 +104,8 @@ nlohmann::json device_to_json(const DeviceProfile& d);
 DeviceSet devices_from_json(const nlohmann::json& j, const std::string& source);
 nlohmann::json devices_to_json(const DeviceSet& set);
 DeviceSet load_devices_file(const std::string& path);  // IoError / FormatError
+// One device object (as `hearth profile --json` prints) from a file; IoError / FormatError
+// naming the file and field.
+DeviceProfile load_device_file(const std::string& path);
 
 }  // namespace hearth::profile

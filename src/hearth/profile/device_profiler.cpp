@@ -265,18 +265,6 @@ DeviceProfile measure_device(const ProfilerOptions& o, std::string* disk_method)
   return d;
 }
 
-DeviceProfile load_device_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("{}: cannot open", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw FormatError(fmt::format("{}: not JSON: {}", path, e.what()));
-  }
-  return device_from_json(j, path);
-}
-
 ProfileResult device_profile(const ProfilerOptions& o) {
   if (o.model_path.empty()) throw UsageError("profiler: a model file is needed (-m FILE)");
   ProfileResult r;

@@ -54,8 +54,4 @@ ProfileResult device_profile(const ProfilerOptions& options);
 
 std::string cache_path_for(const ProfilerOptions& options);
 
-// One device object (as `hearth profile --json` prints) from a file; IoError / FormatError
-// naming the file and field.
-DeviceProfile load_device_file(const std::string& path);
-
 }  // namespace hearth::profile
