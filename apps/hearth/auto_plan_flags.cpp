@@ -6,7 +6,7 @@
 
 #include "hearth/model/hparams.h"
 #include "hearth/plan/plan.h"
-#include "hearth/profile/device_profiler.h"
+#include "hearth/profiler/device_profiler.h"
 
 namespace hearth::cli {
 
@@ -48,13 +48,13 @@ cluster::AutoPlan make_auto_plan(const gguf::GgufFile& file, const ModelOptions&
                                  const AutoPlanFlags& flags, std::string_view who,
                                  const net::CurveConfig& curve) {
   const std::string& profile_file = flags.profile_file;
-  profile::ProfilerOptions po;
+  profiler::ProfilerOptions po;
   po.model_path = mo.model;
   po.threads = mo.threads;
   po.version = HEARTH_VERSION;
-  profile::ProfileResult head;
+  profiler::ProfileResult head;
   if (profile_file.empty()) {
-    head = profile::device_profile(po);
+    head = profiler::device_profile(po);
   } else {
     head.profile = profile::load_device_file(profile_file);
     head.from_cache = true;

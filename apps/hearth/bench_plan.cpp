@@ -17,7 +17,7 @@
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/fleet.h"
 #include "hearth/plan/halda.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 
 namespace hearth::cli {
 namespace {
@@ -93,7 +93,7 @@ int run_bench_plan(const Args& args) {
 
   fmt::print("machine: {} hardware threads; solver COIN-OR CBC (the paper uses HiGHS)\n",
              std::thread::hardware_concurrency());
-  const auto model = profile::profile_preset("llama3-70b", 1.0, "q4_k_m");
+  const auto model = profiler::profile_preset("llama3-70b", 1.0, "q4_k_m");
   fmt::print("model: {} ({:.1f} GiB of weights, L = {})\n\n", model.name,
              model.total_weight_bytes() / (1024.0 * 1024 * 1024), model.n_layers);
   const auto table3 = profile::load_devices_file(testbeds + "/paper-table3.json").devices;

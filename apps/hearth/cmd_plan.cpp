@@ -8,7 +8,7 @@
 #include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/halda.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 #include "model_options.h"
 
 namespace hearth::cli {
@@ -103,9 +103,9 @@ int run_plan(const Args& args) {
   if (ctx == 0) throw UsageError("--ctx must be positive");
 
   plan::Problem problem;
-  problem.model = model_path.empty() ? profile::profile_preset(preset, scale, scheme)
-                                     : profile::profile_model_file(model_path);
-  profile::set_kv_types(problem.model, kv_types(cache_type_k, cache_type_v));
+  problem.model = model_path.empty() ? profiler::profile_preset(preset, scale, scheme)
+                                     : profiler::profile_model_file(model_path);
+  profiler::set_kv_types(problem.model, kv_types(cache_type_k, cache_type_v));
   problem.devices = profile::load_devices_file(devices_path).devices;
   problem.options.ctx = ctx;
   problem.options.slow_disk_bps = slow_disk_gbps * 1e9;

@@ -6,14 +6,14 @@
 
 #include "commands.h"
 #include "hearth/base/error.h"
-#include "hearth/profile/device_profiler.h"
+#include "hearth/profiler/device_profiler.h"
 
 namespace hearth::cli {
 namespace {
 
 int run_profile(const Args& args) {
   CLI::App app{"Measure this device (kernels, memory, disk, cores) for the planner", "profile"};
-  profile::ProfilerOptions o;
+  profiler::ProfilerOptions o;
   bool json = false, no_cache = false;
   app.add_option("-m,--model", o.model_path, "model file (disk reads are measured on it)")
       ->required();
@@ -28,7 +28,7 @@ int run_profile(const Args& args) {
   o.use_cache = !no_cache;
   o.version = HEARTH_VERSION;
 
-  const auto r = profile::device_profile(o);
+  const auto r = profiler::device_profile(o);
   const auto& d = r.profile;
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   fmt::print("device {}  os {}  cores {}  gpu {}\n", d.name, profile::os_class_name(d.os), d.cores,

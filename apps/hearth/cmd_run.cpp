@@ -21,7 +21,6 @@
 #include "hearth/head/generate.h"
 #include "hearth/model/engine.h"
 #include "hearth/model/hparams.h"
-#include "hearth/profile/device_profiler.h"
 #include "hearth/residency/device_meter.h"
 #include "hearth/residency/release_policy.h"
 #include "hearth/text/vocab.h"

@@ -10,7 +10,7 @@
 #include "hearth/base/error.h"
 #include "hearth/cluster/worker.h"
 #include "hearth/net/discovery.h"
-#include "hearth/profile/device_profiler.h"
+#include "hearth/profiler/device_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "hearth/residency/release_policy.h"
 #include "link_options.h"
@@ -61,7 +61,7 @@ int run_worker(const Args& args) {
 
   // A --plan auto head asks for this device's profile; measured on first request (a few
   // seconds) and cached per host and model file, so later heads get it at once.
-  profile::ProfilerOptions po;
+  profiler::ProfilerOptions po;
   po.model_path = o.model_path;
   po.threads = o.threads;
   po.version = HEARTH_VERSION;
@@ -70,7 +70,7 @@ int run_worker(const Args& args) {
     o.profile = [d] { return profile::device_to_json(d).dump(); };
   } else {
     o.profile = [po] {
-      return profile::device_to_json(profile::device_profile(po).profile).dump();
+      return profile::device_to_json(profiler::device_profile(po).profile).dump();
     };
   }
   cluster::Worker worker(o);

@@ -12,7 +12,7 @@
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/engine.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 #include "hearth/residency/page_ranges.h"
 #include "support/scratch_dir.h"
 #include "support/synth_model.h"
@@ -236,7 +236,7 @@ TEST(Stage, HeadWithNoLayersEmbedsAndComputesLogits) {
   EXPECT_NE(logits[0], 0.0f);
 }
 
-// The plan reserves working buffers for profile::kStageRows rows: a longer prompt's scratch is
+// The plan reserves working buffers for profiler::kStageRows rows: a longer prompt's scratch is
 // given back when its step ends, and the answers stay those of an engine that kept it.
 TEST(Stage, ALongPromptsScratchIsGivenBackAfterItsStep) {
   const auto path = make_model();
@@ -250,11 +250,11 @@ TEST(Stage, ALongPromptsScratchIsGivenBackAfterItsStep) {
   eo.repack = model::RepackMode::kOff;
   model::Engine plain(file, eo);
   const auto& hp = stage.engine().hparams();
-  const uint64_t working = profile::stage_working_bytes(hp);
+  const uint64_t working = profiler::stage_working_bytes(hp);
 
   std::vector<int32_t> prompt(40);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(3 + 7 * i);
-  ASSERT_GT(prompt.size(), profile::kStageRows);
+  ASSERT_GT(prompt.size(), profiler::kStageRows);
   int64_t pos = 0;
   for (const std::vector<int32_t>& toks : {prompt, {5}, {77}, {300}}) {
     std::vector<float> hidden(toks.size() * hp.dim);

@@ -7,7 +7,7 @@
 
 #include "hearth/model/presets.h"
 #include "hearth/plan/cost_model.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 
 namespace hearth::plan::test {
 
@@ -89,7 +89,7 @@ inline Problem random_problem(std::mt19937_64& rng, uint32_t L, size_t devices,
   auto hp = model::find_preset(preset).hparams;
   hp.n_layers = L;
   Problem p;
-  p.model = profile::profile_model(hp, profile::weight_types_for_scheme(hp, "q4_k_m"), "rand");
+  p.model = profiler::profile_model(hp, profiler::weight_types_for_scheme(hp, "q4_k_m"), "rand");
   p.options.ctx = 1024;
   p.options.model = model;
   const double model_bytes = p.model.total_weight_bytes();

@@ -27,7 +27,7 @@ std::vector<profile::DeviceProfile> table3() {
 Problem fleet_problem(size_t devices, uint64_t seed, std::string_view preset = "llama3-70b") {
   Problem p;
   p.devices = jittered_fleet(table3(), devices, seed);
-  p.model = profile::profile_preset(preset, 1.0, "q4_k_m");
+  p.model = profiler::profile_preset(preset, 1.0, "q4_k_m");
   return p;
 }
 
@@ -190,7 +190,7 @@ TEST(HaldaSelection, TheHeadMayHoldNoLayers) {
   p.devices = profile::load_devices_file(std::string(HEARTH_SOURCE_DIR) +
                                          "/bench/testbeds/paper-table3-d1-d4.json")
                   .devices;
-  p.model = profile::profile_preset("llama3-8b", 1.0, "q4_k_m");
+  p.model = profiler::profile_preset("llama3-8b", 1.0, "q4_k_m");
   const auto h = halda(p);
   ASSERT_TRUE(h.feasible) << h.reason;
   // No plan that puts the whole model on one worker, behind a bare head, is faster.

@@ -72,7 +72,7 @@ Problem testbed(const std::string& file, std::string_view preset, CostModel cm) 
   p.options.model = cm;
   p.devices = profile::load_devices_file(std::string(HEARTH_SOURCE_DIR) + "/bench/testbeds/" + file)
                   .devices;
-  p.model = profile::profile_preset(preset, 1.0, "q4_k_m");
+  p.model = profiler::profile_preset(preset, 1.0, "q4_k_m");
   return p;
 }
 

@@ -461,7 +461,7 @@ TEST(OverlapModel, HaldaEqualsExhaustiveOptimumWithPlainMmap) {
 // each device reads its next window while the others compute.
 TEST(OverlapModel, RoundsPayOffWhenReadsOutlastCompute) {
   Problem p;
-  p.model = profile::profile_preset("llama3-8b", 1.0, "q4_k_m");
+  p.model = profiler::profile_preset("llama3-8b", 1.0, "q4_k_m");
   p.options.ctx = 1024;
   p.options.model = CostModel::kOverlap;
   const double per_device = p.model.total_weight_bytes() / 8;

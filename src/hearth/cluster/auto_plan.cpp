@@ -14,7 +14,7 @@
 #include "hearth/cluster/model_identity.h"
 #include "hearth/model/hparams.h"
 #include "hearth/plan/halda.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 
 namespace hearth::cluster {
 namespace {
@@ -187,8 +187,8 @@ AutoPlan plan_ring(const gguf::GgufFile& file, profile::DeviceProfile head,
     out.links.push_back(probed.link);
     out.addresses.push_back(o.workers[i]);
   }
-  profile::ModelProfile mp = profile::profile_model_file(file.path());
-  profile::set_kv_types(mp, o.kv_types);
+  profile::ModelProfile mp = profiler::profile_model_file(file.path());
+  profiler::set_kv_types(mp, o.kv_types);
   solve(out, std::move(mp), o);
   return out;
 }

@@ -11,7 +11,7 @@
 #include "hearth/base/log.h"
 #include "hearth/compute/kv_cache.h"
 #include "hearth/model/hparams.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 #include "hearth/residency/memory_status.h"
 
 namespace hearth::cluster {
@@ -88,7 +88,7 @@ Stage::Stage(const gguf::GgufFile& file, StageOptions options)
   if (opt_.with_output) fixed += compute::gguf_bytes(views.output) + 4ull * hp.dim;
 
   pages_ = std::make_unique<residency::MappedPages>(file_.bytes(), file_.path());
-  working_bytes_ = profile::stage_working_bytes(hp);
+  working_bytes_ = profiler::stage_working_bytes(hp);
   if (!layers.empty()) {
     kv_bytes_ = compute::KvCache::bytes_for(
         static_cast<int>(layers.size()), static_cast<int>(hp.n_kv_heads),
@@ -321,7 +321,7 @@ residency::StepStats Stage::finish_step(bool decode) {
   // The plan reserves working buffers for kStageRows rows: a longer prompt's scratch goes
   // back once its step is over (measured above, so its peak still counts). Decode steps keep
   // theirs, so many sequences decoding together do not reallocate every step.
-  if (!decode) engine_->trim_scratch(static_cast<int64_t>(profile::kStageRows));
+  if (!decode) engine_->trim_scratch(static_cast<int64_t>(profiler::kStageRows));
   return st;
 }
 

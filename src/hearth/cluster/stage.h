@@ -129,7 +129,7 @@ class Stage {
   std::unique_ptr<ExpertStore> experts_;            // a mixture whose experts do not all fit
   std::vector<residency::PlannedMatrix> matrices_;  // every matrix, in use order
   uint64_t fixed_bytes_ = 0;    // always resident: norms, biases, the head's output layer
-  uint64_t working_bytes_ = 0;  // profile::stage_working_bytes
+  uint64_t working_bytes_ = 0;  // profiler::stage_working_bytes
   uint64_t kv_bytes_ = 0;       // KV cache of its layers at the full context
   uint64_t total_memory_ = 0;   // what the pressure target is a share of
   uint64_t advised0_ = 0, released0_ = 0;

@@ -127,7 +127,7 @@ class Engine {
   size_t n_sequences() const { return caches_.size(); }  // sequences holding a KV cache
 
   // Scratch grows to the largest batch seen. A ring stage reserves working memory for a few
-  // rows only (profile::kStageRows), so after a long prompt it gives the rest back: frees
+  // rows only (profiler::kStageRows), so after a long prompt it gives the rest back: frees
   // every scratch buffer larger than `rows` rows (it grows again when a batch needs it).
   void trim_scratch(int64_t rows);
   // Bytes held by the scratch buffers now (capacity, not size).

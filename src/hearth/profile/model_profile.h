@@ -1,22 +1,16 @@
 // What the planner knows about a model: per-layer FLOPs and bytes per weight type, input and
 // output layer bytes, KV bytes per token (paper A.3: F_m, F_out, b, b_i, b_o, 2(h_k e_k +
-// h_v e_v)). Computed from hyperparameters plus the type of every weight tensor, so it works
-// for a named preset with a quantization scheme as well as for the tensor list of a GGUF.
+// h_v e_v)): the plain structs. profiler/model_profiler.h computes them from hyperparameters
+// plus the type of every weight tensor, for a named preset with a quantization scheme as well
+// as for the tensor list of a GGUF.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "hearth/compute/kv_cache.h"
 #include "hearth/gguf/tensor_type.h"
-#include "hearth/model/hparams.h"
-
-namespace hearth::gguf {
-struct TensorInfo;
-}
 
 namespace hearth::profile {
 
@@ -31,14 +25,6 @@ struct WeightTypes {
   gguf::TensorType token_embd;
   gguf::TensorType output;  // ignored when embeddings are tied
 };
-
-// Types a llama.cpp-style quantization scheme gives each tensor: "f32", "f16", "bf16",
-// "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" (every matrix that type, output q6_k for K-types),
-// "q4_k_m" / "q5_k_m" (attn_v and ffn_down in q6_k on the first and last eighth of the layers
-// and every third layer between). A row length the chosen block cannot store falls back to
-// q8_0, then f16, as llama.cpp does for odd feed-forward sizes. UsageError lists the names.
-WeightTypes weight_types_for_scheme(const model::HParams& hp, std::string_view scheme);
-std::vector<std::string_view> known_schemes();
 
 struct LayerProfile {
   std::map<gguf::TensorType, double> flops;    // FLOPs per token by weight type of the matvec
@@ -72,7 +58,7 @@ struct ModelProfile {
   // activations of a 512-token prompt batch through one layer, 4 * 512 * (4 dim + 2 ffn).
   uint64_t compute_buffer_cpu = 0;
   // What a streaming device (cluster::Stage) keeps free besides its weights and KV cache:
-  // working buffers for decode and short prompts (stage_working_bytes). The
+  // working buffers for decode and short prompts (profiler::stage_working_bytes). The
   // overlap cost model uses it in place of compute_buffer_cpu, so the plan's weight budgets
   // are the ones the devices compute; 0 (hand-built profiles): compute_buffer_cpu.
   uint64_t stage_buffer_cpu = 0;
@@ -86,28 +72,5 @@ struct ModelProfile {
   // Bytes of one layer a token reads: the dense part and its share of the experts.
   double layer_read_bytes() const { return layer_bytes - expert_bytes * (1.0 - expert_share); }
 };
-
-// Working buffers of a ring stage for `kStageRows` rows (decode, short prompts, a few
-// sequences decoding together). A longer prompt grows them for its step and gives them back
-// after it (model::Engine::trim_scratch); decode is what the plan is for. On a device that
-// streams, this reserve comes out of the same share of memory as the stream buffer (the
-// pressure target), so it is kept small. (The stage also keeps 8 MiB of headroom for message
-// buffers and stacks: process overhead, which a profile's available memory already leaves
-// out.)
-inline constexpr uint64_t kStageRows = 16;
-uint64_t stage_working_bytes(const model::HParams& hp);
-
-ModelProfile profile_model(const model::HParams& hp, const WeightTypes& types, std::string name);
-// From the tensors of a GGUF file: types and byte sizes as stored. FormatError when a layer
-// tensor the architecture needs is missing.
-ModelProfile profile_model(const model::HParams& hp, const std::vector<gguf::TensorInfo>& tensors,
-                           std::string name);
-// Opens a GGUF file and profiles it (hyperparameters via model::load_hparams).
-ModelProfile profile_model_file(const std::string& path);
-// Counts the KV cache in these element types (profiles count f16 K and V by default).
-// UsageError when a type cannot hold the model's head rows.
-void set_kv_types(ModelProfile& p, compute::KvTypes types);
-// A named preset (model/presets.h), optionally scaled, with a quantization scheme.
-ModelProfile profile_preset(std::string_view preset, double scale, std::string_view scheme);
 
 }  // namespace hearth::profile

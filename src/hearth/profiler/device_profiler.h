@@ -16,9 +16,9 @@
 #include <string>
 
 #include "hearth/profile/device_profile.h"
-#include "hearth/profile/memory_info.h"
+#include "hearth/profiler/memory_info.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 
 struct ProfilerOptions {
   std::string model_path;         // required: disk reads and the KV row size come from it
@@ -34,7 +34,7 @@ struct ProfilerOptions {
 };
 
 struct ProfileResult {
-  DeviceProfile profile;
+  profile::DeviceProfile profile;
   bool from_cache = false;
   std::string cache_path;   // "" when the cache is off
   double measure_ms = 0;    // time spent measuring (0 on a cache hit)
@@ -45,7 +45,8 @@ struct ProfileResult {
 int usable_cores(const MemoryRoots& roots = {});
 
 // Measures everything now. IoError / FormatError when the model file or /proc cannot be read.
-DeviceProfile measure_device(const ProfilerOptions& options, std::string* disk_method = nullptr);
+profile::DeviceProfile measure_device(const ProfilerOptions& options,
+                                      std::string* disk_method = nullptr);
 
 // The cached profile when its key matches (memory figures re-read), else measures and stores.
 // A corrupt or foreign cache file is ignored and overwritten (written atomically, so workers
@@ -54,4 +55,4 @@ ProfileResult device_profile(const ProfilerOptions& options);
 
 std::string cache_path_for(const ProfilerOptions& options);
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -1,4 +1,4 @@
-#include "hearth/profile/device_profiler.h"
+#include "hearth/profiler/device_profiler.h"
 
 #include <fmt/core.h>
 #include <sched.h>
@@ -22,10 +22,14 @@
 #include "hearth/compute/matmul.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/hparams.h"
-#include "hearth/profile/disk_probe.h"
+#include "hearth/profiler/disk_probe.h"
 #include "hearth/quant/type_traits.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
+
+using profile::DeviceProfile;
+using profile::OsClass;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -277,7 +281,7 @@ ProfileResult device_profile(const ProfilerOptions& o) {
       try {
         const json j = json::parse(in);
         if (j.at("key") == key) {
-          r.profile = device_from_json(j.at("profile"), r.cache_path);
+          r.profile = profile::device_from_json(j.at("profile"), r.cache_path);
           if (!o.name.empty()) r.profile.name = o.name;
           apply_memory(r.profile, read_memory_info(o.memory));
           r.from_cache = true;
@@ -297,7 +301,7 @@ ProfileResult device_profile(const ProfilerOptions& o) {
     const std::string tmp = fmt::format("{}.tmp{}", r.cache_path, ::getpid());
     {
       std::ofstream out(tmp);
-      out << json{{"key", key}, {"profile", device_to_json(r.profile)}}.dump(1) << "\n";
+      out << json{{"key", key}, {"profile", profile::device_to_json(r.profile)}}.dump(1) << "\n";
     }
     fs::rename(tmp, r.cache_path, ec);
     if (ec) log::warn("profile cache {} not written: {}", r.cache_path, ec.message());
@@ -305,4 +309,4 @@ ProfileResult device_profile(const ProfilerOptions& o) {
   return r;
 }
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -4,9 +4,9 @@
 #include "hearth/base/error.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/presets.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 namespace {
 
 using gguf::TensorType;
@@ -106,4 +106,4 @@ TEST(ModelProfile, UnknownSchemeListsTheKnownOnes) {
 }
 
 }  // namespace
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "fixtures.h"
 #include "hearth/base/error.h"
 #include "hearth/profile/device_profile.h"
 #include "support/scratch_dir.h"

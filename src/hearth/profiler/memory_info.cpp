@@ -1,6 +1,6 @@
-#include "hearth/profile/memory_info.h"
+#include "hearth/profiler/memory_info.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 
 MemoryInfo read_memory_info(const MemoryRoots& roots) {
   const residency::MemoryStatus s = residency::read_memory_status(roots);
@@ -14,4 +14,4 @@ MemoryInfo read_memory_info(const MemoryRoots& roots) {
   return info;
 }
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

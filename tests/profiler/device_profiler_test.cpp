@@ -1,7 +1,7 @@
 // The device profiler on this machine and a small synthetic model: every figure the cost
 // model needs is present and plausible, the cache is keyed by the model file, and the CLI's
 // JSON loads with the DEVICES.json loader.
-#include "hearth/profile/device_profiler.h"
+#include "hearth/profiler/device_profiler.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,12 +14,17 @@
 
 #include "hearth/base/error.h"
 #include "hearth/model/synth.h"
-#include "hearth/profile/disk_probe.h"
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/disk_probe.h"
+#include "hearth/profiler/model_profiler.h"
 #include "support/scratch_dir.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 namespace {
+
+using profile::device_from_json;
+using profile::device_to_json;
+using profile::devices_from_json;
+using profile::OsClass;
 
 namespace fs = std::filesystem;
 
@@ -201,4 +206,4 @@ TEST(ProfileCli, JsonLoadsWithTheDevicesLoader) {
 }
 
 }  // namespace
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

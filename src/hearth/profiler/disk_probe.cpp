@@ -1,4 +1,4 @@
-#include "hearth/profile/disk_probe.h"
+#include "hearth/profiler/disk_probe.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -20,7 +20,7 @@
 #include "hearth/base/clock.h"
 #include "hearth/base/error.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 namespace {
 
 constexpr size_t kAlign = 4096;
@@ -245,4 +245,4 @@ DiskReadRates measure_disk_reads(const std::string& path, double budget_s) {
   return out;
 }
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -1,5 +1,5 @@
 // cgroup-aware memory on constructed /proc and /sys/fs/cgroup trees.
-#include "hearth/profile/memory_info.h"
+#include "hearth/profiler/memory_info.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include "hearth/base/error.h"
 #include "support/scratch_dir.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 namespace {
 
 namespace fs = std::filesystem;
@@ -164,4 +164,4 @@ TEST(MemoryInfoReal, ThisMachineIsSane) {
 }
 
 }  // namespace
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -1,4 +1,4 @@
-#include "hearth/profile/model_profile.h"
+#include "hearth/profiler/model_profiler.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,12 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/model/presets.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
+
+using profile::LayerProfile;
+using profile::LayerTypes;
+using profile::ModelProfile;
+using profile::WeightTypes;
 
 namespace {
 
@@ -292,4 +297,4 @@ ModelProfile profile_preset(std::string_view preset, double scale, std::string_v
   return profile_model(hp, weight_types_for_scheme(hp, scheme), name);
 }
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace hearth::profile {
+namespace hearth::profiler {
 
 struct DiskReadRates {
   double seq_bps = 0;      // bytes/s, 1 MiB reads in order, seq_queue_depth at once (below)
@@ -59,4 +59,4 @@ double steady_rate_bps(const std::vector<ReadSample>& samples);
 // or read, or is empty.
 DiskReadRates measure_disk_reads(const std::string& path, double budget_s = 0.4);
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler

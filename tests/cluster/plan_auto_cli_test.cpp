@@ -18,14 +18,13 @@
 #include <vector>
 
 #include "hearth/model/synth.h"
-#include "hearth/profile/device_profile.h"
 #include "support/profile_file.h"
 #include "support/scratch_dir.h"
 #include "support/worker_process.h"
 
 extern char** environ;
 
-namespace hearth::profile {
+namespace hearth::cluster {
 namespace {
 
 namespace fs = std::filesystem;
@@ -191,4 +190,4 @@ TEST(PlanAutoCli, NoSelectKeepsEveryDevice) {
 }
 
 }  // namespace
-}  // namespace hearth::profile
+}  // namespace hearth::cluster

@@ -8,7 +8,7 @@
 
 #include "hearth/residency/memory_status.h"
 
-namespace hearth::profile {
+namespace hearth::profiler {
 
 struct MemoryInfo {
   uint64_t total_bytes = 0;         // min(MemTotal, tightest cgroup limit)
@@ -25,4 +25,4 @@ using residency::MemoryRoots;
 // read, FormatError naming the file when it or a cgroup's limit or usage file is malformed.
 MemoryInfo read_memory_info(const MemoryRoots& roots = {});
 
-}  // namespace hearth::profile
+}  // namespace hearth::profiler
