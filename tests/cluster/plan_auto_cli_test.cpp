@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "hearth/model/synth.h"
 #include "support/profile_file.h"
 #include "support/scratch_dir.h"
+#include "support/synth_model.h"
 #include "support/worker_process.h"
 
 extern char** environ;
@@ -39,21 +39,7 @@ fs::path test_dir() {
 std::string make_model() {
   const std::string path = (test_dir() / "m.gguf").string();
   if (fs::exists(path)) return path;
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = 8;
-  opt.hp.dim = 256;
-  opt.hp.n_heads = 4;
-  opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = 64;
-  opt.hp.ffn = 512;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q8_0");
-  opt.seed = 11;
-  opt.threads = 1;
-  model::write_synthetic_model(opt, path);
-  return path;
+  return hearth::testing::write_model(path, {.layers = 8, .seed = 11});
 }
 
 // A device profile with `ram_gib` of memory and a 0.2 GB/s disk: small enough that the

@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "hearth/base/error.h"
-#include "hearth/model/synth.h"
 #include "hearth/profiler/disk_probe.h"
 #include "hearth/profiler/model_profiler.h"
 #include "support/scratch_dir.h"
+#include "support/synth_model.h"
 
 namespace hearth::profiler {
 namespace {
@@ -38,21 +38,7 @@ fs::path test_dir() {
 std::string make_model(const std::string& file, uint64_t seed = 3) {
   const std::string path = (test_dir() / file).string();
   if (fs::exists(path)) return path;
-  model::SynthOptions opt;
-  opt.hp.arch = model::Arch::kLlama;
-  opt.hp.n_layers = 4;
-  opt.hp.dim = 256;
-  opt.hp.n_heads = 4;
-  opt.hp.n_kv_heads = 2;
-  opt.hp.head_dim = 64;
-  opt.hp.ffn = 512;
-  opt.hp.vocab = 512;
-  opt.hp.ctx_train = 4096;
-  opt.types = model::parse_type_recipe("q4_k_m");
-  opt.seed = seed;
-  opt.threads = 1;
-  model::write_synthetic_model(opt, path);
-  return path;
+  return hearth::testing::write_model(path, {.types = "q4_k_m", .seed = seed});
 }
 
 ProfilerOptions quick(const std::string& model) {
