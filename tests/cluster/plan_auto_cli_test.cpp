@@ -30,10 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_plan_auto_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_plan_auto_test");
 }
 
 std::string make_model() {

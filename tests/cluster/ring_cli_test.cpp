@@ -36,10 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_ring_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_ring_test");
 }
 
 // 8 layers so plans with k = 1, 2, 4 rounds and a partial last round all fit.

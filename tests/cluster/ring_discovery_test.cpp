@@ -21,10 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_discovery_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_discovery");
 }
 
 const std::string& model_path() {

@@ -29,10 +29,7 @@ using profile::OsClass;
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_profiler_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_profiler_test");
 }
 
 std::string make_model(const std::string& file, uint64_t seed = 3) {

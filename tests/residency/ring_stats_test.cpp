@@ -25,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_ring_stats_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_ring_stats");
 }
 
 std::string shell(const std::string& cmd) {

@@ -33,10 +33,7 @@ namespace hearth::serve::testing {
 namespace fs = std::filesystem;
 
 inline fs::path test_dir() {
-  const auto d =
-      hearth::testing::scratch_dir() / ("hearth_serve_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return hearth::testing::scratch_subdir("hearth_serve_test");
 }
 
 // dim 128, vocab 512: fast enough under ASan, big enough for a chat template. 2 layers for

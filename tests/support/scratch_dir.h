@@ -42,4 +42,11 @@ inline const std::filesystem::path& scratch_dir() {
   return dir.path();
 }
 
+// scratch_dir()/name, made if missing: a test file's own folder among its process's files.
+inline std::filesystem::path scratch_subdir(const std::string& name) {
+  auto d = scratch_dir() / name;
+  std::filesystem::create_directories(d);
+  return d;
+}
+
 }  // namespace hearth::testing
