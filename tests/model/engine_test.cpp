@@ -280,6 +280,39 @@ TEST_P(EngineBatched, SequencesAloneEqualBatchedBitwise) {
   }
 }
 
+// Paged KV (blocks of 16 positions, so every sequence crosses block edges) against one
+// contiguous region per sequence: the same bits alone and batched, and blocks back in the pool
+// once the sequences are dropped.
+TEST_P(EngineBatched, PagedKvEqualsContiguousBitwise) {
+  const Case& c = GetParam();
+  const auto path = make_model(c);
+  const auto file = gguf::GgufFile::open(path);
+  const std::vector<SeqPlan> plans = {
+      {7, {12}, 6, 0}, {3, {5, 4, 3}, 7, 0}, {11, {1}, 9, 2}, {5, {7, 5}, 3, 4}};
+  EngineOptions paged_opt{2, 64, {}};
+  paged_opt.kv_block = 16;
+  Engine flat(file, EngineOptions{2, 64, {}});
+  Engine paged(file, paged_opt);
+  Engine paged_alone(file, paged_opt);
+  const auto got = run_batched(paged, plans);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto want = run_alone(flat, plans[i]);
+    const auto alone = run_alone(paged_alone, plans[i]);
+    ASSERT_EQ(got[i].size(), want.size());
+    ASSERT_EQ(alone.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_TRUE(bitwise_equal(got[i][k], want[k]))
+          << c.name << ": sequence " << plans[i].seq << " result " << k << " batched";
+      EXPECT_TRUE(bitwise_equal(alone[k], want[k]))
+          << c.name << ": sequence " << plans[i].seq << " result " << k << " alone";
+    }
+  }
+  ASSERT_NE(paged.kv_pool(), nullptr);
+  EXPECT_GT(paged.kv_pool()->in_use(), 0);
+  for (const SeqPlan& p : plans) paged.drop(p.seq);
+  EXPECT_EQ(paged.kv_pool()->in_use(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, EngineBatched,
     ::testing::Values(
@@ -393,6 +426,80 @@ TEST(Engine, RepackedExpertsGiveTheSameAnswers) {
 
 // A refused batch (a sequence twice, context full for one member, a bad token in one member)
 // changes no sequence's cache.
+// n token ids of the 512-token test vocabulary, spread over it.
+std::vector<int32_t> long_prompt(int n) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 37 + 5) % 512;
+  return ids;
+}
+
+// A sequence that shares another's prompt prefix computes only the rest and reads the same
+// logits as one computed from scratch, while the other goes on undisturbed; the prefix's blocks
+// are stored once.
+TEST(Engine, SharedPromptPrefixGivesTheSameLogits) {
+  const auto path = make_model(Case{"share", Arch::kLlama, "q4_k_m", 4, 2, false, false, 1.0f, 0});
+  const auto file = gguf::GgufFile::open(path);
+  EngineOptions opt{2, 64, {}};
+  opt.kv_block = 16;
+  Engine paged(file, opt);
+  Engine flat(file, EngineOptions{2, 64, {}});
+  const int64_t vocab = paged.hparams().vocab;
+  const auto tokens = long_prompt(40);
+  const std::span<const int32_t> prompt(tokens);
+  std::vector<float> a(vocab), b(vocab), want(vocab);
+  paged.eval(1, prompt, a.data());
+  const int64_t blocks = paged.kv_pool()->in_use();
+  EXPECT_EQ(blocks, 3);
+  paged.share_prefix(1, 2, 36);
+  EXPECT_EQ(paged.seq_length(2), 36);
+  EXPECT_EQ(paged.kv_pool()->in_use(), blocks);
+  EXPECT_EQ(paged.kv_blocks_needed(2, 4), 1);  // the shared last block is copied first
+  paged.eval(2, prompt.subspan(36), b.data());
+  flat.eval(2, prompt, want.data());
+  EXPECT_TRUE(bitwise_equal(b, want));
+  EXPECT_EQ(paged.kv_pool()->in_use(), blocks + 1);
+  // Both go on decoding: each equals its contiguous twin.
+  flat.eval(1, prompt, want.data());
+  for (int step = 0; step < 4; ++step) {
+    const int32_t ta = argmax(a), tb = argmax(b) == 0 ? 1 : 0;  // different continuations
+    std::vector<float> wa(vocab), wb(vocab);
+    paged.eval(1, std::span<const int32_t>(&ta, 1), a.data());
+    paged.eval(2, std::span<const int32_t>(&tb, 1), b.data());
+    flat.eval(1, std::span<const int32_t>(&ta, 1), wa.data());
+    flat.eval(2, std::span<const int32_t>(&tb, 1), wb.data());
+    EXPECT_TRUE(bitwise_equal(a, wa)) << "step " << step;
+    EXPECT_TRUE(bitwise_equal(b, wb)) << "step " << step;
+  }
+  EXPECT_THROW(flat.share_prefix(1, 3, 4), UsageError);     // not paged
+  EXPECT_THROW(paged.share_prefix(9, 3, 4), UsageError);    // no sequence 9
+  EXPECT_THROW(paged.share_prefix(1, 3, 100), UsageError);  // more than it holds
+}
+
+// A paged engine whose pool cannot hold a batch refuses all of it before any cache changes.
+TEST(Engine, FullKvPoolRefusesTheWholeBatch) {
+  const auto path = make_model(Case{"pool", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0});
+  const auto file = gguf::GgufFile::open(path);
+  EngineOptions opt{1, 64, {}};
+  opt.kv_block = 16;
+  opt.kv_pool = 40;  // three blocks
+  Engine engine(file, opt);
+  std::vector<float> la(engine.hparams().vocab), lb(engine.hparams().vocab);
+  const auto tokens = long_prompt(20);
+  const std::span<const int32_t> twenty(tokens), ten(tokens.data(), 10);
+  engine.eval(1, twenty, la.data());
+  EXPECT_EQ(engine.kv_pool()->available(), 1);
+  // Sequence 1 crosses into a third block (positions 20..29 stay in its second: ten more
+  // would fit) and sequence 2 needs its first: two blocks, one free.
+  const std::span<const int32_t> fifteen(tokens.data(), 15);
+  const std::vector<EvalItem> both = {{1, fifteen, la.data()}, {2, ten, lb.data()}};
+  EXPECT_THROW(engine.eval_batch(both), compute::KvPoolFull);
+  EXPECT_EQ(engine.seq_length(1), 20);
+  EXPECT_EQ(engine.seq_length(2), 0);
+  EXPECT_EQ(engine.kv_pool()->available(), 1);
+  engine.eval(2, ten, lb.data());
+  EXPECT_EQ(engine.kv_pool()->available(), 0);
+}
+
 TEST(Engine, RefusedBatchChangesNothing) {
   const auto path = make_model(Case{"refuse", Arch::kLlama, "f32", 4, 2, false, false, 1.0f, 0});
   const auto file = gguf::GgufFile::open(path);

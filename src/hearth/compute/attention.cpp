@@ -36,7 +36,8 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
     throw UsageError(fmt::format("attention: cache rows of {} / {} do not match head_dim {}",
                                  kv_type_name(kv.k_type), kv_type_name(kv.v_type), kv.head_dim));
   }
-  if (kv.k == nullptr || kv.v == nullptr || kv.n_pos < 0 || kv.n_pos > kv.n_ctx) {
+  if (kv.blocks == nullptr || kv.n_pos < 0 || kv.n_pos > kv.n_ctx || kv.block_shift < 4 ||
+      kv.block_shift > 62) {
     throw UsageError(
         fmt::format("attention: invalid cache view ({} positions of {})", kv.n_pos, kv.n_ctx));
   }
@@ -57,6 +58,13 @@ void validate(const AttentionShape& shape, const KvLayerView& kv, int64_t q_stri
   }
 }
 
+// Kv head `kvh`'s rows of K (or V) in the view.
+detail::KvRows head_rows(const KvLayerView& kv, int kvh, bool v) {
+  const int64_t row_bytes = v ? kv.v_row_bytes : kv.k_row_bytes;
+  return {kv.blocks, (v ? kv.v_offset : kv.k_offset) + kvh * kv.head_rows * row_bytes,
+          kv.block_shift, row_bytes, v ? kv.v_type : kv.k_type};
+}
+
 // f16 -> f32 without branches per element, so the loop vectorizes on any baseline CPU:
 // placing the 15 exponent+mantissa bits at the top of a float's and multiplying by 2^112
 // rebiases the exponent (15 -> 127) exactly, subnormal halves included; exponent 31
@@ -74,19 +82,17 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
 // Reads rows of one cache part as f32.
 struct RowReader {
   RowReader(const detail::KvRows& r, int hd)
-      : data(r.data),
-        row_bytes(static_cast<int64_t>(kv_row_bytes(r.type, hd))),
+      : rows(r),
         f16(r.type == KvType::kF16),
         convert(f16 ? nullptr : kv_row_converter(r.type)),
         hd(hd) {}
   // Row pos -> dst (hd).
   void get(int64_t pos, float* dst) const {
-    const uint8_t* row = data + pos * row_bytes;
+    const uint8_t* row = rows.row(pos);
     if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
     convert(row, dst, hd);
   }
-  const uint8_t* data;
-  int64_t row_bytes;
+  detail::KvRows rows;
   bool f16;
   KvRowToFloat convert;
   int hd;
@@ -258,8 +264,8 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
             row_len[rows] = pos0 + t + 1;  // causal: positions [0, pos0 + t]
           }
         }
-        kernel(q_tile, out_tile, rows, row_len, {kv.k_row(kvh, 0), kv.k_type},
-               {kv.v_row(kvh, 0), kv.v_type}, hd, scale);
+        kernel(q_tile, out_tile, rows, row_len, head_rows(kv, kvh, false), head_rows(kv, kvh, true),
+               hd, scale);
         rows = 0;
         for (int64_t t = t0; t < t0 + tokens; ++t) {
           for (int i = 0; i < tile_heads; ++i, ++rows) {

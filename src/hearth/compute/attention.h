@@ -71,10 +71,19 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 }  // namespace ref
 
 namespace detail {
-// One kv head's rows of K or V: positions 0, 1, ... at kv_row_bytes(type, head_dim) apart.
+// One kv head's rows of K or V: position p's row at row(p). Positions sit in blocks of
+// 2^block_shift (KvLayerView), so a run of up to four rows starting at a multiple of its
+// length is consecutive in memory.
 struct KvRows {
-  const uint8_t* data = nullptr;
+  const uint8_t* const* blocks = nullptr;  // base of each block
+  int64_t offset = 0;                      // the head's first row inside a block
+  int block_shift = 62;
+  int64_t row_bytes = 0;  // kv_row_bytes(type, head_dim)
   KvType type = KvType::kF16;
+  const uint8_t* row(int64_t pos) const {
+    return blocks[pos >> block_shift] + offset +
+           (pos & ((int64_t{1} << block_shift) - 1)) * row_bytes;
+  }
 };
 
 // The kernels the dispatcher calls per kv head: n_rows query rows sharing that kv head,

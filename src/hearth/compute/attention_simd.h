@@ -68,22 +68,26 @@ struct Q8View {
 };
 
 // Where a kernel reads rows of K or V: rows(pos, n, scratch) is a view of n consecutive rows
-// from position pos, in place or (q4_0) converted into scratch (n * hd floats).
+// from position pos, in place or (q4_0) converted into scratch (n * hd floats). The kernels
+// ask for n <= 4 rows at a multiple of n, which never straddle two blocks of the cache.
 struct F16Rows {
-  const uint16_t* base;
+  detail::KvRows r;
   int hd;
-  F16View rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return {base + pos * hd, hd}; }
+  F16View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
+    return {reinterpret_cast<const uint16_t*>(r.row(pos)), hd};
+  }
 };
 struct F32Rows {
-  const float* base;
+  detail::KvRows r;
   int hd;
-  F32View rows(int64_t pos, int /*n*/, float* /*scratch*/) const { return {base + pos * hd, hd}; }
+  F32View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
+    return {reinterpret_cast<const float*>(r.row(pos)), hd};
+  }
 };
 struct Q8Rows {
-  const uint8_t* base;
-  int64_t row_bytes;
+  detail::KvRows r;
   Q8View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
-    return {base + pos * row_bytes, row_bytes};
+    return {r.row(pos), r.row_bytes};
   }
 };
 
@@ -106,12 +110,10 @@ inline void q4_0_row_to_float(const uint8_t* row, int hd, float* dst) {
 }
 
 struct Q4Rows {
-  const uint8_t* base;
+  detail::KvRows r;
   int hd;
-  int64_t row_bytes;
   F32View rows(int64_t pos, int n, float* scratch) const {
-    for (int i = 0; i < n; ++i)
-      q4_0_row_to_float(base + (pos + i) * row_bytes, hd, scratch + i * hd);
+    for (int i = 0; i < n; ++i) q4_0_row_to_float(r.row(pos + i), hd, scratch + i * hd);
     return {scratch, hd};
   }
 };
@@ -305,13 +307,13 @@ template <typename F>
 void with_rows(const detail::KvRows& r, int hd, F&& f) {
   switch (r.type) {
     case KvType::kF16:
-      return f(F16Rows{reinterpret_cast<const uint16_t*>(r.data), hd});
+      return f(F16Rows{r, hd});
     case KvType::kF32:
-      return f(F32Rows{reinterpret_cast<const float*>(r.data), hd});
+      return f(F32Rows{r, hd});
     case KvType::kQ8_0:
-      return f(Q8Rows{r.data, static_cast<int64_t>(kv_row_bytes(r.type, hd))});
+      return f(Q8Rows{r});
     case KvType::kQ4_0:
-      return f(Q4Rows{r.data, hd, static_cast<int64_t>(kv_row_bytes(r.type, hd))});
+      return f(Q4Rows{r, hd});
   }
 }
 

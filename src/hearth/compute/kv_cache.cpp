@@ -1,6 +1,7 @@
 #include "hearth/compute/kv_cache.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "hearth/base/error.h"
 #include "hearth/base/half.h"
 #include "hearth/compute/isa_dispatch.h"
+#include "hearth/compute/kv_block_pool.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
@@ -116,6 +118,10 @@ void kv_row_to_float(KvType t, const uint8_t* row, int head_dim, float* dst) {
   kv_row_converter(t)(row, dst, head_dim);
 }
 
+uint64_t KvCache::part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t rows, KvType t) {
+  return layer_part_bytes(n_layers, n_kv_heads, head_dim, rows, t);
+}
+
 uint64_t KvCache::bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx,
                             KvTypes types) {
   return (layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.k) +
@@ -129,28 +135,50 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvTy
       head_dim_(head_dim),
       n_ctx_(n_ctx),
       types_(types),
+      head_rows_(n_ctx),
       data_(nullptr, &std::free) {
   k_bytes_ = layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.k);
   layer_stride_ = k_bytes_ + layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.v);
   k_row_bytes_ = kv_row_bytes(types.k, head_dim);
   v_row_bytes_ = kv_row_bytes(types.v, head_dim);
-  data_.reset(allocate_bytes(static_cast<uint64_t>(layer_stride_) * n_layers));
+  data_.reset(allocate_bytes(layer_stride_ * static_cast<uint64_t>(n_layers)));
+  blocks_.assign(1, data_.get());
   length_.assign(n_layers, 0);
+}
+
+KvCache::KvCache(KvBlockPool& pool, int64_t n_ctx)
+    : n_layers_(pool.n_layers()),
+      n_kv_heads_(pool.n_kv_heads()),
+      head_dim_(pool.head_dim()),
+      n_ctx_(n_ctx),
+      types_(pool.types()),
+      head_rows_(pool.block_rows()),
+      pool_(&pool),
+      data_(nullptr, &std::free) {
+  if (n_ctx <= 0 || n_ctx > (int64_t{1} << 40)) {
+    throw UsageError(fmt::format("KV cache: n_ctx {} must be in 1 .. 2^40", n_ctx));
+  }
+  k_bytes_ = pool.v_offset(0);
+  layer_stride_ = pool.k_offset(1);
+  k_row_bytes_ = kv_row_bytes(types_.k, head_dim_);
+  v_row_bytes_ = kv_row_bytes(types_.v, head_dim_);
+  block_shift_ = std::countr_zero(static_cast<uint64_t>(pool.block_rows()));
+  length_.assign(n_layers_, 0);
+}
+
+KvCache::~KvCache() {
+  release_blocks_from(0);
+}
+
+size_t KvCache::bytes() const {
+  if (!paged()) return static_cast<size_t>(layer_stride_) * n_layers_;
+  return block_ids_.size() * pool_->block_bytes();
 }
 
 void KvCache::check_layer(int layer) const {
   if (layer < 0 || layer >= n_layers_) {
     throw UsageError(fmt::format("KV cache: layer {} out of range [0, {})", layer, n_layers_));
   }
-}
-
-uint8_t* KvCache::k_data(int layer) {
-  check_layer(layer);
-  return data_.get() + static_cast<size_t>(layer) * layer_stride_;
-}
-
-uint8_t* KvCache::v_data(int layer) {
-  return k_data(layer) + k_bytes_;
 }
 
 int64_t KvCache::length(int layer) const {
@@ -162,24 +190,91 @@ int64_t KvCache::length() const {
   return *std::min_element(length_.begin(), length_.end());
 }
 
+void KvCache::release_blocks_from(size_t first) {
+  if (!paged()) return;
+  while (block_ids_.size() > first) {
+    pool_->release(block_ids_.back());
+    block_ids_.pop_back();
+    blocks_.pop_back();
+  }
+}
+
 void KvCache::truncate(int64_t n_pos) {
   if (n_pos < 0) throw UsageError(fmt::format("KV cache: truncate to {} < 0", n_pos));
   for (auto& len : length_) len = std::min(len, n_pos);
+  if (paged()) {
+    const int64_t longest = *std::max_element(length_.begin(), length_.end());
+    release_blocks_from(static_cast<size_t>(pool_->blocks_for(longest)));
+  }
+}
+
+int64_t KvCache::blocks_needed(int64_t pos, int64_t n_tokens) const {
+  if (!paged() || n_tokens <= 0 || pos < 0) return 0;
+  const int64_t first = pos >> block_shift_, last = (pos + n_tokens - 1) >> block_shift_;
+  int64_t n = 0;
+  for (int64_t b = first; b <= last; ++b) {
+    if (b >= static_cast<int64_t>(block_ids_.size()) ||
+        pool_->refs(block_ids_[static_cast<size_t>(b)]) > 1) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+void KvCache::own_blocks(int64_t first, int64_t last) {
+  for (int64_t b = first; b <= last; ++b) {
+    const auto i = static_cast<size_t>(b);
+    if (i >= block_ids_.size()) {  // store() allows no gap, so blocks are taken in order
+      const int32_t id = pool_->acquire();
+      block_ids_.push_back(id);
+      blocks_.push_back(pool_->data(id));
+    } else if (pool_->refs(block_ids_[i]) > 1) {
+      // Shared with another cache: this one gets its own copy of every layer before writing.
+      const int32_t id = pool_->acquire();
+      std::memcpy(pool_->data(id), blocks_[i], pool_->block_bytes());
+      pool_->release(block_ids_[i]);
+      block_ids_[i] = id;
+      blocks_[i] = pool_->data(id);
+    }
+  }
+}
+
+void KvCache::share_prefix(const KvCache& src, int64_t n_pos) {
+  if (!paged() || src.pool_ != pool_) {
+    throw UsageError("KV cache: prefixes are shared only between paged caches of one pool");
+  }
+  if (&src == this) throw UsageError("KV cache: a cache cannot share its own prefix");
+  if (n_pos < 0 || n_pos > src.length() || n_pos > n_ctx_) {
+    throw UsageError(
+        fmt::format("KV cache: sharing {} positions of a cache holding {}", n_pos, src.length()));
+  }
+  release_blocks_from(0);
+  const auto n_blocks = static_cast<size_t>(pool_->blocks_for(n_pos));
+  for (size_t b = 0; b < n_blocks; ++b) {
+    pool_->retain(src.block_ids_[b]);
+    block_ids_.push_back(src.block_ids_[b]);
+    blocks_.push_back(src.blocks_[b]);
+  }
+  length_.assign(n_layers_, n_pos);
 }
 
 KvLayerView KvCache::view(int layer) const {
   check_layer(layer);
-  const uint8_t* k = data_.get() + static_cast<size_t>(layer) * layer_stride_;
-  return KvLayerView{k,
-                     k + k_bytes_,
-                     n_kv_heads_,
-                     head_dim_,
-                     n_ctx_,
-                     length_[layer],
-                     types_.k,
-                     types_.v,
-                     static_cast<int64_t>(k_row_bytes_),
-                     static_cast<int64_t>(v_row_bytes_)};
+  KvLayerView v;
+  v.blocks = blocks_.data();
+  v.k_offset = static_cast<int64_t>(static_cast<uint64_t>(layer) * layer_stride_);
+  v.v_offset = v.k_offset + static_cast<int64_t>(k_bytes_);
+  v.block_shift = block_shift_;
+  v.head_rows = head_rows_;
+  v.n_kv_heads = n_kv_heads_;
+  v.head_dim = head_dim_;
+  v.n_ctx = n_ctx_;
+  v.n_pos = length_[layer];
+  v.k_type = types_.k;
+  v.v_type = types_.v;
+  v.k_row_bytes = static_cast<int64_t>(k_row_bytes_);
+  v.v_row_bytes = static_cast<int64_t>(v_row_bytes_);
+  return v;
 }
 
 void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, const float* v,
@@ -204,8 +299,11 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
         "KV cache: context full: position {} >= n_ctx {} (raise -c or truncate the cache)",
         pos + n_tokens - 1, n_ctx_));
   }
-  uint8_t* kd = k_data(layer);  // (n_kv_heads, n_ctx) rows of types_.k
-  uint8_t* vd = v_data(layer);
+  if (n_tokens == 0) {
+    length_[layer] = pos;
+    return;
+  }
+  if (paged()) own_blocks(pos >> block_shift_, (pos + n_tokens - 1) >> block_shift_);
   auto put = [&](KvType type, uint64_t row_bytes, const float* src, uint8_t* dst) {
     switch (type) {
       case KvType::kF32:
@@ -219,12 +317,12 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
         break;
     }
   };
+  const KvLayerView at = view(layer);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int h = 0; h < n_kv_heads_; ++h) {
       const int64_t src = t * row_stride + static_cast<int64_t>(h) * head_dim_;
-      const int64_t row = static_cast<int64_t>(h) * n_ctx_ + pos + t;
-      put(types_.k, k_row_bytes_, k + src, kd + row * k_row_bytes_);
-      put(types_.v, v_row_bytes_, v + src, vd + row * v_row_bytes_);
+      put(types_.k, k_row_bytes_, k + src, const_cast<uint8_t*>(at.k_row(h, pos + t)));
+      put(types_.v, v_row_bytes_, v + src, const_cast<uint8_t*>(at.v_row(h, pos + t)));
     }
   }
   length_[layer] = pos + n_tokens;

@@ -11,8 +11,11 @@
 // halves. Appending a token writes n_kv_heads short rows instead of one; that is
 // negligible next to the scan.
 //
-// Several sequences (continuous batching) use one KvCache each. Memory is reserved for
-// n_ctx positions up front but not touched, so the OS commits pages only as they fill.
+// Several sequences (continuous batching) use one KvCache each. A contiguous cache reserves
+// n_ctx positions up front but does not touch them, so the OS commits pages only as they
+// fill; a paged cache takes fixed-size blocks from a KvBlockPool shared by the sequences
+// (kv_block_pool.h: prefixes shared between sequences, a bound on all of them together).
+// Attention reads both the same way (KvLayerView), with the same arithmetic.
 #pragma once
 
 #include <cstddef>
@@ -48,24 +51,34 @@ struct KvTypes {
   bool operator==(const KvTypes&) const = default;
 };
 
-// Read-only view of one layer, what attention() consumes.
+// Read-only view of one layer, what attention() consumes. Positions live in blocks: block b
+// holds [b * 2^block_shift, (b + 1) * 2^block_shift), and in it this layer's K (and V) rows
+// as (n_kv_heads, head_rows) rows of the type from k_offset (v_offset). A contiguous cache is
+// one block of n_ctx rows per head (block_shift 62); a paged one (KvBlockPool) has blocks of
+// head_rows = 2^block_shift positions.
 struct KvLayerView {
-  const uint8_t* k = nullptr;  // (n_kv_heads, n_ctx, head_dim) in k_type
-  const uint8_t* v = nullptr;  // (n_kv_heads, n_ctx, head_dim) in v_type
+  const uint8_t* const* blocks = nullptr;  // base of each block
+  int64_t k_offset = 0;                    // this layer's K rows inside a block
+  int64_t v_offset = 0;                    // this layer's V rows inside a block
+  int block_shift = 62;                    // log2 of positions per block
+  int64_t head_rows = 0;                   // rows between two heads inside a block
   int n_kv_heads = 0;
   int head_dim = 0;
-  int64_t n_ctx = 0;  // capacity in positions = rows between heads
+  int64_t n_ctx = 0;  // capacity in positions
   int64_t n_pos = 0;  // valid positions [0, n_pos)
   KvType k_type = KvType::kF16;
   KvType v_type = KvType::kF16;
   int64_t k_row_bytes = 0;  // kv_row_bytes(k_type, head_dim)
   int64_t v_row_bytes = 0;
 
+  int64_t pos_mask() const { return (int64_t{1} << block_shift) - 1; }
   const uint8_t* k_row(int head, int64_t pos) const {
-    return k + (static_cast<int64_t>(head) * n_ctx + pos) * k_row_bytes;
+    return blocks[pos >> block_shift] + k_offset +
+           (static_cast<int64_t>(head) * head_rows + (pos & pos_mask())) * k_row_bytes;
   }
   const uint8_t* v_row(int head, int64_t pos) const {
-    return v + (static_cast<int64_t>(head) * n_ctx + pos) * v_row_bytes;
+    return blocks[pos >> block_shift] + v_offset +
+           (static_cast<int64_t>(head) * head_rows + (pos & pos_mask())) * v_row_bytes;
   }
 };
 
@@ -76,25 +89,39 @@ void kv_row_to_float(KvType t, const uint8_t* row, int head_dim, float* dst);
 using KvRowToFloat = void (*)(const void* row, float* dst, int64_t n);
 KvRowToFloat kv_row_converter(KvType t);
 
+class KvBlockPool;
+
 class KvCache {
  public:
-  // n_layers: layers this cache holds (a ring stage holds only its own; the caller maps
-  // model layer indices to 0..n_layers-1). Throws UsageError on non-positive sizes, a size
-  // that overflows, or a type that cannot hold rows of head_dim values.
+  // Contiguous: room for n_ctx positions reserved at once, committed by the OS page by page as
+  // they fill. n_layers: layers this cache holds (a ring stage holds only its own; the caller
+  // maps model layer indices to 0..n_layers-1). Throws UsageError on non-positive sizes, a
+  // size that overflows, or a type that cannot hold rows of head_dim values.
   KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvTypes types = {});
+  // Paged: up to n_ctx positions in blocks of `pool` (which must outlive the cache), taken as
+  // positions are stored and given back when they are truncated or the cache is destroyed.
+  KvCache(KvBlockPool& pool, int64_t n_ctx);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
-  // Bytes a cache of this shape reserves, for memory planning without allocating:
+  // Bytes a contiguous cache of this shape reserves, for memory planning without allocating:
   // n_layers * n_ctx * types.bytes_per_token(n_kv_heads, head_dim), each layer's K and V
   // rounded up to whole cache lines. Same validation and errors as the constructor.
   static uint64_t bytes_for(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx,
                             KvTypes types = {});
+  // Bytes of one layer's K (or V, by its type) for `rows` positions, whole cache lines.
+  static uint64_t part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t rows, KvType t);
 
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
   int64_t n_ctx() const { return n_ctx_; }
   KvTypes types() const { return types_; }
-  size_t bytes() const { return static_cast<size_t>(n_layers_) * layer_stride_; }
+  bool paged() const { return pool_ != nullptr; }
+  // Memory the cache holds: reserved bytes when contiguous, its blocks' bytes when paged
+  // (blocks shared with other caches counted in each).
+  size_t bytes() const;
 
   // Writes positions [pos, pos + n_tokens) of `layer` from f32 rows, converting to the
   // cache's types (f16 rounds to nearest even, q8_0 / q4_0 quantize per 32 values), and
@@ -103,26 +130,37 @@ class KvCache {
   // k, v: token t's row at k + t * row_stride holds (n_kv_heads, head_dim) f32;
   // row_stride 0 means n_kv_heads * head_dim (rows packed).
   // Throws UsageError when pos + n_tokens > n_ctx ("context full") or pos > length(layer)
-  // (a gap of unwritten positions).
+  // (a gap of unwritten positions); KvPoolFull when a paged cache needs a block and the pool
+  // has none (blocks_needed() says beforehand).
   void store(int layer, int64_t pos, int64_t n_tokens, const float* k, const float* v,
              int64_t row_stride = 0, Isa isa = active_isa());
+  // Pool blocks a store of [pos, pos + n_tokens) would take: blocks not held yet, and held
+  // blocks shared with another cache (copied before the write). 0 when contiguous.
+  int64_t blocks_needed(int64_t pos, int64_t n_tokens) const;
 
   // Positions written in `layer`: [0, length(layer)).
   int64_t length(int layer) const;
   // Positions written in every layer: what a finished forward pass has appended.
   int64_t length() const;
   // Forgets positions >= n_pos in every layer (multi-turn chat edits, speculative
-  // rollback). n_pos above a layer's length leaves it unchanged; n_pos < 0 throws.
+  // rollback); a paged cache gives back the blocks past the last position kept. n_pos above a
+  // layer's length leaves it unchanged; n_pos < 0 throws.
   void truncate(int64_t n_pos);
   void clear() { truncate(0); }
 
+  // Paged caches of one pool: makes this cache hold the first n_pos positions of `src`
+  // (n_pos <= src.length()) by pointing at src's blocks, without copying or computing them;
+  // what this cache held before is given back. A later store into a shared block copies it
+  // first, so neither cache sees the other's writes. UsageError otherwise.
+  void share_prefix(const KvCache& src, int64_t n_pos);
+
   KvLayerView view(int layer) const;
-  // Mutable raw access (tests, future serialisation): (n_kv_heads, n_ctx) rows of the type.
-  uint8_t* k_data(int layer);
-  uint8_t* v_data(int layer);
 
  private:
   void check_layer(int layer) const;
+  // Paged: makes blocks [first, last] this cache's own (taking new ones, copying shared ones).
+  void own_blocks(int64_t first, int64_t last);
+  void release_blocks_from(size_t first);
 
   int n_layers_;
   int n_kv_heads_;
@@ -130,9 +168,14 @@ class KvCache {
   int64_t n_ctx_;
   KvTypes types_;
   uint64_t k_row_bytes_ = 0, v_row_bytes_ = 0;  // one head's row at one position
-  size_t k_bytes_ = 0;                          // K of one layer, rounded up to whole cache lines
-  size_t layer_stride_ = 0;  // K and V of one layer, each rounded up to whole cache lines
-  std::unique_ptr<uint8_t[], void (*)(void*)> data_;  // (n_layers) of [K, V]
+  uint64_t k_bytes_ = 0;                        // K of one layer inside a block, whole cache lines
+  uint64_t layer_stride_ = 0;                   // K and V of one layer inside a block
+  int block_shift_ = 62;   // positions per block = 2^block_shift_ (contiguous: one block)
+  int64_t head_rows_ = 0;  // rows between heads inside a block
+  KvBlockPool* pool_ = nullptr;
+  std::unique_ptr<uint8_t[], void (*)(void*)> data_;  // contiguous: (n_layers) of [K, V]
+  std::vector<uint8_t*> blocks_;                      // base of each block held
+  std::vector<int32_t> block_ids_;                    // paged: pool id of each block held
   std::vector<int64_t> length_;                       // (n_layers)
 };
 

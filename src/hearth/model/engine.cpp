@@ -78,6 +78,19 @@ Engine::Engine(const gguf::GgufFile& file, const EngineOptions& options)
   // Refuse a cache type the model's heads cannot use now, not at the first token.
   compute::kv_row_bytes(kv_types_.k, static_cast<int>(weights_.hp.head_dim));
   compute::kv_row_bytes(kv_types_.v, static_cast<int>(weights_.hp.head_dim));
+  if (options.kv_block != 0) {
+    if (options.kv_pool < 0) {
+      throw UsageError(fmt::format("KV pool of {} positions: must be >= 0", options.kv_pool));
+    }
+    const int64_t block = options.kv_block;
+    const int64_t max_blocks = options.kv_pool > 0
+                                   ? std::max<int64_t>(1, (options.kv_pool + block - 1) / block)
+                                   : int64_t{1} << 30;
+    kv_pool_ = std::make_unique<compute::KvBlockPool>(
+        std::max<int>(1, static_cast<int>(layers_.size())),
+        static_cast<int>(weights_.hp.n_kv_heads), static_cast<int>(weights_.hp.head_dim),
+        options.kv_block, max_blocks, kv_types_);
+  }
   repack(options);
 }
 
@@ -187,9 +200,10 @@ compute::KvCache& Engine::cache_for(int64_t seq) {
   auto it = caches_.find(seq);
   if (it == caches_.end()) {
     const HParams& hp = weights_.hp;
-    auto cache = std::make_unique<compute::KvCache>(
-        static_cast<int>(layers_.size()), static_cast<int>(hp.n_kv_heads),
-        static_cast<int>(hp.head_dim), n_ctx_, kv_types_);
+    auto cache = kv_pool_ ? std::make_unique<compute::KvCache>(*kv_pool_, n_ctx_)
+                          : std::make_unique<compute::KvCache>(
+                                static_cast<int>(layers_.size()), static_cast<int>(hp.n_kv_heads),
+                                static_cast<int>(hp.head_dim), n_ctx_, kv_types_);
     it = caches_.emplace(seq, std::move(cache)).first;
   }
   return *it->second;
@@ -207,6 +221,22 @@ void Engine::truncate(int64_t seq, int64_t n_pos) {
 
 void Engine::drop(int64_t seq) {
   caches_.erase(seq);
+}
+
+void Engine::share_prefix(int64_t src, int64_t dst, int64_t n_pos) {
+  if (!kv_pool_) throw UsageError("sharing a prompt prefix needs paged KV (kv_block)");
+  const auto it = caches_.find(src);
+  if (it == caches_.end() || src == dst) {
+    throw UsageError(fmt::format("sharing a prefix of sequence {}: no such other sequence", src));
+  }
+  cache_for(dst).share_prefix(*it->second, n_pos);
+}
+
+int64_t Engine::kv_blocks_needed(int64_t seq, int64_t n_tokens) const {
+  if (!kv_pool_) return 0;
+  const auto it = caches_.find(seq);
+  if (it == caches_.end()) return kv_pool_->blocks_for(n_tokens);
+  return it->second->blocks_needed(it->second->length(), n_tokens);
 }
 
 void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
@@ -320,6 +350,15 @@ void Engine::forward_batch(std::span<const BatchSegment> segments, int layer_beg
             fmt::format("sequence {} has {} cached positions in layer {}, batch starts at {}",
                         s.seq, have, l, s.pos0));
       }
+    }
+  }
+  if (kv_pool_) {
+    int64_t need = 0;
+    for (const BatchSegment& s : segments) need += kv_blocks_needed(s.seq, s.n_tokens);
+    if (need > kv_pool_->available()) {
+      throw compute::KvPoolFull(
+          fmt::format("KV pool full: this batch needs {} blocks of {} positions, {} of {} are free",
+                      need, kv_pool_->block_rows(), kv_pool_->available(), kv_pool_->capacity()));
     }
   }
   batch_caches_.clear();

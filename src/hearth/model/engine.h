@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "hearth/base/huge_buffer.h"
+#include "hearth/compute/kv_block_pool.h"
 #include "hearth/compute/kv_cache.h"
 #include "hearth/compute/rope.h"
 #include "hearth/compute/thread_pool.h"
@@ -51,6 +52,14 @@ struct EngineOptions {
   RepackMode repack = RepackMode::kAuto;
   bool with_output = true;  // false: logits() is never called (ring workers): skip its repack
   compute::KvTypes kv_types = {};  // element types of every sequence's K and V cache
+  // Paged KV (compute/kv_block_pool.h): positions per block, a power of two >= 16; 0: each
+  // sequence has one contiguous region of n_ctx positions. Attention gives the same bits
+  // either way.
+  int kv_block = 0;
+  // With kv_block: positions all sequences may hold together (rounded up to whole blocks);
+  // 0: no bound. A batch that would need more is refused before it changes anything
+  // (compute::KvPoolFull).
+  int64_t kv_pool = 0;
   // For RepackMode::kAuto: the memory this device has free now and where that figure comes
   // from (the caller reads it: residency::read_memory_status), so the engine reads no live
   // figures of its own. 0: not known, and kAuto repacks.
@@ -123,6 +132,14 @@ class Engine {
   int64_t seq_length(int64_t seq) const;
   void truncate(int64_t seq, int64_t n_pos);  // forget positions >= n_pos
   void drop(int64_t seq);                     // free the sequence's cache
+  // Paged KV only: sequence `dst` (created, or emptied first) holds the first n_pos positions
+  // of `src` without computing them; the two share those blocks until either writes into
+  // one (it then copies it). UsageError when KV is not paged or src holds fewer positions.
+  void share_prefix(int64_t src, int64_t dst, int64_t n_pos);
+  // Pool blocks a batch appending n_tokens to `seq` would take (0 when KV is not paged).
+  int64_t kv_blocks_needed(int64_t seq, int64_t n_tokens) const;
+  // The block pool (null when KV is not paged).
+  const compute::KvBlockPool* kv_pool() const { return kv_pool_.get(); }
   bool has_sequence(int64_t seq) const { return caches_.count(seq) != 0; }
   size_t n_sequences() const { return caches_.size(); }  // sequences holding a KV cache
 
@@ -160,6 +177,8 @@ class Engine {
   std::vector<int> local_index_;  // (n_layers) model layer -> cache layer, -1 if not owned
   compute::ThreadPool pool_;
   compute::RopeTable rope_;
+  // Declared before caches_: they give their blocks back to it when destroyed.
+  std::unique_ptr<compute::KvBlockPool> kv_pool_;
   std::unordered_map<int64_t, std::unique_ptr<compute::KvCache>> caches_;
 
   // Every scratch buffer with its floats per row, the kLayerScratch a layer grows first (one
