@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/head/logits_source.h"
 #include "hearth/model/engine.h"
+#include "hearth/model/hparams.h"
 #include "hearth/serve/device_status.h"
 #include "hearth/serve/http_server.h"
 #include "hearth/text/chat.h"
@@ -28,6 +31,30 @@
 
 namespace hearth::cli {
 namespace {
+
+// --kv-pool: a count of positions, or auto: every slot's full context, as far as half the
+// memory available now holds it (and never less than one full context).
+int64_t kv_pool_positions(const std::string& flag, const gguf::GgufFile& file,
+                          const model::EngineOptions& eo, int parallel) {
+  const model::HParams hp = model::load_hparams(file);
+  const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : model::default_n_ctx(hp);
+  if (flag != "auto") {
+    char* end = nullptr;
+    const long long n = std::strtoll(flag.c_str(), &end, 10);
+    if (end == flag.c_str() || *end != '\0' || n < 1 || n > (int64_t{1} << 40)) {
+      throw UsageError(
+          fmt::format("--kv-pool: '{}' is neither a count of positions nor auto", flag));
+    }
+    return n;
+  }
+  const int64_t all = n_ctx * parallel;
+  const uint64_t per_position =
+      uint64_t{hp.n_layers} *
+      eo.kv_types.bytes_per_token(static_cast<int>(hp.n_kv_heads), static_cast<int>(hp.head_dim));
+  if (eo.memory_available == 0 || per_position == 0) return all;
+  const auto fits = static_cast<int64_t>(eo.memory_available / 2 / per_position);
+  return std::max(n_ctx, std::min(all, fits));
+}
 
 int run_serve(const Args& args) {
   CLI::App app{"Serve the model over an OpenAI-compatible HTTP API", "serve"};
@@ -48,6 +75,27 @@ int run_serve(const Args& args) {
   app.add_option("--prefill-chunk", so.scheduler.prefill_chunk,
                  "prompt tokens per step, so long prompts do not stall running streams")
       ->check(CLI::Range(1, 1 << 20));
+  int kv_block = 128;
+  auto* kv_block_opt =
+      app.add_option("--kv-block", kv_block,
+                     "positions per block of the paged KV cache (a power of two >= 16); 0: one "
+                     "contiguous cache per request, no shared prefixes, no --kv-pool")
+          ->check([](const std::string& v) -> std::string {
+            const long n = std::strtol(v.c_str(), nullptr, 10);
+            return n == 0 || (n >= 16 && n <= (1 << 20) && (n & (n - 1)) == 0)
+                       ? ""
+                       : "--kv-block must be 0 or a power of two from 16 to 2^20";
+          });
+  std::string kv_pool = "auto";
+  auto* kv_pool_opt = app.add_option(
+      "--kv-pool", kv_pool,
+      "positions the KV caches of all requests may hold together (-c is per "
+      "request); past it, requests wait in the queue. auto: --parallel x -c, at most "
+      "what half the memory available at start holds (never under -c)");
+  app.add_option("--queue-timeout", so.scheduler.queue_timeout_s,
+                 "seconds a request may wait in the queue for a slot or KV blocks before it "
+                 "gets HTTP 503 with Retry-After (0: no limit)")
+      ->check(CLI::Range(0.0, 86400.0));
   bool no_prompt_cache = false;
   app.add_flag("--no-prompt-cache", no_prompt_cache,
                "start every request from an empty cache (default: a finished request's "
@@ -97,10 +145,26 @@ int run_serve(const Args& args) {
   std::unique_ptr<head::LogitsSource> source;
   std::unique_ptr<serve::DeviceStatus> devices;
   if (!rg.ring()) {
-    engine = std::make_unique<model::Engine>(file, engine_options(mo));
+    model::EngineOptions eo = engine_options(mo);
+    eo.kv_block = kv_block;
+    if (kv_block > 0) eo.kv_pool = kv_pool_positions(kv_pool, file, eo, so.scheduler.parallel);
+    engine = std::make_unique<model::Engine>(file, eo);
+    if (const auto* pool = engine->kv_pool()) {
+      fmt::print(stderr,
+                 "hearth serve: paged KV: {} blocks of {} positions ({} positions, {:.0f} MiB at "
+                 "most)\n",
+                 pool->capacity(), pool->block_rows(), pool->capacity() * pool->block_rows(),
+                 static_cast<double>(pool->capacity()) * static_cast<double>(pool->block_bytes()) /
+                     (1 << 20));
+    }
     source = std::make_unique<head::LocalSource>(*engine);
     devices = std::make_unique<serve::LocalStatus>();
   } else {
+    if (kv_block_opt->count() + kv_pool_opt->count() > 0) {
+      fmt::print(stderr,
+                 "hearth serve: --kv-block and --kv-pool apply to a device alone; the ring's "
+                 "devices keep one cache per request\n");
+    }
     cluster::RingOptions ro;
     ro.threads = mo.threads;
     apply_residency_options(rf, ro.residency);

@@ -30,5 +30,18 @@ int64_t LocalSource::n_ctx() const {
 int64_t LocalSource::seq_length(int64_t seq) const {
   return engine_.seq_length(seq);
 }
+std::optional<LogitsSource::KvBudget> LocalSource::kv_budget() const {
+  const compute::KvBlockPool* pool = engine_.kv_pool();
+  if (pool == nullptr) return std::nullopt;
+  return KvBudget{pool->block_rows(), pool->capacity(), pool->available()};
+}
+int64_t LocalSource::kv_blocks_needed(int64_t seq, int64_t n_tokens) const {
+  return engine_.kv_blocks_needed(seq, n_tokens);
+}
+bool LocalSource::share_prefix(int64_t src, int64_t dst, int64_t n_pos) {
+  if (engine_.kv_pool() == nullptr) return false;
+  engine_.share_prefix(src, dst, n_pos);
+  return true;
+}
 
 }  // namespace hearth::head

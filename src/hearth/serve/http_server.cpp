@@ -59,7 +59,16 @@ void send_json(HttpExchange& ex, int status, const json& j) {
 }
 
 void send_error(HttpExchange& ex, const ApiError& e) {
-  send_json(ex, e.status, error_json(e));
+  HttpHeaders headers;
+  if (e.retry_after_s > 0) headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  ex.respond(e.status, "application/json", dump(error_json(e)), headers);
+}
+
+// A request the queue refused past its deadline (Job::refuse_busy): 503, try again later.
+ApiError busy_error(const JobOutput& o) {
+  ApiError e(503, o.error, "server_error", {}, "server_busy");
+  e.retry_after_s = 10;
+  return e;
 }
 
 // The error code of the answers the listener gives itself.
@@ -529,6 +538,7 @@ struct Server::Impl {
         if (left > 0 && ex.client_gone()) return gone();
       }
       if (const JobOutput* o = failure()) {
+        if (o->busy) throw busy_error(*o);
         throw ApiError(500, fmt::format("generation failed: {}", o->error), "server_error", {},
                        "generation_failed");
       }
@@ -558,6 +568,19 @@ struct Server::Impl {
     }
 
     auto send = [&](const json& j) { return ex.write("data: " + dump(j) + "\n\n"); };
+    // The stream (and its 200) starts once every choice left the queue, so that one the queue
+    // refuses is still answered with a 503.
+    for (const auto& job : jobs) {
+      while (!job->wait_started(kPoll)) {
+        if (ex.client_gone()) return gone();
+      }
+    }
+    for (const auto& job : jobs) {
+      if (const auto refused = job->refused()) {
+        for (const auto& j : jobs) j->cancel();
+        throw busy_error(*refused);
+      }
+    }
     // An SSE comment: clients ignore it; it tells a half-closed client from a closed one.
     if (!ex.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}, ":\n\n")) {
       return gone();

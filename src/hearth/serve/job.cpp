@@ -13,6 +13,34 @@ JobOutput Job::take(std::chrono::milliseconds timeout) {
   return out;
 }
 
+bool Job::wait_started(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return started_ || pending_.finished; });
+}
+
+std::optional<JobOutput> Job::refused() {
+  std::lock_guard lock(mu_);
+  if (!pending_.busy) return std::nullopt;
+  return pending_;
+}
+
+void Job::start() {
+  {
+    std::lock_guard lock(mu_);
+    started_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Job::refuse_busy(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (pending_.finished) return;
+    pending_.busy = true;
+  }
+  finish("error", why);
+}
+
 void Job::emit(std::string_view text, int64_t completion_tokens,
                std::vector<text::TokenLogprobs> logprobs) {
   {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ struct JobOutput {
   int64_t completion_tokens = 0;
   // Speculative decoding: drafts verified for this request and those accepted.
   int64_t drafted = 0, accepted = 0;
+  // Finished before it left the queue because the queue's deadline passed (HTTP 503 with
+  // Retry-After): finish_reason is "error".
+  bool busy = false;
 };
 
 class Job {
@@ -61,11 +65,20 @@ class Job {
   // Waiting side: blocks until there is new text, the job finished, or `timeout` passed;
   // returns the new text and the state.
   JobOutput take(std::chrono::milliseconds timeout);
+  // Waiting side: blocks until the job left the queue or finished, or `timeout` passed; true
+  // when it did. A stream starts only then, so that a request the queue refuses can still be
+  // answered with an HTTP error.
+  bool wait_started(std::chrono::milliseconds timeout);
+  // The final output of a job refuse_busy() finished (nothing otherwise); takes nothing.
+  std::optional<JobOutput> refused();
 
   // Scheduler side.
   void emit(std::string_view text, int64_t completion_tokens,
             std::vector<text::TokenLogprobs> logprobs = {});
   void finish(const std::string& reason, const std::string& error = {});
+  void start();  // the job left the queue
+  // Finishes a job still in the queue: an "error" with `busy` set (HTTP 503).
+  void refuse_busy(const std::string& why);
   void set_cached_tokens(int64_t n);
   void add_drafts(int64_t drafted, int64_t accepted);
 
@@ -76,7 +89,8 @@ class Job {
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  JobOutput pending_;  // guarded by mu_
+  JobOutput pending_;     // guarded by mu_
+  bool started_ = false;  // guarded by mu_
 };
 
 }  // namespace hearth::serve

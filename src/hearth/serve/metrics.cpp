@@ -71,6 +71,16 @@ void Metrics::tpot(double seconds) {
   tpot_.observe(seconds);
   last_tpot_s_ = seconds;
 }
+void Metrics::requests_set_back(int64_t n) {
+  std::lock_guard lock(mu_);
+  set_back_ += static_cast<uint64_t>(n);
+}
+void Metrics::set_kv_blocks(int64_t in_use, int64_t capacity, int64_t block_rows) {
+  std::lock_guard lock(mu_);
+  kv_in_use_ = in_use;
+  kv_capacity_ = capacity;
+  kv_block_rows_ = block_rows;
+}
 void Metrics::set_queue(int64_t waiting, int64_t active) {
   std::lock_guard lock(mu_);
   waiting_ = waiting;
@@ -134,7 +144,8 @@ std::string Metrics::render() const {
           rejected_);
   counter("hearth_prompt_tokens_total", "Prompt tokens of accepted requests.", prompt_tokens_);
   counter("hearth_prompt_tokens_cached_total",
-          "Prompt tokens not computed again: a finished request's cache held them.",
+          "Prompt tokens not computed again: a cached sequence (a finished request's, or with "
+          "paged KV a running one's) held them.",
           prompt_tokens_cached_);
   counter("hearth_tokens_generated_total", "Tokens generated.", generated_tokens_);
   out +=
@@ -158,6 +169,18 @@ std::string Metrics::render() const {
   counter("hearth_batch_rows_total", "Token rows summed over forward passes.", pass_rows_);
   gauge("hearth_queue_depth", "Requests waiting for a sequence slot.", waiting_);
   gauge("hearth_active_sequences", "Sequences being prefilled or decoded.", active_);
+  if (kv_capacity_ > 0) {
+    gauge("hearth_kv_blocks_in_use", "Paged KV: blocks held by sequences (shared ones once).",
+          kv_in_use_);
+    gauge("hearth_kv_blocks_total", "Paged KV: blocks the pool may hold (--kv-pool).",
+          kv_capacity_);
+    gauge("hearth_kv_block_positions", "Paged KV: positions per block (--kv-block).",
+          kv_block_rows_);
+    counter("hearth_requests_set_back_total",
+            "Paged KV: requests whose cache was freed for older ones when the pool was full "
+            "(their tokens computed again later).",
+            set_back_);
+  }
   if (!devices_.empty()) {
     auto per_device = [&](const char* name, const char* type, const char* help, auto value) {
       out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);

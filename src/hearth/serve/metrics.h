@@ -65,6 +65,10 @@ class Metrics {
   // Speculative decoding: one decoding sequence's trip, with the drafts it verified and how
   // many of them passed (0 and 0 without a drafter).
   void decode_trip(int64_t drafted, int64_t accepted);
+  // Paged KV: requests set back because the pool was full, and the pool's blocks now
+  // (capacity 0: KV is not paged, and the gauges are left out).
+  void requests_set_back(int64_t n);
+  void set_kv_blocks(int64_t in_use, int64_t capacity, int64_t block_rows);
 
   std::string render() const;
   MetricsSnapshot snapshot() const;
@@ -80,6 +84,8 @@ class Metrics {
   std::vector<DevicePressure> devices_;
   uint64_t passes_ = 0, pass_sequences_ = 0, pass_rows_ = 0;
   uint64_t decode_trips_ = 0, drafted_ = 0, draft_accepted_ = 0;
+  uint64_t set_back_ = 0;
+  int64_t kv_in_use_ = 0, kv_capacity_ = 0, kv_block_rows_ = 0;
 };
 
 }  // namespace hearth::serve

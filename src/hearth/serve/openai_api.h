@@ -29,6 +29,7 @@ class ApiError : public std::runtime_error {
         code(std::move(code)) {}
   int status;
   std::string type, param, code;  // empty param/code render as null
+  int retry_after_s = 0;          // > 0: sent as Retry-After (503s)
 };
 
 // {"error": {"message", "type", "param", "code"}}

@@ -10,6 +10,8 @@
 
 #include "hearth/base/clock.h"
 #include "hearth/base/log.h"
+
+#include <fmt/format.h>
 #include "hearth/head/generate.h"
 #include "hearth/serve/stop_matcher.h"
 
@@ -33,6 +35,9 @@ struct Scheduler::Slot {
   int64_t seq;                  // the job's sequence (KV cache) id
   size_t prefilled = 0;         // prompt tokens in the cache so far (evaluated or kept)
   std::vector<int32_t> tokens;  // what the sequence's cache holds, in order
+  // Set back (paged KV ran out): everything its cache held, computed again before it goes on
+  // decoding; `prefilled` then counts these. Empty otherwise.
+  std::vector<int32_t> replay;
   text::Sampler sampler;
   text::StreamDecoder decoder;
   StopMatcher stop;
@@ -156,8 +161,133 @@ void Scheduler::keep_or_drop(Slot& s, bool keep) {
   }
 }
 
+const std::vector<int32_t>& Scheduler::feed(const Slot& s) {
+  return s.replay.empty() ? s.job->params().prompt : s.replay;
+}
+
+size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq) const {
+  *seq = -1;
+  if (!opt_.prompt_cache) return 0;
+  // Short of the whole prompt: its last token must be evaluated to give the first logits.
+  const size_t limit = prompt.size() - std::min<size_t>(prompt.size(), 1);
+  size_t best = 0;
+  auto consider = [&](int64_t s, const std::vector<int32_t>& held) {
+    const size_t n = std::min(held.size(), limit);
+    size_t common = 0;
+    while (common < n && held[common] == prompt[common]) ++common;
+    if (common > best) {
+      best = common;
+      *seq = s;
+    }
+  };
+  for (const auto& k : kept_) consider(k.seq, k.tokens);
+  for (const auto& a : active_) {
+    if (!a->done) consider(a->seq, a->tokens);
+  }
+  return best;
+}
+
+bool Scheduler::drop_oldest_kept() {
+  if (kept_.empty()) return false;
+  drop_sequence(kept_.front().seq);
+  kept_.pop_front();
+  return true;
+}
+
+bool Scheduler::room_for(const std::vector<int32_t>& prompt, int64_t* promised) {
+  if (!source_.kv_budget()) return true;
+  int64_t running = 0;  // blocks running requests still take for the rest of their prompts
+  for (const auto& a : active_) {
+    const auto& f = feed(*a);
+    if (!a->done && a->prefilled < f.size()) {
+      running += source_.kv_blocks_needed(a->seq, static_cast<int64_t>(f.size() - a->prefilled));
+    }
+  }
+  while (true) {
+    const auto budget = *source_.kv_budget();
+    int64_t src = -1;
+    const auto shared = static_cast<int64_t>(best_prefix(prompt, &src));
+    const int64_t rows = budget.block_rows;
+    // The prompt and the first generated token, less the whole blocks it points at.
+    const int64_t need =
+        (static_cast<int64_t>(prompt.size()) + 1 + rows - 1) / rows - shared / rows;
+    if (need <= budget.available - running - *promised) {
+      *promised += need;
+      return true;
+    }
+    if (!drop_oldest_kept()) break;
+  }
+  // Nothing runs and nothing is promised: it goes in, and fails clearly if the pool can
+  // never hold it (set_back_newest).
+  return active_.empty() && *promised == 0;
+}
+
+void Scheduler::set_back_newest() {
+  Slot* victim = nullptr;
+  int holders = 0;
+  for (auto& a : active_) {
+    if (!a->done && source_.seq_length(a->seq) > 0) {
+      victim = a.get();
+      ++holders;
+    }
+  }
+  const auto budget = source_.kv_budget();
+  const int64_t pool_positions = budget ? budget->capacity * budget->block_rows : 0;
+  if (holders <= 1) {
+    // One request (or none) holds the whole pool and still cannot go on: the pool is its
+    // context. A reply under way ends as at a full context; a prompt that cannot fit fails.
+    Slot* stuck = victim;
+    for (auto& a : active_) {
+      if (stuck == nullptr && !a->done) stuck = a.get();
+    }
+    if (stuck == nullptr) return;
+    if (stuck->replay.empty() && stuck->prefilled == stuck->job->params().prompt.size()) {
+      finish(*stuck, "length");
+    } else {
+      finish(*stuck, "error",
+             fmt::format("the KV pool ({} positions, --kv-pool) cannot hold this request",
+                         pool_positions));
+    }
+    return;
+  }
+  log::info(
+      "serve: KV pool full; request {} waits for blocks and will compute its {} tokens "
+      "again",
+      victim->job->id(), victim->replay.empty() ? victim->tokens.size() : victim->replay.size());
+  drop_sequence(victim->seq);
+  victim->seq = next_seq_++;
+  const bool in_prompt =
+      victim->replay.empty() && victim->prefilled < victim->job->params().prompt.size();
+  if (!in_prompt && victim->replay.empty()) victim->replay = victim->tokens;
+  victim->tokens.clear();
+  victim->prefilled = 0;
+  metrics_.requests_set_back(1);
+}
+
 int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* reused) {
   *reused = 0;
+  if (source_.kv_budget()) {
+    // Paged: the new sequence points at the blocks of the longest prefix any cached sequence
+    // holds (a running request's or a kept one), which stay where they are.
+    int64_t src = -1;
+    const size_t len = best_prefix(prompt, &src);
+    const int64_t seq = next_seq_++;
+    if (src >= 0 && len > 0) {
+      try {
+        if (source_.share_prefix(src, seq, static_cast<int64_t>(len))) {
+          *reused = len;
+          metrics_.prompt_tokens_cached(static_cast<int64_t>(len));
+        }
+      } catch (const std::exception& e) {
+        log::warn("serve: sharing the prefix of sequence {}: {}", src, e.what());
+        drop_sequence(seq);
+      }
+    }
+    while (!kept_.empty() && static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
+      drop_oldest_kept();
+    }
+    return seq;
+  }
   // The longest common prefix, short of the whole prompt: its last token must be evaluated
   // now to give the logits of the first generated one.
   auto best = kept_.end();
@@ -299,6 +429,20 @@ void Scheduler::step() {
   std::vector<model::EvalItem> items;  // (batch.size())
   const size_t chunk_max = static_cast<size_t>(std::max(1, opt_.prefill_chunk));
   size_t prefill_used = 0;  // prompt tokens in this pass
+  // Paged KV: rows go in while the pool has their blocks (kept sequences let go first); a
+  // slot whose rows do not fit waits for a later step.
+  const bool paged = source_.kv_budget().has_value();
+  int64_t taken = 0;  // blocks this pass's rows take
+  bool stalled = false;
+  auto take_blocks = [&](const Slot& s, size_t n) {
+    if (!paged) return true;
+    const int64_t need = source_.kv_blocks_needed(s.seq, static_cast<int64_t>(n));
+    while (need > source_.kv_budget()->available - taken && drop_oldest_kept()) {
+    }
+    if (need > source_.kv_budget()->available - taken) return false;
+    taken += need;
+    return true;
+  };
   for (auto& sp : active_) {
     Slot& s = *sp;
     if (s.done) continue;
@@ -306,7 +450,7 @@ void Scheduler::step() {
       finish(s, "cancelled");
       continue;
     }
-    const auto& prompt = s.job->params().prompt;
+    const auto& prompt = feed(s);
     if (s.prefilled < prompt.size()) {
       // Chunks always start at multiples of prefill_chunk from the first prompt token not
       // already cached, whatever else runs, so a request is computed in the same pieces alone
@@ -320,12 +464,23 @@ void Scheduler::step() {
         finish(s, "error", "the prompt does not fit in the context");
         continue;
       }
+      if (!take_blocks(s, n)) {
+        stalled = true;
+        continue;
+      }
       prefill_used += n;
       items.push_back(
           {s.seq, std::span<const int32_t>(prompt.data() + s.prefilled, n), s.logits.data()});
       chunk.push_back(n);
     } else {
       draft_for(s);
+      if (!take_blocks(s, s.step.size())) {
+        s.step.resize(1);  // without its drafts, it may still fit
+        if (!take_blocks(s, 1)) {
+          stalled = true;
+          continue;
+        }
+      }
       s.logits.resize(s.step.size() * static_cast<size_t>(source_.vocab()));
       model::EvalItem item{s.seq, s.step, s.logits.data()};
       item.all_logits = s.step.size() > 1;
@@ -334,7 +489,10 @@ void Scheduler::step() {
     }
     batch.push_back(&s);
   }
-  if (items.empty()) return;
+  if (items.empty()) {
+    if (stalled) set_back_newest();
+    return;
+  }
   try {
     if (opt_.batched) {
       source_.eval_batch(items);
@@ -361,7 +519,14 @@ void Scheduler::step() {
       if (chunk[i] > 0) {
         s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
         s.prefilled += chunk[i];
-        if (s.prefilled == s.job->params().prompt.size()) {
+        if (!s.replay.empty()) {
+          // Set back and computed again: it decodes on from its last token.
+          if (s.prefilled == s.replay.size()) {
+            s.replay.clear();
+            s.prefilled = s.job->params().prompt.size();
+            if (opt_.drafter != nullptr) opt_.drafter->prepare(s.seq, s.tokens);
+          }
+        } else if (s.prefilled == s.job->params().prompt.size()) {
           if (opt_.drafter != nullptr) opt_.drafter->prepare(s.seq, s.tokens);
           sample_next(s, s.logits.data());
         }
@@ -409,14 +574,44 @@ void Scheduler::loop() {
           ++it;
         }
       }
-      while (!waiting_.empty() &&
-             static_cast<int>(active_.size() + admitted.size()) < opt_.parallel) {
-        admitted.push_back(std::move(waiting_.front()));
-        waiting_.pop_front();
+      // Past the queue's deadline: 503 with Retry-After.
+      if (opt_.queue_timeout_s > 0) {
+        const double now = now_ms();
+        for (auto it = waiting_.begin(); it != waiting_.end();) {
+          if (now - (*it)->arrival_ms() > opt_.queue_timeout_s * 1e3) {
+            (*it)->refuse_busy(fmt::format(
+                "the request waited {:.0f} s in the queue (--queue-timeout) without a free {}",
+                (now - (*it)->arrival_ms()) / 1e3,
+                source_.kv_budget() ? "slot or KV block" : "slot"));
+            metrics_.request_finished("busy");
+            by_id_.erase((*it)->id());
+            it = waiting_.erase(it);
+          } else {
+            ++it;
+          }
+        }
       }
+    }
+    // First in, first out: a request the KV pool cannot take yet holds back those behind it.
+    int64_t promised = 0;  // blocks promised to the requests admitted here
+    while (true) {
+      std::shared_ptr<Job> next;
+      {
+        std::lock_guard lock(mu_);
+        if (waiting_.empty() ||
+            static_cast<int>(active_.size() + admitted.size()) >= opt_.parallel) {
+          break;
+        }
+        next = waiting_.front();
+      }
+      if (!room_for(next->params().prompt, &promised)) break;
+      std::lock_guard lock(mu_);
+      waiting_.pop_front();  // only this thread takes jobs out, so it is still `next`
+      admitted.push_back(std::move(next));
     }
     // Sequences are claimed outside the lock: reusing or dropping one talks to the ring.
     for (auto& job : admitted) {
+      job->start();
       size_t reused = 0;
       const int64_t seq = claim_sequence(job->params().prompt, &reused);
       auto slot = std::make_unique<Slot>(std::move(job), seq, tokenizer_, source_.vocab());
@@ -438,6 +633,9 @@ void Scheduler::loop() {
       last_poll_ms = now_ms();
     }
     step();
+    if (const auto b = source_.kv_budget()) {
+      metrics_.set_kv_blocks(b->capacity - b->available, b->capacity, b->block_rows);
+    }
     std::vector<std::string> finished;
     for (auto& s : active_) {
       if (s->done) finished.push_back(s->job->id());

@@ -10,6 +10,14 @@
 //
 // The engine computes every row of a batch independently of the others, so a request's
 // tokens are bitwise the same as alone, and greedy output does not depend on other traffic.
+//
+// Paged KV (LogitsSource::kv_budget): a request leaves the queue only when the pool can hold
+// its prompt (less the blocks it shares) beside what the running ones still need; a new
+// request starts from the longest prefix any cached sequence holds (a running one's, or a
+// finished one kept), pointing at those blocks instead of computing them; a step takes only
+// the rows whose blocks are free, kept sequences are let go first, and when no row can run the
+// newest request is set back (its blocks freed, its tokens computed again later) so the
+// older ones finish. Its output is unchanged: the same tokens come back.
 #pragma once
 
 #include <condition_variable>
@@ -48,6 +56,10 @@ struct SchedulerOptions {
   head::Drafter* drafter = nullptr;
   int draft_max = 16;
   int draft_min = 0;
+  // A request still waiting after this many seconds (for a slot, or for KV blocks when a
+  // paged pool is full) leaves the queue with a "busy" error (HTTP 503, Retry-After). 0: it
+  // waits as long as it takes.
+  double queue_timeout_s = 0;
 };
 
 class Scheduler {
@@ -110,6 +122,20 @@ class Scheduler {
   // that prefix; *reused = its length), else a new one. Drops kept sequences as needed to
   // stay within --parallel.
   int64_t claim_sequence(const std::vector<int32_t>& prompt, size_t* reused);
+  // Paged KV: the longest prefix of `prompt` (short of its last token) that a cached
+  // sequence holds, and that sequence (-1: none).
+  size_t best_prefix(const std::vector<int32_t>& prompt, int64_t* seq) const;
+  // Paged KV: whether the pool can take a request for `prompt` now, beside `promised` blocks
+  // already promised to requests admitted this round and what running prompts still need;
+  // lets kept sequences go to make room. Adds the request's blocks to `promised` when it can.
+  bool room_for(const std::vector<int32_t>& prompt, int64_t* promised);
+  bool drop_oldest_kept();  // false when none is kept
+  // Paged KV, no row could run: sets the newest request that holds blocks back to the queue's
+  // side of the pool (its cache freed, its tokens to be computed again).
+  void set_back_newest();
+  // Tokens a slot must have in its cache before it decodes: its prompt, or after it was set
+  // back, everything it had.
+  static const std::vector<int32_t>& feed(const Slot& s);
   void keep_or_drop(Slot& s, bool keep);
   // Drafts for a decoding slot's next step (none without a drafter, or no room).
   void draft_for(Slot& s);
