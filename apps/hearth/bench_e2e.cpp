@@ -116,6 +116,11 @@ int run_bench_e2e(const Args& args) {
   std::string repack = "auto", cache_type_k = "f16", cache_type_v = "f16";
   add_repack_option(app, repack);
   add_kv_type_options(app, cache_type_k, cache_type_v);
+  int kv_block = 0;
+  app.add_option("--kv-block", kv_block,
+                 "paged KV in blocks of this many positions, as `hearth serve` keeps it (0: one "
+                 "contiguous cache, as run and chat)")
+      ->check(CLI::Range(0, 1 << 20));
   if (auto code = parse(app, args)) return *code;
   for (int t : thread_counts) {
     if (t < 1 || t > 1024) {
@@ -136,6 +141,7 @@ int run_bench_e2e(const Args& args) {
     eo.n_ctx = n_ctx;
     eo.repack = model::parse_repack_mode(repack);
     eo.kv_types = kv_types(cache_type_k, cache_type_v);
+    eo.kv_block = kv_block;
     with_memory_status(eo);
     model::Engine engine(file, eo);
     repacked_bytes = engine.repacked_bytes();

@@ -221,6 +221,12 @@ int64_t KvCache::blocks_needed(int64_t pos, int64_t n_tokens) const {
   return n;
 }
 
+int64_t KvCache::blocks_owned() const {
+  if (!paged()) return 0;
+  return std::count_if(block_ids_.begin(), block_ids_.end(),
+                       [&](int32_t id) { return pool_->refs(id) == 1; });
+}
+
 void KvCache::own_blocks(int64_t first, int64_t last) {
   for (int64_t b = first; b <= last; ++b) {
     const auto i = static_cast<size_t>(b);

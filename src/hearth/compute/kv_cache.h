@@ -137,6 +137,8 @@ class KvCache {
   // Pool blocks a store of [pos, pos + n_tokens) would take: blocks not held yet, and held
   // blocks shared with another cache (copied before the write). 0 when contiguous.
   int64_t blocks_needed(int64_t pos, int64_t n_tokens) const;
+  // Pool blocks only this cache holds: what destroying it would give back (0 when contiguous).
+  int64_t blocks_owned() const;
 
   // Positions written in `layer`: [0, length(layer)).
   int64_t length(int layer) const;

@@ -38,6 +38,9 @@ std::optional<LogitsSource::KvBudget> LocalSource::kv_budget() const {
 int64_t LocalSource::kv_blocks_needed(int64_t seq, int64_t n_tokens) const {
   return engine_.kv_blocks_needed(seq, n_tokens);
 }
+int64_t LocalSource::kv_blocks_owned(int64_t seq) const {
+  return engine_.kv_blocks_owned(seq);
+}
 bool LocalSource::share_prefix(int64_t src, int64_t dst, int64_t n_pos) {
   if (engine_.kv_pool() == nullptr) return false;
   engine_.share_prefix(src, dst, n_pos);

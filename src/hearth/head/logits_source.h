@@ -43,6 +43,8 @@ class LogitsSource {
   virtual std::optional<KvBudget> kv_budget() const { return std::nullopt; }
   // Blocks appending n_tokens to `seq` would take from the pool (0 when not paged).
   virtual int64_t kv_blocks_needed(int64_t /*seq*/, int64_t /*n_tokens*/) const { return 0; }
+  // Blocks only `seq` holds: what dropping it would give back to the pool (0 when not paged).
+  virtual int64_t kv_blocks_owned(int64_t /*seq*/) const { return 0; }
   // Makes `dst` (new) hold the first n_pos positions of `src` without computing them; false
   // when this source cannot (not paged), and then nothing changed.
   virtual bool share_prefix(int64_t /*src*/, int64_t /*dst*/, int64_t /*n_pos*/) { return false; }
@@ -64,6 +66,7 @@ class LocalSource : public LogitsSource {
   int64_t seq_length(int64_t seq) const override;
   std::optional<KvBudget> kv_budget() const override;
   int64_t kv_blocks_needed(int64_t seq, int64_t n_tokens) const override;
+  int64_t kv_blocks_owned(int64_t seq) const override;
   bool share_prefix(int64_t src, int64_t dst, int64_t n_pos) override;
 
  private:

@@ -232,6 +232,11 @@ void Engine::share_prefix(int64_t src, int64_t dst, int64_t n_pos) {
   cache_for(dst).share_prefix(*it->second, n_pos);
 }
 
+int64_t Engine::kv_blocks_owned(int64_t seq) const {
+  const auto it = caches_.find(seq);
+  return it == caches_.end() ? 0 : it->second->blocks_owned();
+}
+
 int64_t Engine::kv_blocks_needed(int64_t seq, int64_t n_tokens) const {
   if (!kv_pool_) return 0;
   const auto it = caches_.find(seq);

@@ -138,6 +138,8 @@ class Engine {
   void share_prefix(int64_t src, int64_t dst, int64_t n_pos);
   // Pool blocks a batch appending n_tokens to `seq` would take (0 when KV is not paged).
   int64_t kv_blocks_needed(int64_t seq, int64_t n_tokens) const;
+  // Pool blocks only `seq` holds: what dropping it gives back (0 when KV is not paged).
+  int64_t kv_blocks_owned(int64_t seq) const;
   // The block pool (null when KV is not paged).
   const compute::KvBlockPool* kv_pool() const { return kv_pool_.get(); }
   bool has_sequence(int64_t seq) const { return caches_.count(seq) != 0; }

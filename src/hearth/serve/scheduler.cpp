@@ -38,6 +38,7 @@ struct Scheduler::Slot {
   // Set back (paged KV ran out): everything its cache held, computed again before it goes on
   // decoding; `prefilled` then counts these. Empty otherwise.
   std::vector<int32_t> replay;
+  bool computed = false;  // evaluated a chunk of its own (paged KV: then it shares no more)
   text::Sampler sampler;
   text::StreamDecoder decoder;
   StopMatcher stop;
@@ -165,7 +166,8 @@ const std::vector<int32_t>& Scheduler::feed(const Slot& s) {
   return s.replay.empty() ? s.job->params().prompt : s.replay;
 }
 
-size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq) const {
+size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq,
+                              int64_t self) const {
   *seq = -1;
   if (!opt_.prompt_cache) return 0;
   // Short of the whole prompt: its last token must be evaluated to give the first logits.
@@ -182,9 +184,51 @@ size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq) 
   };
   for (const auto& k : kept_) consider(k.seq, k.tokens);
   for (const auto& a : active_) {
-    if (!a->done) consider(a->seq, a->tokens);
+    if (!a->done && a->seq != self) consider(a->seq, a->tokens);
   }
   return best;
+}
+
+namespace {
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+}  // namespace
+
+bool Scheduler::share_or_wait(Slot& s) {
+  const auto budget = source_.kv_budget();
+  if (!budget || !opt_.prompt_cache || s.computed || !s.replay.empty()) return false;
+  const auto& prompt = s.job->params().prompt;
+  int64_t src = -1;
+  const size_t len = best_prefix(prompt, &src, s.seq);
+  if (src >= 0 && len > s.prefilled) {
+    try {
+      if (source_.share_prefix(src, s.seq, static_cast<int64_t>(len))) {
+        metrics_.prompt_tokens_cached(static_cast<int64_t>(len - s.prefilled));
+        s.prefilled = len;
+        s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(len));
+        s.job->set_cached_tokens(static_cast<int64_t>(len));
+      }
+    } catch (const std::exception& e) {
+      log::warn("serve: sharing the prefix of sequence {}: {}", src, e.what());
+    }
+  }
+  // Requests that arrive together with one system prompt: the oldest computes it, the others
+  // wait for it instead of computing it too.
+  for (const auto& a : active_) {
+    if (a.get() == &s) break;  // only older requests
+    if (a->done || !a->replay.empty()) continue;
+    const auto& other = a->job->params().prompt;
+    if (a->prefilled >= other.size()) continue;  // its prompt is all cached already
+    const size_t common = std::min(common_prefix(other, prompt), prompt.size() - 1);
+    if (common >= s.prefilled + static_cast<size_t>(budget->block_rows) && common > a->prefilled) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Scheduler::drop_oldest_kept() {
@@ -223,14 +267,20 @@ bool Scheduler::room_for(const std::vector<int32_t>& prompt, int64_t* promised) 
 }
 
 void Scheduler::set_back_newest() {
+  // The newest request whose cache gives blocks back; failing that (every block it holds is
+  // shared), the newest that holds any: each one set back stops sharing, so the holders
+  // dwindle until blocks come free.
   Slot* victim = nullptr;
+  Slot* owner = nullptr;
   int holders = 0;
   for (auto& a : active_) {
     if (!a->done && source_.seq_length(a->seq) > 0) {
       victim = a.get();
       ++holders;
+      if (source_.kv_blocks_owned(a->seq) > 0) owner = a.get();
     }
   }
+  if (owner != nullptr) victim = owner;
   const auto budget = source_.kv_budget();
   const int64_t pool_positions = budget ? budget->capacity * budget->block_rows : 0;
   if (holders <= 1) {
@@ -261,6 +311,7 @@ void Scheduler::set_back_newest() {
   if (!in_prompt && victim->replay.empty()) victim->replay = victim->tokens;
   victim->tokens.clear();
   victim->prefilled = 0;
+  victim->computed = true;  // it computes everything again: sharing back in would free nothing
   metrics_.requests_set_back(1);
 }
 
@@ -450,6 +501,7 @@ void Scheduler::step() {
       finish(s, "cancelled");
       continue;
     }
+    if (share_or_wait(s)) continue;
     const auto& prompt = feed(s);
     if (s.prefilled < prompt.size()) {
       // Chunks always start at multiples of prefill_chunk from the first prompt token not
@@ -517,6 +569,7 @@ void Scheduler::step() {
     const size_t cache_before = s.tokens.size();
     try {
       if (chunk[i] > 0) {
+        s.computed = true;
         s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
         s.prefilled += chunk[i];
         if (!s.replay.empty()) {

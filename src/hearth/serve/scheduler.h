@@ -123,8 +123,12 @@ class Scheduler {
   // stay within --parallel.
   int64_t claim_sequence(const std::vector<int32_t>& prompt, size_t* reused);
   // Paged KV: the longest prefix of `prompt` (short of its last token) that a cached
-  // sequence holds, and that sequence (-1: none).
-  size_t best_prefix(const std::vector<int32_t>& prompt, int64_t* seq) const;
+  // sequence other than `self` holds, and that sequence (-1: none).
+  size_t best_prefix(const std::vector<int32_t>& prompt, int64_t* seq, int64_t self = -1) const;
+  // Paged KV, a prompt not started yet: points it at a longer cached prefix if one appeared
+  // since it was admitted; true when it should rather wait, because an older request is
+  // computing at least one more block of the prefix they share.
+  bool share_or_wait(Slot& s);
   // Paged KV: whether the pool can take a request for `prompt` now, beside `promised` blocks
   // already promised to requests admitted this round and what running prompts still need;
   // lets kept sequences go to make room. Adds the request's blocks to `promised` when it can.
