@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "serve/serve_process.h"
+#include "support/subprocess.h"
 
 namespace hearth::serve::testing {
 namespace {
@@ -152,6 +153,18 @@ TEST(ServePaged, WaitingPastTheQueueTimeoutGives503) {
   }
   busy.join();
   EXPECT_EQ(long_status, "200");
+}
+
+// Bad paged-KV flags are usage errors that name the flag, before any port is opened.
+TEST(ServePaged, BadFlagsAreUsageErrors) {
+  for (const char* flags : {"--kv-block 24", "--kv-block 8", "--kv-pool abc", "--kv-pool 0",
+                            "--queue-timeout -1"}) {
+    const auto r = hearth::testing::run_hearth("serve -m " + tiny_model() + " --port 0 " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    const std::string flag = std::string(flags).substr(0, std::string(flags).find(' '));
+    EXPECT_NE(r.err.find(flag), std::string::npos) << flags << ": " << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << flags;
+  }
 }
 
 }  // namespace
