@@ -157,8 +157,8 @@ TEST(ServePaged, WaitingPastTheQueueTimeoutGives503) {
 
 // Bad paged-KV flags are usage errors that name the flag, before any port is opened.
 TEST(ServePaged, BadFlagsAreUsageErrors) {
-  for (const char* flags : {"--kv-block 24", "--kv-block 8", "--kv-pool abc", "--kv-pool 0",
-                            "--queue-timeout -1"}) {
+  for (const char* flags :
+       {"--kv-block 24", "--kv-block 8", "--kv-pool abc", "--kv-pool 0", "--queue-timeout -1"}) {
     const auto r = hearth::testing::run_hearth("serve -m " + tiny_model() + " --port 0 " + flags);
     EXPECT_NE(r.exit_code, 0) << flags;
     const std::string flag = std::string(flags).substr(0, std::string(flags).find(' '));
