@@ -32,12 +32,14 @@
 namespace hearth::cli {
 namespace {
 
-// --kv-pool: a count of positions, or auto: every slot's full context, as far as half the
-// memory available now holds it (and never less than one full context).
+// --kv-pool: a count of positions, or auto: every slot's full context in whole blocks, as far
+// as half the memory available now holds it (and never less than one full context).
 int64_t kv_pool_positions(const std::string& flag, const gguf::GgufFile& file,
                           const model::EngineOptions& eo, int parallel) {
   const model::HParams hp = model::load_hparams(file);
-  const int64_t n_ctx = eo.n_ctx > 0 ? eo.n_ctx : model::default_n_ctx(hp);
+  const int64_t block = std::max(1, eo.kv_block);
+  const int64_t n_ctx =
+      ((eo.n_ctx > 0 ? eo.n_ctx : model::default_n_ctx(hp)) + block - 1) / block * block;
   if (flag != "auto") {
     char* end = nullptr;
     const long long n = std::strtoll(flag.c_str(), &end, 10);
