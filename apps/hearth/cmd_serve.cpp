@@ -89,11 +89,12 @@ int run_serve(const Args& args) {
                        : "--kv-block must be 0 or a power of two from 16 to 2^20";
           });
   std::string kv_pool = "auto";
-  auto* kv_pool_opt = app.add_option(
-      "--kv-pool", kv_pool,
-      "positions the KV caches of all requests may hold together (-c is per "
-      "request); past it, requests wait in the queue. auto: --parallel x -c, at most "
-      "what half the memory available at start holds (never under -c)");
+  auto* kv_pool_opt =
+      app.add_option("--kv-pool", kv_pool,
+                     "positions the KV caches of all requests may hold together (-c is per "
+                     "request); past it, requests wait in the queue. auto: --parallel x -c in "
+                     "whole blocks, at most "
+                     "what half the memory available at start holds (never under -c)");
   app.add_option("--queue-timeout", so.scheduler.queue_timeout_s,
                  "seconds a request may wait in the queue for a slot or KV blocks before it "
                  "gets HTTP 503 with Retry-After (0: no limit)")
