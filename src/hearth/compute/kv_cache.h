@@ -73,12 +73,14 @@ struct KvLayerView {
 
   int64_t pos_mask() const { return (int64_t{1} << block_shift) - 1; }
   const uint8_t* k_row(int head, int64_t pos) const {
-    return blocks[pos >> block_shift] + k_offset +
-           (static_cast<int64_t>(head) * head_rows + (pos & pos_mask())) * k_row_bytes;
+    return row_at(k_offset, k_row_bytes, head, pos);
   }
   const uint8_t* v_row(int head, int64_t pos) const {
-    return blocks[pos >> block_shift] + v_offset +
-           (static_cast<int64_t>(head) * head_rows + (pos & pos_mask())) * v_row_bytes;
+    return row_at(v_offset, v_row_bytes, head, pos);
+  }
+  const uint8_t* row_at(int64_t offset, int64_t row_bytes, int head, int64_t pos) const {
+    return blocks[pos >> block_shift] + offset +
+           (static_cast<int64_t>(head) * head_rows + (pos & pos_mask())) * row_bytes;
   }
 };
 

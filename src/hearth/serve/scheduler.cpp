@@ -19,6 +19,13 @@ namespace hearth::serve {
 
 namespace {
 constexpr std::chrono::milliseconds kDevicePoll{2000};
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
 }  // namespace
 
 struct Scheduler::Slot {
@@ -174,9 +181,7 @@ size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq,
   const size_t limit = prompt.size() - std::min<size_t>(prompt.size(), 1);
   size_t best = 0;
   auto consider = [&](int64_t s, const std::vector<int32_t>& held) {
-    const size_t n = std::min(held.size(), limit);
-    size_t common = 0;
-    while (common < n && held[common] == prompt[common]) ++common;
+    const size_t common = std::min(common_prefix(held, prompt), limit);
     if (common > best) {
       best = common;
       *seq = s;
@@ -189,32 +194,30 @@ size_t Scheduler::best_prefix(const std::vector<int32_t>& prompt, int64_t* seq,
   return best;
 }
 
-namespace {
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
+size_t Scheduler::share_longest_prefix(int64_t seq, const std::vector<int32_t>& prompt,
+                                       size_t held) {
+  int64_t src = -1;
+  const size_t len = best_prefix(prompt, &src, seq);
+  if (src < 0 || len <= held) return held;
+  try {
+    if (!source_.share_prefix(src, seq, static_cast<int64_t>(len))) return held;
+  } catch (const std::exception& e) {
+    log::warn("serve: sharing the prefix of sequence {}: {}", src, e.what());
+    return held;
+  }
+  metrics_.prompt_tokens_cached(static_cast<int64_t>(len - held));
+  return len;
 }
-}  // namespace
 
 bool Scheduler::share_or_wait(Slot& s) {
   const auto budget = source_.kv_budget();
   if (!budget || !opt_.prompt_cache || s.computed || !s.replay.empty()) return false;
   const auto& prompt = s.job->params().prompt;
-  int64_t src = -1;
-  const size_t len = best_prefix(prompt, &src, s.seq);
-  if (src >= 0 && len > s.prefilled) {
-    try {
-      if (source_.share_prefix(src, s.seq, static_cast<int64_t>(len))) {
-        metrics_.prompt_tokens_cached(static_cast<int64_t>(len - s.prefilled));
-        s.prefilled = len;
-        s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(len));
-        s.job->set_cached_tokens(static_cast<int64_t>(len));
-      }
-    } catch (const std::exception& e) {
-      log::warn("serve: sharing the prefix of sequence {}: {}", src, e.what());
-    }
+  const size_t len = share_longest_prefix(s.seq, prompt, s.prefilled);
+  if (len > s.prefilled) {
+    s.prefilled = len;
+    s.tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(len));
+    s.job->set_cached_tokens(static_cast<int64_t>(len));
   }
   // Requests that arrive together with one system prompt: the oldest computes it, the others
   // wait for it instead of computing it too.
@@ -320,20 +323,8 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
   if (source_.kv_budget()) {
     // Paged: the new sequence points at the blocks of the longest prefix any cached sequence
     // holds (a running request's or a kept one), which stay where they are.
-    int64_t src = -1;
-    const size_t len = best_prefix(prompt, &src);
     const int64_t seq = next_seq_++;
-    if (src >= 0 && len > 0) {
-      try {
-        if (source_.share_prefix(src, seq, static_cast<int64_t>(len))) {
-          *reused = len;
-          metrics_.prompt_tokens_cached(static_cast<int64_t>(len));
-        }
-      } catch (const std::exception& e) {
-        log::warn("serve: sharing the prefix of sequence {}: {}", src, e.what());
-        drop_sequence(seq);
-      }
-    }
+    *reused = share_longest_prefix(seq, prompt, 0);
     while (!kept_.empty() && static_cast<int>(active_.size() + kept_.size()) >= opt_.parallel) {
       drop_oldest_kept();
     }
@@ -344,10 +335,8 @@ int64_t Scheduler::claim_sequence(const std::vector<int32_t>& prompt, size_t* re
   auto best = kept_.end();
   size_t best_len = 0;
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-    const size_t n =
-        std::min(it->tokens.size(), prompt.size() - std::min<size_t>(prompt.size(), 1));
-    size_t common = 0;
-    while (common < n && it->tokens[common] == prompt[common]) ++common;
+    const size_t common = std::min(common_prefix(it->tokens, prompt),
+                                   prompt.size() - std::min<size_t>(prompt.size(), 1));
     if (common > best_len) {
       best = it;
       best_len = common;

@@ -129,6 +129,10 @@ class Scheduler {
   // since it was admitted; true when it should rather wait, because an older request is
   // computing at least one more block of the prefix they share.
   bool share_or_wait(Slot& s);
+  // Paged KV: points `seq`, which holds the first `held` positions of `prompt`, at the longest
+  // prefix of it that another cached sequence holds, if longer (counted in the metrics);
+  // returns the positions `seq` holds now.
+  size_t share_longest_prefix(int64_t seq, const std::vector<int32_t>& prompt, size_t held);
   // Paged KV: whether the pool can take a request for `prompt` now, beside `promised` blocks
   // already promised to requests admitted this round and what running prompts still need;
   // lets kept sequences go to make room. Adds the request's blocks to `promised` when it can.
