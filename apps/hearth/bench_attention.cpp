@@ -14,6 +14,7 @@
 #include <fmt/core.h>
 
 #include "bench_registry.h"
+#include "bench_stats.h"
 #include "hearth/base/huge_buffer.h"
 #include "hearth/compute/attention.h"
 #include "hearth/compute/bandwidth.h"
@@ -24,11 +25,6 @@
 
 namespace hearth::cli {
 namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int run_bench_attention(const Args& args) {
   CLI::App app{"Decode attention at depth against the memory read bandwidth", "bench attention"};
@@ -123,11 +119,11 @@ int run_bench_attention(const Args& args) {
         ratios.push_back(read_s / s);
         read_gbps.push_back(static_cast<double>(kv_bytes) / read_s / 1e9);
       }
-      const double t = median_of(ms);
+      const double t = median(ms);
       fmt::print("{:>7} {:>7} {:>9.1f} {:>10.2f} {:>9.1f} {:>9.1f} {:>7.2f}\n", threads, depth,
                  static_cast<double>(kv_bytes) / (1 << 20), t,
-                 static_cast<double>(kv_bytes) / (t / 1e3) / 1e9, median_of(read_gbps),
-                 median_of(ratios));
+                 static_cast<double>(kv_bytes) / (t / 1e3) / 1e9, median(read_gbps),
+                 median(ratios));
     }
   }
   return 0;

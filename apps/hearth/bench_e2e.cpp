@@ -21,6 +21,7 @@
 #include <fmt/core.h>
 
 #include "bench_registry.h"
+#include "bench_stats.h"
 #include "hearth/base/clock.h"
 #include "hearth/compute/bandwidth.h"
 #include "hearth/gguf/gguf_file.h"
@@ -31,11 +32,6 @@
 
 namespace hearth::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 uint64_t view_bytes(const model::WeightView& w) {
   if (w.data == nullptr) return 0;

@@ -27,6 +27,7 @@
 #include <fmt/core.h>
 
 #include "bench_registry.h"
+#include "bench_stats.h"
 #include "hearth/base/huge_buffer.h"
 #include "hearth/compute/bandwidth.h"
 #include "hearth/compute/int8_peak.h"
@@ -46,11 +47,6 @@ struct Shape {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Cheap deterministic pseudo-random values in [-1, 1): speed does not depend on the

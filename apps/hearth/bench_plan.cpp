@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench_registry.h"
+#include "bench_stats.h"
 #include "hearth/base/error.h"
 #include "hearth/plan/baselines.h"
 #include "hearth/plan/fleet.h"
@@ -31,11 +32,6 @@ std::string split_text(const plan::Plan& p) {
                      d.relay ? "(relay)" : "");
   }
   return s;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Halda on generated fleets (the paper's Table 3 devices, each figure jittered by +-30%) of
