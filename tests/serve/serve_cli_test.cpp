@@ -72,14 +72,7 @@ class ServeTest : public ::testing::Test {
         {"temperature", 0},
         {"ignore_eos", true}};
   }
-  static double metric(const std::string& name) {
-    auto c = server_->client();
-    auto r = c.Get("/metrics");
-    if (!r) return -1;
-    const size_t at = r->body.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(r->body.substr(at + name.size() + 2));
-  }
+  static double metric(const std::string& name) { return server_->metric(name); }
 };
 
 TEST(ServeWarnings, AnyAddressWithoutAKeyIsWarnedAbout) {
@@ -467,11 +460,7 @@ TEST(ServeContext, FillingTheContextEndsWithLength) {
 TEST(ServePromptCache, TheNextTurnReusesTheConversationsCache) {
   ServeProc cached({"--parallel", "2"}), fresh({"--parallel", "2", "--no-prompt-cache"});
   auto cached_tokens = [](ServeProc& server) {
-    auto c = server.client();
-    auto r = c.Get("/metrics");
-    const std::string name = "\nhearth_prompt_tokens_cached_total ";
-    const size_t at = r ? r->body.find(name) : std::string::npos;
-    return at == std::string::npos ? -1.0 : std::stod(r->body.substr(at + name.size()));
+    return server.metric("hearth_prompt_tokens_cached_total");
   };
   auto ask = [](ServeProc& server, const json& messages) {
     auto c = server.client();

@@ -17,14 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-double metric(ServeProc& server, const std::string& name) {
-  auto c = server.client();
-  auto r = c.Get("/metrics");
-  const std::string key = "\n" + name + " ";
-  const size_t at = r ? r->body.find(key) : std::string::npos;
-  return at == std::string::npos ? -1.0 : std::stod(r->body.substr(at + key.size()));
-}
-
 // The requests' bodies posted at once; each answer's parsed JSON (null when not a 200).
 std::vector<json> post_all(ServeProc& server, const std::vector<json>& bodies) {
   std::vector<json> got(bodies.size());
@@ -78,10 +70,10 @@ TEST(ServePaged, RequestsShareTheSystemPromptAndAnswerAsAlone) {
   // Three of the four found at least the system prompt (over 300 tokens) cached.
   EXPECT_GT(prompt, 300);
   EXPECT_GE(shared, 3 * (prompt - 20)) << "shared " << shared << " of prompts of " << prompt;
-  EXPECT_EQ(metric(paged, "hearth_prompt_tokens_cached_total"), shared);
-  EXPECT_EQ(metric(paged, "hearth_kv_block_positions"), 16);
-  EXPECT_GT(metric(paged, "hearth_kv_blocks_total"), 0);
-  EXPECT_EQ(metric(flat, "hearth_kv_blocks_total"), -1);  // not paged: no such gauge
+  EXPECT_EQ(paged.metric("hearth_prompt_tokens_cached_total"), shared);
+  EXPECT_EQ(paged.metric("hearth_kv_block_positions"), 16);
+  EXPECT_GT(paged.metric("hearth_kv_blocks_total"), 0);
+  EXPECT_EQ(flat.metric("hearth_kv_blocks_total"), -1);  // not paged: no such gauge
 }
 
 // Six requests of up to 110 positions each against a pool of 160 positions (ten blocks of
@@ -102,11 +94,11 @@ TEST(ServePaged, ASmallPoolQueuesRequestsAndKeepsTheirAnswers) {
     EXPECT_EQ(got[i]["choices"][0]["finish_reason"], "length");
     EXPECT_EQ(got[i]["usage"]["completion_tokens"], 60 + 8 * static_cast<int>(i));
   }
-  EXPECT_EQ(metric(small, "hearth_kv_blocks_total"), 10);
-  EXPECT_LE(metric(small, "hearth_kv_blocks_in_use"), 10);
-  // Present (-1 when missing); how many were set back depends on when the requests arrived
-  // (twelve in a run here), the answers above must not.
-  EXPECT_GE(metric(small, "hearth_requests_set_back_total"), 0);
+  EXPECT_EQ(small.metric("hearth_kv_blocks_total"), 10);
+  EXPECT_LE(small.metric("hearth_kv_blocks_in_use"), 10);
+  // Present (-1 when missing); how many were set back depends on when the requests arrived,
+  // the answers above must not.
+  EXPECT_GE(small.metric("hearth_requests_set_back_total"), 0);
   // A request the pool can never hold fails clearly, and the server goes on.
   const json huge = chat("be brief", "hi", 240);
   auto c = small.client();
@@ -135,7 +127,7 @@ TEST(ServePaged, WaitingPastTheQueueTimeoutGives503) {
     long_status = r ? std::to_string(r->status) : "none";
   });
   // Until the long request holds the slot.
-  for (int i = 0; i < 200 && metric(server, "hearth_active_sequences") < 1; ++i) {
+  for (int i = 0; i < 200 && server.metric("hearth_active_sequences") < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (bool stream : {false, true}) {

@@ -141,6 +141,15 @@ class ServeProc {
     c.set_read_timeout(60, 0);
     return c;
   }
+  // An unlabelled sample of /metrics (a counter or gauge); -1 when the server does not
+  // report it or does not answer.
+  double metric(const std::string& name) const {
+    auto c = client();
+    auto r = c.Get("/metrics");
+    const std::string key = "\n" + name + " ";
+    const size_t at = r ? r->body.find(key) : std::string::npos;
+    return at == std::string::npos ? -1.0 : std::stod(r->body.substr(at + key.size()));
+  }
 
  private:
   static inline int counter_ = 0;
