@@ -36,6 +36,13 @@ float half_at(const uint8_t* row, int d) {
   return half_to_float(half_bits(row, d));
 }
 
+// Position p's K row of head h in its GGUF layout, gathered from the cache's K tile.
+std::vector<uint8_t> k_row(const KvLayerView& view, int h, int64_t p) {
+  std::vector<uint8_t> row(static_cast<size_t>(view.k_row_bytes));
+  view.copy_k_row(h, p, row.data());
+  return row;
+}
+
 std::vector<float> random_vector(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -56,7 +63,7 @@ std::vector<float> naive_attention(const KvCache& cache, int layer, int n_heads,
   std::vector<float> k_all(kv.n_kv_heads * n_all * hd), v_all(k_all.size());
   for (int kvh = 0; kvh < kv.n_kv_heads; ++kvh) {
     for (int64_t p = 0; p < n_all; ++p) {
-      kv_row_to_float(kv.k_type, kv.k_row(kvh, p), hd, &k_all[(kvh * n_all + p) * hd]);
+      kv_row_to_float(kv.k_type, k_row(kv, kvh, p).data(), hd, &k_all[(kvh * n_all + p) * hd]);
       kv_row_to_float(kv.v_type, kv.v_row(kvh, p), hd, &v_all[(kvh * n_all + p) * hd]);
     }
   }
@@ -327,7 +334,7 @@ TEST_P(AttentionTest, KvStoreRoundsLikeScalarHalf) {
     for (int h = 0; h < 3; ++h) {
       for (int d = 0; d < hd; ++d) {
         const int64_t src = (t * 3 + h) * hd + d;
-        ASSERT_EQ(half_bits(view.k_row(h, t), d), float_to_half(k[src])) << "k " << k[src];
+        ASSERT_EQ(half_bits(k_row(view, h, t).data(), d), float_to_half(k[src])) << "k " << k[src];
         ASSERT_EQ(half_bits(view.v_row(h, t), d), float_to_half(v[src])) << "v " << v[src];
       }
     }
@@ -372,8 +379,8 @@ TEST(KvCache, LengthsTruncationAndOverwrite) {
   EXPECT_THROW(cache.store(0, 7, 1, twos.data(), twos.data()), UsageError);  // gap at 6
   cache.store(0, 6, 2, twos.data(), twos.data());
   EXPECT_EQ(cache.length(0), 8);
-  EXPECT_EQ(half_at(cache.view(0).k_row(0, 5), 0), 1.0f);
-  EXPECT_EQ(half_at(cache.view(0).k_row(0, 6), 0), 2.0f);
+  EXPECT_EQ(half_at(k_row(cache.view(0), 0, 5).data(), 0), 1.0f);
+  EXPECT_EQ(half_at(k_row(cache.view(0), 0, 6).data(), 0), 2.0f);
   // Writing at 3 overwrites from there and drops later positions of that layer.
   cache.store(0, 3, 1, twos.data(), twos.data());
   EXPECT_EQ(cache.length(0), 4);
@@ -431,7 +438,7 @@ TEST(KvCache, RowsHoldTheTypesBlocks) {
     for (int64_t p = 0; p < n; ++p) {
       for (int h = 0; h < n_kv; ++h) {
         const float* src = &k[(p * n_kv + h) * hd];
-        kv_row_to_float(t, view.k_row(h, p), hd, got.data());
+        kv_row_to_float(t, k_row(view, h, p).data(), hd, got.data());
         switch (t) {
           case KvType::kF32:
             std::copy(src, src + hd, expect.begin());
@@ -443,7 +450,7 @@ TEST(KvCache, RowsHoldTheTypesBlocks) {
             const auto& tr = quant::traits(t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
                                                               : gguf::TensorType::kQ4_0);
             tr.quantize(src, blocks.data(), hd);
-            EXPECT_EQ(std::memcmp(blocks.data(), view.k_row(h, p), blocks.size()), 0)
+            EXPECT_EQ(std::memcmp(blocks.data(), k_row(view, h, p).data(), blocks.size()), 0)
                 << kv_type_name(t) << " pos " << p << " head " << h;
             tr.to_float(blocks.data(), expect.data(), hd);
           }
@@ -484,8 +491,52 @@ TEST(KvCache, SequencesAreIndependent) {
   b.store(0, 1, 1, y.data(), y.data());
   EXPECT_EQ(a.length(), 1);
   EXPECT_EQ(b.length(), 2);
-  EXPECT_EQ(half_at(a.view(0).k_row(0, 0), 7), 0.25f);
-  EXPECT_EQ(half_at(b.view(0).k_row(0, 0), 7), -0.5f);
+  EXPECT_EQ(half_at(k_row(a.view(0), 0, 0).data(), 7), 0.25f);
+  EXPECT_EQ(half_at(k_row(b.view(0), 0, 0).data(), 7), -0.5f);
+}
+
+// A K tile holds 16 rows' bytes transposed (kv_cache.h "K tiles"): every row put into a slot
+// comes back byte for byte, a slot's writes leave the other slots alone, and values sit where
+// the score kernels read them.
+TEST(KvCache, KTilesHoldRowsTransposed) {
+  const int hd = 64;
+  for (KvType t : kAllKvTypes) {
+    const size_t row_bytes = kv_row_bytes(t, hd);
+    const auto& tr = quant::traits(t == KvType::kF32    ? gguf::TensorType::kF32
+                                   : t == KvType::kF16  ? gguf::TensorType::kF16
+                                   : t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
+                                                        : gguf::TensorType::kQ4_0);
+    std::vector<std::vector<uint8_t>> rows(kKTileRows, std::vector<uint8_t>(row_bytes));
+    std::vector<uint8_t> tile(kKTileRows * row_bytes, 0xa5), back(row_bytes);
+    for (int i = 0; i < kKTileRows; ++i) {
+      tr.quantize(random_vector(hd, 700 + i).data(), rows[i].data(), hd);
+    }
+    for (int i : {5, 0, 15, 8, 7, 1, 2, 3, 4, 6, 9, 10, 11, 12, 13, 14}) {
+      k_tile_put(t, hd, rows[i].data(), tile.data(), i);
+    }
+    for (int i = 0; i < kKTileRows; ++i) {
+      k_tile_get(t, hd, tile.data(), i, back.data());
+      EXPECT_EQ(back, rows[i]) << kv_type_name(t) << " slot " << i;
+    }
+    // Where the kernels look: value d = 33 of slot 9.
+    const int d = 33, i = 9;
+    switch (t) {
+      case KvType::kF32:
+        EXPECT_EQ(std::memcmp(&tile[(d * 16 + i) * 4], &rows[i][d * 4], 4), 0);
+        break;
+      case KvType::kF16:
+        EXPECT_EQ(std::memcmp(&tile[(d * 16 + i) * 2], &rows[i][d * 2], 2), 0);
+        break;
+      case KvType::kQ8_0:  // block 1: scale at halfword 16 + i, value at hd + d * 16 + i
+        EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][34], 2), 0);
+        EXPECT_EQ(tile[hd + d * 16 + i], rows[i][34 + 2 + 1]);
+        break;
+      case KvType::kQ4_0:  // value 1 of block 1: low nibble of byte 1; slot 9 is a high nibble
+        EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][18], 2), 0);
+        EXPECT_EQ(tile[hd + d * 8 + i % 8] >> 4, rows[i][18 + 2 + 1] & 0x0f);
+        break;
+    }
+  }
 }
 
 TEST(KvCache, RowStrideReadsFromFusedBuffer) {
@@ -495,8 +546,8 @@ TEST(KvCache, RowStrideReadsFromFusedBuffer) {
   for (size_t i = 0; i < fused.size(); ++i) fused[i] = static_cast<float>(i);
   cache.store(0, 0, 2, fused.data(), fused.data(), 12);
   const KvLayerView view = cache.view(0);
-  EXPECT_EQ(half_at(view.k_row(1, 0), 2), 6.0f);   // token 0, head 1, dim 2
-  EXPECT_EQ(half_at(view.k_row(0, 1), 1), 13.0f);  // token 1, head 0, dim 1
+  EXPECT_EQ(half_at(k_row(view, 1, 0).data(), 2), 6.0f);   // token 0, head 1, dim 2
+  EXPECT_EQ(half_at(k_row(view, 0, 1).data(), 1), 13.0f);  // token 1, head 0, dim 1
   EXPECT_THROW(cache.store(0, 0, 1, fused.data(), fused.data(), 7), UsageError);
 }
 

@@ -79,16 +79,23 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
   }
 }
 
-// Reads rows of one cache part as f32.
+// Reads rows of one cache part as f32: V rows in place, K rows gathered from their tiles.
 struct RowReader {
-  RowReader(const detail::KvRows& r, int hd)
+  RowReader(const detail::KvRows& r, int hd, bool k_tiles)
       : rows(r),
         f16(r.type == KvType::kF16),
         convert(f16 ? nullptr : kv_row_converter(r.type)),
-        hd(hd) {}
+        hd(hd),
+        k_tiles(k_tiles),
+        gathered(k_tiles ? static_cast<size_t>(r.row_bytes) : 0) {}
   // Row pos -> dst (hd).
-  void get(int64_t pos, float* dst) const {
+  void get(int64_t pos, float* dst) {
     const uint8_t* row = rows.row(pos);
+    if (k_tiles) {
+      const int64_t slot = pos & (kKTileRows - 1);
+      k_tile_get(rows.type, hd, rows.row(pos - slot), static_cast<int>(slot), gathered.data());
+      row = gathered.data();
+    }
     if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
     convert(row, dst, hd);
   }
@@ -96,6 +103,8 @@ struct RowReader {
   bool f16;
   KvRowToFloat convert;
   int hd;
+  bool k_tiles;
+  std::vector<uint8_t> gathered;  // (row_bytes) one K row out of its tile
 };
 
 // The Isa::kScalar kernel (CPUs without the x86 variants, e.g. ARM until NEON variants
@@ -107,7 +116,7 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
   constexpr int kRows = 8;
   constexpr int kChunk = 128;
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
-  const RowReader k_rows(k, hd), v_rows(v, hd);
+  RowReader k_rows(k, hd, true), v_rows(v, hd, false);
   for (int r0 = 0; r0 < n_rows; r0 += kRows) {
     const int nb = std::min(kRows, n_rows - r0);
     const int64_t* len = row_len + r0;                       // (nb)
@@ -187,6 +196,7 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
   std::vector<double> w;    // (n_pos) f64 softmax weights
   std::vector<double> acc;  // (head_dim) f64
   std::vector<float> row(hd);  // (head_dim) one K or V row as f32
+  std::vector<uint8_t> k_row(static_cast<size_t>(kv.k_row_bytes));  // one K row, GGUF layout
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t n_pos = pos0 + t + 1;  // causal: positions [0, pos0 + t]
     w.resize(n_pos);
@@ -196,7 +206,8 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
       const float* qh = q + t * q_stride + static_cast<int64_t>(h) * hd;  // (head_dim)
       double max = -INFINITY;
       for (int64_t p = 0; p < n_pos; ++p) {
-        kv_row_to_float(kv.k_type, kv.k_row(kvh, p), hd, row.data());
+        kv.copy_k_row(kvh, p, k_row.data());
+        kv_row_to_float(kv.k_type, k_row.data(), hd, row.data());
         double dot = 0.0;
         for (int d = 0; d < hd; ++d) dot += static_cast<double>(qh[d]) * row[d];
         w[p] = dot * scale;

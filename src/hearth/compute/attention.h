@@ -71,9 +71,10 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 }  // namespace ref
 
 namespace detail {
-// One kv head's rows of K or V: position p's row at row(p). Positions sit in blocks of
-// 2^block_shift (KvLayerView), so a run of up to four rows starting at a multiple of its
-// length is consecutive in memory.
+// One kv head's rows of K or V: position p's row at row(p); for K, row(p) with p a multiple
+// of kKTileRows is the K tile of [p, p + 16). Positions sit in blocks of 2^block_shift
+// (KvLayerView), so a run of up to 16 rows starting at a multiple of its length is
+// consecutive in memory.
 struct KvRows {
   const uint8_t* const* blocks = nullptr;  // base of each block
   int64_t offset = 0;                      // the head's first row inside a block

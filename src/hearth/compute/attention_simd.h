@@ -1,13 +1,14 @@
 // The attention kernel written against simd::VecF; include only from simd_kernels.inc.
 //
 // One call handles the query rows of one kv head that share a causal length. Positions are
-// taken in chunks: scores of a chunk for every row (each K row converted to f32 once and
-// used by all rows), an online-softmax update (rescale the running sum and accumulator
-// when the running max grows), then the weighted V rows, four positions per pass over the
-// accumulator. K and V rows are read in place when f16, f32 or q8_0 (each vector converted as
-// it is loaded); q4_0 rows are converted four at a time into a scratch tile first. Every
-// conversion is exact, so the result equals the kernel over f32 rows holding the same values.
-// Everything stays on the stack (under 40 KiB).
+// taken in chunks: scores of a chunk for every row, an online-softmax update (rescale the
+// running sum and accumulator when the running max grows), then the weighted V rows, four
+// positions per pass over the accumulator. K is read as tiles of 16 positions held
+// transposed (kv_cache.h "K tiles"): a score vector has one position per lane, so a K value
+// converted once serves every row with one multiply-add and no sum across lanes is needed. V
+// rows are read in place when f16, f32 or q8_0 (each vector converted as it is loaded); q4_0
+// rows are converted four at a time into a scratch tile first, and q4_0 K tiles into int8.
+// Every conversion is exact. Everything stays on the stack (under 48 KiB).
 #pragma once
 
 #include <cmath>
@@ -118,64 +119,150 @@ struct Q4Rows {
   }
 };
 
-// scores[j * score_stride + i] = scale * (q_j . k_i) for rows j < NB and positions i < P.
-// q: (NB, hd) f32; k: a view of P rows. A dot product's arithmetic does not depend on NB or
-// P, so results are identical however heads and tokens are grouped.
-template <int NB, int P, typename View>
-inline void score_tile(const float* q, const View& k, int hd, float scale, float* scores,
-                       int score_stride) {
-  constexpr int kL = VecF::kLanes;
-  constexpr int kN = NB * P;                 // dot products in the tile
-  constexpr int kPadded = (kN + 3) / 4 * 4;  // reduce4 takes them four at a time
-  const int full = hd / kL * kL;
-  const int rest = hd - full;
-  VecF dot[kPadded];
-  for (int i = 0; i < kPadded; ++i) dot[i] = VecF::zero();
-  if constexpr (std::is_same_v<View, Q8View>) {
-    for (int b = 0; b < full; b += 32) {  // one scale per row and block
-      VecF sc[P];
-      for (int i = 0; i < P; ++i) sc[i] = k.scale(i, b);
-      for (int d = b; d < b + 32; d += kL) {
-        for (int i = 0; i < P; ++i) {
-          const VecF kv = sc[i] * k.values(i, d);
-          for (int j = 0; j < NB; ++j) {
-            dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
-          }
+// K tiles as the score kernel reads them: load(d, v) is value d of the tile's slots
+// [v * kLanes, (v + 1) * kLanes) as f32. The block types (q8_0, q4_0) give their int8 values
+// and scale(b, v), the scales of block b for those slots, by which a block's sum is
+// multiplied (x = scale * int8, so the product is the value's).
+constexpr int kTileVecs = kKTileRows / VecF::kLanes;  // vectors across one tile's slots
+struct F16KTile {
+  static constexpr bool kBlocks = false;
+  const uint16_t* t;  // (hd, 16) f16
+  VecF load(int d, int v) const { return VecF::load_f16(t + d * kKTileRows + v * VecF::kLanes); }
+};
+struct F32KTile {
+  static constexpr bool kBlocks = false;
+  const float* t;  // (hd, 16) f32
+  VecF load(int d, int v) const { return VecF::load(t + d * kKTileRows + v * VecF::kLanes); }
+};
+struct Q8KTile {
+  static constexpr bool kBlocks = true;
+  const uint16_t* scales;  // (hd / 32, 16) f16
+  const int8_t* values;    // (hd, 16)
+  VecF scale(int b, int v) const {
+    return VecF::load_f16(scales + b * kKTileRows + v * VecF::kLanes);
+  }
+  VecF load(int d, int v) const {
+    return VecF::load_i8(values + d * kKTileRows + v * VecF::kLanes);
+  }
+};
+
+// Where the kernel reads K: tile(pos, scratch) is the tile of positions [pos, pos + 16), pos a
+// multiple of 16, in place or (q4_0) with its values widened into scratch ((hd, 16) int8).
+struct F16KTiles {
+  detail::KvRows r;
+  F16KTile tile(int64_t pos, int8_t* /*scratch*/) const {
+    return {reinterpret_cast<const uint16_t*>(r.row(pos))};
+  }
+};
+struct F32KTiles {
+  detail::KvRows r;
+  F32KTile tile(int64_t pos, int8_t* /*scratch*/) const {
+    return {reinterpret_cast<const float*>(r.row(pos))};
+  }
+};
+struct Q8KTiles {
+  detail::KvRows r;
+  int hd;
+  Q8KTile tile(int64_t pos, int8_t* /*scratch*/) const {
+    const uint8_t* t = r.row(pos);
+    return {reinterpret_cast<const uint16_t*>(t), reinterpret_cast<const int8_t*>(t + hd)};
+  }
+};
+struct Q4KTiles {
+  detail::KvRows r;
+  int hd;
+  // Byte d * 8 + i holds slot i (low nibble) and slot 8 + i (high); x = scale * (nibble - 8).
+  Q8KTile tile(int64_t pos, int8_t* scratch) const {
+    const uint8_t* t = r.row(pos);
+    const uint8_t* nibbles = t + hd;  // after (hd / 32, 16) f16 scales: hd bytes
+    const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    for (int d = 0; d < hd; ++d) {
+      const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(nibbles + d * 8));
+      const __m128i lo = _mm_and_si128(x, low4);
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low4);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + d * kKTileRows),
+                       _mm_sub_epi8(_mm_unpacklo_epi64(lo, hi), eight));
+    }
+    return {reinterpret_cast<const uint16_t*>(t), scratch};
+  }
+};
+
+// Independent sums per lane: enough multiply-adds in flight to cover their latency (AVX-512
+// has twice the registers for them).
+constexpr int kDotSplit = VecF::kLanes == 16 ? 2 : 1;
+
+// part[j][v] = sum over d in [d0, d1) of q_j[d] * k(d, v), lane by lane: kDotSplit sums of
+// every kDotSplit-th d in order, then added.
+template <int NB, typename Tile>
+__attribute__((always_inline)) inline void tile_dot(const float* q, const Tile& k, int hd, int d0,
+                                                    int d1, VecF (&part)[NB][kTileVecs]) {
+  VecF acc[kDotSplit][NB][kTileVecs];
+  for (auto& a : acc) {
+    for (auto& row : a) {
+      for (auto& x : row) x = VecF::zero();
+    }
+  }
+  int d = d0;
+  for (; d + kDotSplit <= d1; d += kDotSplit) {
+    for (int s = 0; s < kDotSplit; ++s) {
+      for (int v = 0; v < kTileVecs; ++v) {
+        const VecF kv = k.load(d + s, v);
+        for (int j = 0; j < NB; ++j) {
+          acc[s][j][v] = fma(VecF::set1(q[j * hd + d + s]), kv, acc[s][j][v]);
         }
+      }
+    }
+  }
+  for (; d < d1; ++d) {
+    for (int v = 0; v < kTileVecs; ++v) {
+      const VecF kv = k.load(d, v);
+      for (int j = 0; j < NB; ++j) acc[0][j][v] = fma(VecF::set1(q[j * hd + d]), kv, acc[0][j][v]);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    for (int v = 0; v < kTileVecs; ++v) {
+      part[j][v] = acc[0][j][v];
+      for (int s = 1; s < kDotSplit; ++s) part[j][v] = part[j][v] + acc[s][j][v];
+    }
+  }
+}
+
+// scores[j * score_stride + i] = scale * (q_j . k_i) for rows j < NB and the 16 positions i
+// of a K tile. A lane's arithmetic involves only its own position and row, so a score does
+// not depend on NB or on the tile's other positions: prefill equals decode, and paged
+// caches equal contiguous ones.
+template <int NB, typename Tile>
+inline void score_tile(const float* q, const Tile& k, int hd, float scale, float* scores,
+                       int score_stride) {
+  VecF score[NB][kTileVecs];
+  if constexpr (Tile::kBlocks) {
+    for (auto& row : score) {
+      for (auto& x : row) x = VecF::zero();
+    }
+    for (int b = 0; b < hd / 32; ++b) {
+      VecF part[NB][kTileVecs];
+      tile_dot<NB>(q, k, hd, b * 32, b * 32 + 32, part);
+      for (int v = 0; v < kTileVecs; ++v) {
+        const VecF sc = k.scale(b, v);
+        for (int j = 0; j < NB; ++j) score[j][v] = fma(part[j][v], sc, score[j][v]);
       }
     }
   } else {
-    for (int d = 0; d < full; d += kL) {
-      for (int i = 0; i < P; ++i) {
-        const VecF kv = k.load(i, d);
-        for (int j = 0; j < NB; ++j) {
-          dot[j * P + i] = fma(VecF::load(q + j * hd + d), kv, dot[j * P + i]);
-        }
-      }
-    }
+    tile_dot<NB>(q, k, hd, 0, hd, score);
   }
-  if (rest != 0) {
-    for (int i = 0; i < P; ++i) {
-      const VecF kv = k.load_partial(i, full, rest);
-      for (int j = 0; j < NB; ++j) {
-        dot[j * P + i] = fma(VecF::load_partial(q + j * hd + full, rest), kv, dot[j * P + i]);
-      }
-    }
-  }
-  alignas(16) float sums[kPadded];
-  for (int g = 0; g < kPadded; g += 4) {
-    _mm_store_ps(sums + g, reduce4(dot[g], dot[g + 1], dot[g + 2], dot[g + 3]));
-  }
+  const VecF vs = VecF::set1(scale);
   for (int j = 0; j < NB; ++j) {
-    for (int i = 0; i < P; ++i) scores[j * score_stride + i] = sums[j * P + i] * scale;
+    for (int v = 0; v < kTileVecs; ++v) {
+      (score[j][v] * vs).store(scores + j * score_stride + v * VecF::kLanes);
+    }
   }
 }
 
 // q, out: (NB, hd) f32; row j attends to positions [0, row_len[j]) of the rows of ks, vs.
 // Positions past a row's length but inside the block's longest get score -inf, hence
 // weight exactly 0, and leave that row's sums bit-identical to a call without them.
-template <int NB, typename KRows, typename VRows>
-void attend_block(const float* q, float* out, const int64_t* row_len, const KRows& ks,
+template <int NB, typename KTiles, typename VRows>
+void attend_block(const float* q, float* out, const int64_t* row_len, const KTiles& ks,
                   const VRows& vs, int hd, float scale) {
   constexpr int kL = VecF::kLanes;
   int64_t n_pos = 0;
@@ -186,7 +273,8 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
   alignas(64) float acc[NB][kMaxHeadDim];  // (NB, hd) weighted V sum, unnormalised
   float run_max[NB];                       // running max score per row
   float run_sum[NB];                       // running sum of exp(score - run_max)
-  alignas(64) float tile[4 * kMaxHeadDim];  // (4, hd) converted K or V rows (block types)
+  alignas(64) float tile[4 * kMaxHeadDim];  // (4, hd) converted V rows (q4_0)
+  alignas(64) int8_t k_scratch[kMaxHeadDim * kKTileRows];  // (hd, 16) widened K tile (q4_0)
   for (int j = 0; j < NB; ++j) {
     run_max[j] = -INFINITY;
     run_sum[j] = 0.0f;
@@ -196,15 +284,10 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
 
-    // Scores in tiles of NB rows x kTileP positions, so that a tile holds four dot
-    // products (when NB allows) for reduce4 to sum together.
-    constexpr int kTileP = NB >= 3 ? 1 : 4 / NB;
-    int p = 0;
-    for (; p + kTileP <= n; p += kTileP) {
-      score_tile<NB, kTileP>(q, ks.rows(c0 + p, kTileP, tile), hd, scale, &s[0][0] + p, kChunk);
-    }
-    for (; p < n; ++p) {
-      score_tile<NB, 1>(q, ks.rows(c0 + p, 1, tile), hd, scale, &s[0][0] + p, kChunk);
+    // Scores of whole K tiles: c0 and p are multiples of 16 and p + 16 <= kChunk; slots past
+    // the cache's length (any bytes, even NaN) are overwritten with -inf just below.
+    for (int p = 0; p < n; p += kKTileRows) {
+      score_tile<NB>(q, ks.tile(c0 + p, k_scratch), hd, scale, &s[0][0] + p, kChunk);
     }
     for (int j = 0; j < NB; ++j) {
       for (int64_t i = row_len[j] - c0 < 0 ? 0 : row_len[j] - c0; i < n; ++i) s[j][i] = -INFINITY;
@@ -214,12 +297,16 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
       const float chunk_max = max_row(s[j], n);
       const float new_max = chunk_max > run_max[j] ? chunk_max : run_max[j];
       const float correction = __builtin_expf(run_max[j] - new_max);  // 0 on the first chunk
-      run_sum[j] = run_sum[j] * correction + exp_shift_sum(s[j], n, new_max);
+      // One explicit rounding: a * b + c left to the compiler may become a fused
+      // multiply-add in one instantiation and not in another, and prefill would then
+      // differ from decode in the last bit.
+      run_sum[j] = std::fma(run_sum[j], correction, exp_shift_sum(s[j], n, new_max));
       run_max[j] = new_max;
       if (correction != 1.0f) scale_row(acc[j], hd, correction);
     }
 
-    for (p = 0; p + 4 <= n; p += 4) {
+    int p = 0;
+    for (; p + 4 <= n; p += 4) {
       const auto vp = vs.rows(c0 + p, 4, tile);  // 4 rows
       // acc[j][d..] += s[j][p + i] * v_i[d..] for the 4 rows, in row order.
       auto accumulate4 = [&](int d, VecF v0, VecF v1, VecF v2, VecF v3) {
@@ -283,18 +370,18 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KRow
   }
 }
 
-template <int NB, typename KRows, typename VRows>
+template <int NB, typename KTiles, typename VRows>
 void attend_rows_upto(const float* q, float* out, int n_rows, const int64_t* row_len,
-                      const KRows& ks, const VRows& vs, int hd, float scale) {
+                      const KTiles& ks, const VRows& vs, int hd, float scale) {
   if constexpr (NB > 1) {
     if (n_rows < NB) return attend_rows_upto<NB - 1>(q, out, n_rows, row_len, ks, vs, hd, scale);
   }
   attend_block<NB>(q, out, row_len, ks, vs, hd, scale);
 }
 
-template <typename KRows, typename VRows>
+template <typename KTiles, typename VRows>
 void attend_rows_typed(const float* q, float* out, int n_rows, const int64_t* row_len,
-                       const KRows& ks, const VRows& vs, int hd, float scale) {
+                       const KTiles& ks, const VRows& vs, int hd, float scale) {
   for (int r = 0; r < n_rows; r += kMaxRows) {
     const int rows = n_rows - r < kMaxRows ? n_rows - r : kMaxRows;
     attend_rows_upto<kMaxRows>(q + static_cast<int64_t>(r) * hd, out + static_cast<int64_t>(r) * hd,
@@ -302,7 +389,22 @@ void attend_rows_typed(const float* q, float* out, int n_rows, const int64_t* ro
   }
 }
 
-// Calls f with the row source of one cache part.
+// Calls f with the tile source of K.
+template <typename F>
+void with_k_tiles(const detail::KvRows& r, int hd, F&& f) {
+  switch (r.type) {
+    case KvType::kF16:
+      return f(F16KTiles{r});
+    case KvType::kF32:
+      return f(F32KTiles{r});
+    case KvType::kQ8_0:
+      return f(Q8KTiles{r, hd});
+    case KvType::kQ4_0:
+      return f(Q4KTiles{r, hd});
+  }
+}
+
+// Calls f with the row source of V.
 template <typename F>
 void with_rows(const detail::KvRows& r, int hd, F&& f) {
   switch (r.type) {
@@ -317,12 +419,12 @@ void with_rows(const detail::KvRows& r, int hd, F&& f) {
   }
 }
 
-// q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k, v:
-// (*, hd) rows of their types; hd <= kMaxHeadDim.
+// q, out: (n_rows, hd) f32; row r attends to positions [0, row_len[r]) (>= 1) of k (K
+// tiles) and v (rows); hd <= kMaxHeadDim.
 inline void attend_rows_impl(const float* q, float* out, int n_rows, const int64_t* row_len,
                              const detail::KvRows& k, const detail::KvRows& v, int hd,
                              float scale) {
-  with_rows(k, hd, [&](const auto& ks) {
+  with_k_tiles(k, hd, [&](const auto& ks) {
     with_rows(v, hd, [&](const auto& vs) {
       attend_rows_typed(q, out, n_rows, row_len, ks, vs, hd, scale);
     });

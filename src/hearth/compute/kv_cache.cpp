@@ -45,6 +45,11 @@ gguf::TensorType tensor_type(KvType t) {
   return gguf::TensorType::kF16;
 }
 
+// Rows a head takes for n positions: whole K tiles.
+int64_t tile_rows(int64_t n) {
+  return (n + kKTileRows - 1) / kKTileRows * kKTileRows;
+}
+
 // Bytes of K (or V) in one layer, rounded up to whole cache lines; throws UsageError on bad
 // or overflowing shapes.
 uint64_t layer_part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvType t) {
@@ -53,7 +58,7 @@ uint64_t layer_part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t n_
         "KV cache: n_layers {}, n_kv_heads {}, head_dim {} and n_ctx {} must all be > 0", n_layers,
         n_kv_heads, head_dim, n_ctx));
   }
-  const auto rows = checked_mul(static_cast<uint64_t>(n_kv_heads), n_ctx);
+  const auto rows = checked_mul(static_cast<uint64_t>(n_kv_heads), tile_rows(n_ctx));
   const auto bytes = rows ? checked_mul(*rows, kv_row_bytes(t, head_dim)) : std::nullopt;
   const auto aligned = bytes ? checked_align_up(*bytes, kAlign) : std::nullopt;
   const auto total = aligned ? checked_mul(*aligned, 2ull * n_layers) : std::nullopt;
@@ -118,6 +123,75 @@ void kv_row_to_float(KvType t, const uint8_t* row, int head_dim, float* dst) {
   kv_row_converter(t)(row, dst, head_dim);
 }
 
+void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot) {
+  constexpr int kT = kKTileRows;
+  switch (t) {
+    case KvType::kF32:
+      for (int d = 0; d < head_dim; ++d) std::memcpy(tile + (d * kT + slot) * 4, row + d * 4, 4);
+      return;
+    case KvType::kF16:
+      for (int d = 0; d < head_dim; ++d) std::memcpy(tile + (d * kT + slot) * 2, row + d * 2, 2);
+      return;
+    case KvType::kQ8_0:
+    case KvType::kQ4_0: {
+      const bool q8 = t == KvType::kQ8_0;
+      const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
+      uint8_t* values = tile + n_blocks * kT * 2;
+      for (int b = 0; b < n_blocks; ++b) {
+        const uint8_t* block = row + b * block_bytes;
+        std::memcpy(tile + (b * kT + slot) * 2, block, 2);
+        for (int i = 0; i < 32; ++i) {
+          const int d = b * 32 + i;
+          if (q8) {
+            values[d * kT + slot] = block[2 + i];
+            continue;
+          }
+          const uint8_t nibble = i < 16 ? block[2 + i] & 0x0f : block[2 + i - 16] >> 4;
+          uint8_t& byte = values[d * (kT / 2) + slot % (kT / 2)];
+          byte = slot < kT / 2 ? static_cast<uint8_t>((byte & 0xf0) | nibble)
+                               : static_cast<uint8_t>((byte & 0x0f) | nibble << 4);
+        }
+      }
+      return;
+    }
+  }
+}
+
+void k_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row) {
+  constexpr int kT = kKTileRows;
+  switch (t) {
+    case KvType::kF32:
+      for (int d = 0; d < head_dim; ++d) std::memcpy(row + d * 4, tile + (d * kT + slot) * 4, 4);
+      return;
+    case KvType::kF16:
+      for (int d = 0; d < head_dim; ++d) std::memcpy(row + d * 2, tile + (d * kT + slot) * 2, 2);
+      return;
+    case KvType::kQ8_0:
+    case KvType::kQ4_0: {
+      const bool q8 = t == KvType::kQ8_0;
+      const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
+      const uint8_t* values = tile + n_blocks * kT * 2;
+      for (int b = 0; b < n_blocks; ++b) {
+        uint8_t* block = row + b * block_bytes;
+        std::memcpy(block, tile + (b * kT + slot) * 2, 2);
+        for (int i = 0; i < 32; ++i) {
+          const int d = b * 32 + i;
+          if (q8) {
+            block[2 + i] = values[d * kT + slot];
+            continue;
+          }
+          const uint8_t byte = values[d * (kT / 2) + slot % (kT / 2)];
+          const uint8_t nibble = slot < kT / 2 ? byte & 0x0f : byte >> 4;
+          uint8_t& out = block[2 + (i & 15)];
+          out = i < 16 ? static_cast<uint8_t>((out & 0xf0) | nibble)
+                       : static_cast<uint8_t>((out & 0x0f) | nibble << 4);
+        }
+      }
+      return;
+    }
+  }
+}
+
 uint64_t KvCache::part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t rows, KvType t) {
   return layer_part_bytes(n_layers, n_kv_heads, head_dim, rows, t);
 }
@@ -135,7 +209,7 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvTy
       head_dim_(head_dim),
       n_ctx_(n_ctx),
       types_(types),
-      head_rows_(n_ctx),
+      head_rows_(tile_rows(n_ctx)),
       data_(nullptr, &std::free) {
   k_bytes_ = layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.k);
   layer_stride_ = k_bytes_ + layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.v);
@@ -324,10 +398,13 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
     }
   };
   const KvLayerView at = view(layer);
+  std::vector<uint8_t> k_row(k_row_bytes_);  // one K row in its GGUF layout, before the tile
   for (int64_t t = 0; t < n_tokens; ++t) {
+    const int slot = static_cast<int>((pos + t) & (kKTileRows - 1));
     for (int h = 0; h < n_kv_heads_; ++h) {
       const int64_t src = t * row_stride + static_cast<int64_t>(h) * head_dim_;
-      put(types_.k, k_row_bytes_, k + src, const_cast<uint8_t*>(at.k_row(h, pos + t)));
+      put(types_.k, k_row_bytes_, k + src, k_row.data());
+      k_tile_put(types_.k, head_dim_, k_row.data(), const_cast<uint8_t*>(at.k_tile(h, pos + t)), slot);
       put(types_.v, v_row_bytes_, v + src, const_cast<uint8_t*>(at.v_row(h, pos + t)));
     }
   }

@@ -3,7 +3,10 @@
 // which hold 32 values in 34 and 18 bytes).
 //
 // Layout per layer: K and V each (n_kv_heads, n_ctx, head_dim) in their type, head-major; a
-// row is one head's head_dim values at one position (kv_row_bytes). Decode
+// row is one head's head_dim values at one position (kv_row_bytes). V rows are stored as
+// rows. K rows are stored in tiles of kKTileRows positions, transposed ("K tiles" below), so
+// that a score kernel holds the positions of a tile in vector lanes and needs no sum across
+// lanes per position; a tile takes the bytes of its rows, so sizes are those of rows. Decode
 // attention for one kv head then reads one contiguous block of length * head_dim halves
 // for K and one for V, and a thread given a range of heads streams its own disjoint region
 // (hardware prefetchers follow it, no two threads share a cache line). Position-major
@@ -42,6 +45,20 @@ uint64_t kv_row_bytes(KvType t, int head_dim);
 // Whether kv_row_bytes(t, head_dim) is defined.
 bool kv_type_fits(KvType t, int head_dim);
 
+// K tiles. Positions [16 t, 16 t + 16) of one kv head's K are one tile of 16 rows' bytes at
+// the place of those rows, holding the same values as the rows, transposed:
+//   f32, f16: value d of slot i (position 16 t + i) at element d * 16 + i;
+//   q8_0: the f16 scale of block b of slot i at halfword b * 16 + i (head_dim / 32 * 16 of
+//     them first), then int8 value d of slot i at byte d * 16 + i;
+//   q4_0: the scales as q8_0, then the 4-bit value d of slot i in byte d * 8 + i % 8, the low
+//     nibble for slots 0-7 and the high nibble for slots 8-15.
+// Contiguous caches round their rows up to whole tiles; pool blocks hold whole tiles.
+inline constexpr int kKTileRows = 16;
+// Writes one K row in the GGUF layout of t (kv_row_bytes) into slot `slot` of a tile.
+void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot);
+// Reads slot `slot` of a tile back as a row in the GGUF layout of t.
+void k_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row);
+
 // The element types of a cache: K and V separately (llama.cpp's -ctk / -ctv).
 struct KvTypes {
   KvType k = KvType::kF16;
@@ -54,7 +71,7 @@ struct KvTypes {
 // Read-only view of one layer, what attention() consumes. Positions live in blocks: block b
 // holds [b * 2^block_shift, (b + 1) * 2^block_shift), and in it this layer's K (and V) rows
 // as (n_kv_heads, head_rows) rows of the type from k_offset (v_offset). A contiguous cache is
-// one block of n_ctx rows per head (block_shift 62); a paged one (KvBlockPool) has blocks of
+// one block of n_ctx rows per head, rounded up to whole K tiles (block_shift 62); a paged one (KvBlockPool) has blocks of
 // head_rows = 2^block_shift positions.
 struct KvLayerView {
   const uint8_t* const* blocks = nullptr;  // base of each block
@@ -72,8 +89,13 @@ struct KvLayerView {
   int64_t v_row_bytes = 0;
 
   int64_t pos_mask() const { return (int64_t{1} << block_shift) - 1; }
-  const uint8_t* k_row(int head, int64_t pos) const {
-    return row_at(k_offset, k_row_bytes, head, pos);
+  // The K tile holding position pos of head `head` (see "K tiles").
+  const uint8_t* k_tile(int head, int64_t pos) const {
+    return row_at(k_offset, k_row_bytes, head, pos & ~int64_t{kKTileRows - 1});
+  }
+  // Position pos's K row of head `head` in the GGUF layout of k_type: dst (k_row_bytes).
+  void copy_k_row(int head, int64_t pos, uint8_t* dst) const {
+    k_tile_get(k_type, head_dim, k_tile(head, pos), static_cast<int>(pos & (kKTileRows - 1)), dst);
   }
   const uint8_t* v_row(int head, int64_t pos) const {
     return row_at(v_offset, v_row_bytes, head, pos);
