@@ -273,7 +273,7 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
   alignas(64) float acc[NB][kMaxHeadDim];  // (NB, hd) weighted V sum, unnormalised
   float run_max[NB];                       // running max score per row
   float run_sum[NB];                       // running sum of exp(score - run_max)
-  alignas(64) float tile[4 * kMaxHeadDim];  // (4, hd) converted V rows (q4_0)
+  alignas(64) float tile[4 * kMaxHeadDim];                 // (4, hd) converted V rows (q4_0)
   alignas(64) int8_t k_scratch[kMaxHeadDim * kKTileRows];  // (hd, 16) widened K tile (q4_0)
   for (int j = 0; j < NB; ++j) {
     run_max[j] = -INFINITY;

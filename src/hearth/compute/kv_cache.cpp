@@ -404,7 +404,8 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
     for (int h = 0; h < n_kv_heads_; ++h) {
       const int64_t src = t * row_stride + static_cast<int64_t>(h) * head_dim_;
       put(types_.k, k_row_bytes_, k + src, k_row.data());
-      k_tile_put(types_.k, head_dim_, k_row.data(), const_cast<uint8_t*>(at.k_tile(h, pos + t)), slot);
+      k_tile_put(types_.k, head_dim_, k_row.data(), const_cast<uint8_t*>(at.k_tile(h, pos + t)),
+                 slot);
       put(types_.v, v_row_bytes_, v + src, const_cast<uint8_t*>(at.v_row(h, pos + t)));
     }
   }

@@ -71,8 +71,8 @@ struct KvTypes {
 // Read-only view of one layer, what attention() consumes. Positions live in blocks: block b
 // holds [b * 2^block_shift, (b + 1) * 2^block_shift), and in it this layer's K (and V) rows
 // as (n_kv_heads, head_rows) rows of the type from k_offset (v_offset). A contiguous cache is
-// one block of n_ctx rows per head, rounded up to whole K tiles (block_shift 62); a paged one (KvBlockPool) has blocks of
-// head_rows = 2^block_shift positions.
+// one block of n_ctx rows per head, rounded up to whole K tiles (block_shift 62); a paged one
+// (KvBlockPool) has blocks of head_rows = 2^block_shift positions.
 struct KvLayerView {
   const uint8_t* const* blocks = nullptr;  // base of each block
   int64_t k_offset = 0;                    // this layer's K rows inside a block
