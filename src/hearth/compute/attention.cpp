@@ -79,23 +79,16 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
   }
 }
 
-// Reads rows of one cache part as f32: V rows in place, K rows gathered from their tiles.
+// Reads V rows as f32.
 struct RowReader {
-  RowReader(const detail::KvRows& r, int hd, bool k_tiles)
+  RowReader(const detail::KvRows& r, int hd)
       : rows(r),
         f16(r.type == KvType::kF16),
         convert(f16 ? nullptr : kv_row_converter(r.type)),
-        hd(hd),
-        k_tiles(k_tiles),
-        gathered(k_tiles ? static_cast<size_t>(r.row_bytes) : 0) {}
+        hd(hd) {}
   // Row pos -> dst (hd).
-  void get(int64_t pos, float* dst) {
+  void get(int64_t pos, float* dst) const {
     const uint8_t* row = rows.row(pos);
-    if (k_tiles) {
-      const int64_t slot = pos & (kKTileRows - 1);
-      k_tile_get(rows.type, hd, rows.row(pos - slot), static_cast<int>(slot), gathered.data());
-      row = gathered.data();
-    }
     if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
     convert(row, dst, hd);
   }
@@ -103,27 +96,58 @@ struct RowReader {
   bool f16;
   KvRowToFloat convert;
   int hd;
-  bool k_tiles;
-  std::vector<uint8_t> gathered;  // (row_bytes) one K row out of its tile
+};
+
+// Reads K tiles as f32, transposed as stored: value d of slot i at d * 16 + i.
+struct KTileReader {
+  KTileReader(const detail::KvRows& r, int hd)
+      : rows(r),
+        convert(kv_row_converter(r.type)),
+        hd(hd),
+        gathered(static_cast<size_t>(r.row_bytes)),
+        row(static_cast<size_t>(hd)) {}
+  // The tile of positions [pos, pos + 16), pos a multiple of 16 -> dst (hd * 16).
+  void get(int64_t pos, float* dst) {
+    const uint8_t* tile = rows.row(pos);
+    if (rows.type == KvType::kF16) {  // elementwise, so the transposed order carries over
+      return half_row_to_float(reinterpret_cast<const uint16_t*>(tile), dst, hd * kKTileRows);
+    }
+    if (rows.type == KvType::kF32) {
+      std::memcpy(dst, tile, sizeof(float) * hd * kKTileRows);
+      return;
+    }
+    for (int i = 0; i < kKTileRows; ++i) {  // block types: each slot back to a row, converted
+      k_tile_get(rows.type, hd, tile, i, gathered.data());
+      convert(gathered.data(), row.data(), hd);
+      for (int d = 0; d < hd; ++d) dst[d * kKTileRows + i] = row[d];
+    }
+  }
+  detail::KvRows rows;
+  KvRowToFloat convert;
+  int hd;
+  std::vector<uint8_t> gathered;  // (row_bytes) one slot as a row in its GGUF layout
+  std::vector<float> row;         // (hd) that row as f32
 };
 
 // The Isa::kScalar kernel (CPUs without the x86 variants, e.g. ARM until NEON variants
-// exist): the chunked online softmax of attention_simd.h in plain loops, each K and V row
-// converted to float once for the whole group of query rows. Same contract as
+// exist): the chunked online softmax of attention_simd.h in plain loops, each K tile and V
+// row converted to float once for the whole group of query rows. Same contract as
 // detail::attend_rows_avx2; hd <= kAttentionMaxHeadDim.
 void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t* row_len,
                           const detail::KvRows& k, const detail::KvRows& v, int hd, float scale) {
   constexpr int kRows = 8;
   constexpr int kChunk = 128;
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
-  RowReader k_rows(k, hd, true), v_rows(v, hd, false);
+  KTileReader k_tiles(k, hd);
+  const RowReader v_rows(v, hd);
+  std::vector<float> k_tile(static_cast<size_t>(hd) * kKTileRows);  // (hd, 16) one K tile
   for (int r0 = 0; r0 < n_rows; r0 += kRows) {
     const int nb = std::min(kRows, n_rows - r0);
     const int64_t* len = row_len + r0;                       // (nb)
     const int64_t n_pos = *std::max_element(len, len + nb);  // longest row of the block
     const float* qb = q + static_cast<int64_t>(r0) * hd;     // (nb, hd)
     float* ob = out + static_cast<int64_t>(r0) * hd;         // (nb, hd)
-    float row[kMaxHd];                                       // (hd) one K or V row as f32
+    float row[kMaxHd];                                       // (hd) one V row as f32
     float s[kRows][kChunk];                                  // (nb, chunk) scores, then weights
     float acc[kRows][kMaxHd];                                // (nb, hd) unnormalised weighted V sum
     float run_max[kRows];
@@ -135,14 +159,19 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
     }
     for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
       const int n = static_cast<int>(std::min<int64_t>(kChunk, n_pos - c0));
-      for (int p = 0; p < n; ++p) {
-        k_rows.get(c0 + p, row);
+      for (int p = 0; p < n; p += kKTileRows) {  // c0 and p are multiples of 16
+        k_tiles.get(c0 + p, k_tile.data());
         for (int j = 0; j < nb; ++j) {
           const float* qj = qb + j * hd;
-          float dot = 0.0f;
-          for (int d = 0; d < hd; ++d) dot += qj[d] * row[d];
-          // Past the row's causal length: weight exactly 0 (see attention_simd.h).
-          s[j][p] = c0 + p < len[j] ? dot * scale : -INFINITY;
+          float dot[kKTileRows] = {};  // one position per slot, each summed in order of d
+          for (int d = 0; d < hd; ++d) {
+            for (int i = 0; i < kKTileRows; ++i) dot[i] += qj[d] * k_tile[d * kKTileRows + i];
+          }
+          // Past the row's causal length (or the cache's, where the tile holds any bytes):
+          // weight exactly 0 (see attention_simd.h).
+          for (int i = 0; i < kKTileRows && p + i < n; ++i) {
+            s[j][p + i] = c0 + p + i < len[j] ? dot[i] * scale : -INFINITY;
+          }
         }
       }
       for (int j = 0; j < nb; ++j) {
