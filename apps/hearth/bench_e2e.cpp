@@ -9,7 +9,10 @@
 // of d random ids, in batches of 512; each timed run truncates back to d). Each figure is
 // the median of --reps timed runs after one untimed warm-up. At depth the roofline counts
 // the KV cache bytes a decoded token reads (K and V of every layer at the mean position of
-// the run) beside the weights.
+// the run) beside the weights. Each timed decode run is paired with a plain parallel read of
+// a 1 GiB buffer just before it (compute::time_parallel_read on the engine's pool): "mem
+// GB/s" is the median of those reads and "ratio" the median per-pair ratio of decode speed to
+// its own roofline, so a machine shared with other work moves both halves of a pair alike.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -23,6 +26,7 @@
 #include "bench_registry.h"
 #include "bench_stats.h"
 #include "hearth/base/clock.h"
+#include "hearth/base/huge_buffer.h"
 #include "hearth/compute/bandwidth.h"
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/gguf/tensor_type.h"
@@ -82,6 +86,7 @@ struct Row {
   uint64_t kv_bytes_per_token = 0;  // KV cache bytes a decoded token reads at this depth
   double prefill_tok_s = 0, decode_tok_s = 0;
   double mem_read_gbps = 0, roofline_tok_s = 0;
+  double ratio = 0;                               // median per-run decode / roofline
   std::vector<double> prefill_runs, decode_runs;  // tok/s of each timed run
 };
 
@@ -151,8 +156,13 @@ int run_bench_e2e(const Args& args) {
           static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
           std::thread::hardware_concurrency(), static_cast<double>(repacked_bytes) / (1 << 20));
     }
-    const double mem_read_gbps =
-        compute::measure_memory_read_gbps(engine.pool(), size_t{1} << 30, 3);
+    constexpr size_t kProbeBytes = size_t{1} << 30;
+    HugeBuffer probe(kProbeBytes);  // read beside each timed decode run: its roofline
+    std::fill(probe.data(), probe.data() + kProbeBytes, uint8_t{1});
+    const auto probe_gbps = [&] {
+      return static_cast<double>(kProbeBytes) /
+             compute::time_parallel_read(engine.pool(), probe.data(), kProbeBytes) / 1e9;
+    };
     const uint64_t kv_per_position =
         engine.kv_types().bytes_per_token(static_cast<int>(hp.n_kv_heads),
                                           static_cast<int>(hp.head_dim)) *
@@ -163,11 +173,9 @@ int run_bench_e2e(const Args& args) {
       Row row;
       row.threads = engine.pool().size();
       row.depth = depth;
-      row.mem_read_gbps = mem_read_gbps;
       row.kv_bytes_per_token = static_cast<uint64_t>(
           static_cast<double>(kv_per_position) * (static_cast<double>(depth) + gen_tokens / 2.0));
-      row.roofline_tok_s =
-          row.mem_read_gbps * 1e9 / static_cast<double>(bytes_per_token + row.kv_bytes_per_token);
+      const double token_bytes = static_cast<double>(bytes_per_token + row.kv_bytes_per_token);
       // The context the timed runs start from.
       engine.drop(kSeq);
       const auto context = random_tokens(depth, hp.vocab, seed + 2);
@@ -187,9 +195,11 @@ int run_bench_e2e(const Args& args) {
         }
         row.prefill_tok_s = median(row.prefill_runs);
       }
+      std::vector<double> gbps_runs, ratio_runs;  // per timed decode run
       if (gen_tokens > 0) {
         const auto ids = random_tokens(gen_tokens, hp.vocab, seed + 1);
         for (int r = -1; r < reps; ++r) {
+          const double gbps = r >= 0 ? probe_gbps() : 0.0;
           engine.truncate(kSeq, depth);
           // A warm-up of a few tokens is enough to page the weights in and spin the pool up.
           const int64_t n = r < 0 ? std::min<int64_t>(gen_tokens, 4) : gen_tokens;
@@ -198,10 +208,18 @@ int run_bench_e2e(const Args& args) {
             engine.eval(kSeq, std::span<const int32_t>(&ids[static_cast<size_t>(i)], 1),
                         logits.data());
           const double s = now_seconds() - t0;
-          if (r >= 0) row.decode_runs.push_back(static_cast<double>(n) / s);
+          if (r < 0) continue;
+          row.decode_runs.push_back(static_cast<double>(n) / s);
+          gbps_runs.push_back(gbps);
+          ratio_runs.push_back(row.decode_runs.back() / (gbps * 1e9 / token_bytes));
         }
         row.decode_tok_s = median(row.decode_runs);
+      } else {
+        gbps_runs.push_back(probe_gbps());
       }
+      row.mem_read_gbps = median(gbps_runs);
+      row.roofline_tok_s = row.mem_read_gbps * 1e9 / token_bytes;
+      row.ratio = median(ratio_runs);
       rows.push_back(std::move(row));
     }
     engine.drop(kSeq);
@@ -213,7 +231,7 @@ int run_bench_e2e(const Args& args) {
              "mem GB/s", "KV MiB/t", "roofline t/s", "ratio");
   nlohmann::json jrows = nlohmann::json::array();
   for (const Row& r : rows) {
-    const double ratio = r.roofline_tok_s > 0 ? r.decode_tok_s / r.roofline_tok_s : 0.0;
+    const double ratio = r.ratio;
     fmt::print("{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f}\n", r.threads,
                r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
                static_cast<double>(r.kv_bytes_per_token) / (1 << 20), r.roofline_tok_s, ratio);
