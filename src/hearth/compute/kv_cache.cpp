@@ -22,13 +22,13 @@ namespace {
 
 constexpr size_t kAlign = 64;  // one cache line: rows of different heads never share one
 
-uint8_t* allocate_bytes(uint64_t bytes) {
-  // std::aligned_alloc leaves the memory untouched, so only written pages get committed.
-  void* p = bytes ? std::aligned_alloc(kAlign, bytes) : nullptr;
-  if (p == nullptr) {
-    throw UsageError(fmt::format("KV cache: cannot allocate {} bytes (lower -c)", bytes));
+HugeBuffer allocate_bytes(uint64_t bytes) {
+  try {
+    return HugeBuffer(static_cast<size_t>(bytes));  // nothing is committed until written
+  } catch (const IoError& e) {
+    throw UsageError(fmt::format("KV cache: cannot reserve {} bytes (lower -c): {}", bytes,
+                                 e.what()));
   }
-  return static_cast<uint8_t*>(p);
 }
 
 gguf::TensorType tensor_type(KvType t) {
@@ -209,14 +209,13 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, int64_t n_ctx, KvTy
       head_dim_(head_dim),
       n_ctx_(n_ctx),
       types_(types),
-      head_rows_(tile_rows(n_ctx)),
-      data_(nullptr, &std::free) {
+      head_rows_(tile_rows(n_ctx)) {
   k_bytes_ = layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.k);
   layer_stride_ = k_bytes_ + layer_part_bytes(n_layers, n_kv_heads, head_dim, n_ctx, types.v);
   k_row_bytes_ = kv_row_bytes(types.k, head_dim);
   v_row_bytes_ = kv_row_bytes(types.v, head_dim);
-  data_.reset(allocate_bytes(layer_stride_ * static_cast<uint64_t>(n_layers)));
-  blocks_.assign(1, data_.get());
+  data_ = allocate_bytes(layer_stride_ * static_cast<uint64_t>(n_layers));
+  blocks_.assign(1, data_.data());
   length_.assign(n_layers, 0);
 }
 
@@ -227,8 +226,7 @@ KvCache::KvCache(KvBlockPool& pool, int64_t n_ctx)
       n_ctx_(n_ctx),
       types_(pool.types()),
       head_rows_(pool.block_rows()),
-      pool_(&pool),
-      data_(nullptr, &std::free) {
+      pool_(&pool) {
   if (n_ctx <= 0 || n_ctx > (int64_t{1} << 40)) {
     throw UsageError(fmt::format("KV cache: n_ctx {} must be in 1 .. 2^40", n_ctx));
   }

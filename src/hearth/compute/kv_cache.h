@@ -15,8 +15,11 @@
 // negligible next to the scan.
 //
 // Several sequences (continuous batching) use one KvCache each. A contiguous cache reserves
-// n_ctx positions up front but does not touch them, so the OS commits pages only as they
-// fill; a paged cache takes fixed-size blocks from a KvBlockPool shared by the sequences
+// n_ctx positions up front in 2 MiB pages (HugeBuffer: a cache streamed every token through
+// 4 KiB pages costs a TLB miss per page, which at depth under a hypervisor costs more than
+// the attention's arithmetic); the OS commits a page when it is first written, and since
+// every head's rows start in their own region, a first token commits most of a small
+// cache. A paged cache takes fixed-size blocks from a KvBlockPool shared by the sequences
 // (kv_block_pool.h: prefixes shared between sequences, a bound on all of them together).
 // Attention reads both the same way (KvLayerView), with the same arithmetic.
 #pragma once
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "hearth/base/huge_buffer.h"
 #include "hearth/compute/ops.h"
 
 namespace hearth::compute {
@@ -199,7 +203,7 @@ class KvCache {
   int block_shift_ = 62;   // positions per block = 2^block_shift_ (contiguous: one block)
   int64_t head_rows_ = 0;  // rows between heads inside a block
   KvBlockPool* pool_ = nullptr;
-  std::unique_ptr<uint8_t[], void (*)(void*)> data_;  // contiguous: (n_layers) of [K, V]
+  HugeBuffer data_;  // contiguous: (n_layers) of [K, V]
   std::vector<uint8_t*> blocks_;                      // base of each block held
   std::vector<int32_t> block_ids_;                    // paged: pool id of each block held
   std::vector<int64_t> length_;                       // (n_layers)
