@@ -26,8 +26,8 @@ HugeBuffer allocate_bytes(uint64_t bytes) {
   try {
     return HugeBuffer(static_cast<size_t>(bytes));  // nothing is committed until written
   } catch (const IoError& e) {
-    throw UsageError(fmt::format("KV cache: cannot reserve {} bytes (lower -c): {}", bytes,
-                                 e.what()));
+    throw UsageError(
+        fmt::format("KV cache: cannot reserve {} bytes (lower -c): {}", bytes, e.what()));
   }
 }
 

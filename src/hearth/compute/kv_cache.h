@@ -203,7 +203,7 @@ class KvCache {
   int block_shift_ = 62;   // positions per block = 2^block_shift_ (contiguous: one block)
   int64_t head_rows_ = 0;  // rows between heads inside a block
   KvBlockPool* pool_ = nullptr;
-  HugeBuffer data_;  // contiguous: (n_layers) of [K, V]
+  HugeBuffer data_;                                   // contiguous: (n_layers) of [K, V]
   std::vector<uint8_t*> blocks_;                      // base of each block held
   std::vector<int32_t> block_ids_;                    // paged: pool id of each block held
   std::vector<int64_t> length_;                       // (n_layers)
