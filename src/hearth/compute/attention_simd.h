@@ -22,6 +22,14 @@ namespace hearth::compute::simd {
 namespace {
 
 constexpr int kChunk = 128;  // positions per online-softmax step: scores fit in L1
+constexpr int kChunkShift = 7;
+
+// Asks for [p, p + bytes) into L2 (into L1 it would evict the chunk being computed).
+inline void prefetch_l2(const uint8_t* p, int64_t bytes) {
+  for (int64_t i = 0; i < bytes; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+  }
+}
 // Rows processed together: their accumulators plus one K vector fit the register file
 // (32 zmm with AVX-512, 16 ymm with AVX2).
 constexpr int kMaxRows = VecF::kLanes == 16 ? 8 : 4;
@@ -281,12 +289,20 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
     for (int d = 0; d < hd; ++d) acc[j][d] = 0.0f;
   }
 
+  // Blocks of at most a chunk (a paged cache's): each chunk's K and V start a new run in
+  // memory, where the hardware prefetcher starts over, so the next chunk is asked into L2
+  // while this one is computed.
+  const bool next_block_ahead = ks.r.block_shift <= kChunkShift;
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
 
     // Scores of whole K tiles: c0 and p are multiples of 16 and p + 16 <= kChunk; slots past
     // the cache's length (any bytes, even NaN) are overwritten with -inf just below.
+    const bool prefetch = next_block_ahead && c0 + kChunk < n_pos;
     for (int p = 0; p < n; p += kKTileRows) {
+      if (prefetch && c0 + kChunk + p < n_pos) {
+        prefetch_l2(ks.r.row(c0 + kChunk + p), kKTileRows * ks.r.row_bytes);
+      }
       score_tile<NB>(q, ks.tile(c0 + p, k_scratch), hd, scale, &s[0][0] + p, kChunk);
     }
     for (int j = 0; j < NB; ++j) {
@@ -307,6 +323,9 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
 
     int p = 0;
     for (; p + 4 <= n; p += 4) {
+      if (prefetch && c0 + kChunk + p < n_pos) {
+        prefetch_l2(vs.r.row(c0 + kChunk + p), 4 * vs.r.row_bytes);
+      }
       const auto vp = vs.rows(c0 + p, 4, tile);  // 4 rows
       // acc[j][d..] += s[j][p + i] * v_i[d..] for the 4 rows, in row order.
       auto accumulate4 = [&](int d, VecF v0, VecF v1, VecF v2, VecF v3) {
