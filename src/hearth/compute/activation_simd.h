@@ -68,11 +68,6 @@ inline float reduce_sum(VecF a) {
 inline float reduce_max(VecF a) {
   return _mm512_reduce_max_ps(a.v);
 }
-// Upper 256 bits added onto the lower (a shuffle, not an extract: GCC 12's extract
-// intrinsics trip -Wuninitialized on their internal undefined operand).
-inline __m256 fold_to_256(VecF a) {
-  return _mm512_castps512_ps256(_mm512_add_ps(a.v, _mm512_shuffle_f32x4(a.v, a.v, 0xEE)));
-}
 inline VecF round_nearest(VecF a) {
   return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
 }
@@ -135,9 +130,6 @@ inline float reduce_sum(VecF a) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-inline __m256 fold_to_256(VecF a) {
-  return a.v;
-}
 inline float reduce_max(VecF a) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -196,15 +188,6 @@ inline VecF fmaddsub(VecF a, VecF b, VecF c) {
   return {HEARTH_PS(fmaddsub)(a.v, b.v, c.v)};
 }
 #undef HEARTH_PS
-
-// The four horizontal sums (sum(a), sum(b), sum(c), sum(d)) in one go: three hadds share
-// the shuffling that four separate reductions would each repeat.
-inline __m128 reduce4(VecF a, VecF b, VecF c, VecF d) {
-  const __m256 ab = _mm256_hadd_ps(fold_to_256(a), fold_to_256(b));
-  const __m256 cd = _mm256_hadd_ps(fold_to_256(c), fold_to_256(d));
-  const __m256 abcd = _mm256_hadd_ps(ab, cd);
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
 
 // exp(x) with relative error below 2e-7 for x in [-87.3, 88]; 0 below (also for -inf),
 // exp(88) above. Range reduction x = n ln2 + r, |r| <= ln2/2, with ln2 split in a part

@@ -22,7 +22,6 @@ namespace hearth::compute::simd {
 namespace {
 
 constexpr int kChunk = 128;  // positions per online-softmax step: scores fit in L1
-constexpr int kChunkShift = 7;
 
 // Asks for [p, p + bytes) into L2 (into L1 it would evict the chunk being computed).
 inline void prefetch_l2(const uint8_t* p, int64_t bytes) {
@@ -292,7 +291,7 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
   // Blocks of at most a chunk (a paged cache's): each chunk's K and V start a new run in
   // memory, where the hardware prefetcher starts over, so the next chunk is asked into L2
   // while this one is computed.
-  const bool next_block_ahead = ks.r.block_shift <= kChunkShift;
+  const bool next_block_ahead = (int64_t{1} << ks.r.block_shift) <= kChunk;
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
 
