@@ -16,8 +16,8 @@
 //
 // Several sequences (continuous batching) use one KvCache each. A contiguous cache reserves
 // n_ctx positions up front in 2 MiB pages (HugeBuffer: a cache streamed every token through
-// 4 KiB pages costs a TLB miss per page, which at depth under a hypervisor costs more than
-// the attention's arithmetic); the OS commits a page when it is first written, and since
+// 4 KiB pages takes a TLB miss per page, dear under a hypervisor; docs/kernels.md "Attention
+// at depth" has the figures); the OS commits a page when it is first written, and since
 // every head's rows start in their own region, a first token commits most of a small
 // cache. A paged cache takes fixed-size blocks from a KvBlockPool shared by the sequences
 // (kv_block_pool.h: prefixes shared between sequences, a bound on all of them together).
