@@ -74,6 +74,15 @@ std::vector<float> naive_attention(const KvCache& cache, int layer, int n_heads,
       const float* k = &k_all[kvh * n_all * hd];  // (n, hd)
       const float* v = &v_all[kvh * n_all * hd];
       const float* qh = &q[(t * n_heads + h) * hd];
+      std::vector<float> rounded(qh, qh + hd);  // K of a block type meets the query rounded
+      if (kv.k_type == KvType::kQ8_0 || kv.k_type == KvType::kQ4_0) {
+        int16_t q16[32];
+        for (int b = 0; b < hd / 32; ++b) {
+          const float d = detail::quantize_query_block(qh + b * 32, q16);
+          for (int i = 0; i < 32; ++i) rounded[b * 32 + i] = d * q16[i];
+        }
+        qh = rounded.data();
+      }
       std::vector<float> score(n);
       float max = -INFINITY;
       for (int64_t p = 0; p < n; ++p) {
@@ -527,16 +536,44 @@ TEST(KvCache, KTilesHoldRowsTransposed) {
       case KvType::kF16:
         EXPECT_EQ(std::memcmp(&tile[(d * 16 + i) * 2], &rows[i][d * 2], 2), 0);
         break;
-      case KvType::kQ8_0:  // block 1: scale at halfword 16 + i, value at hd + d * 16 + i
+      case KvType::kQ8_0:  // block 1: scale at halfword 16 + i; pair 16's run, place 2i + 1
         EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][34], 2), 0);
-        EXPECT_EQ(tile[hd + d * 16 + i], rows[i][34 + 2 + 1]);
+        EXPECT_EQ(tile[hd + 16 * 32 + 2 * i + 1], rows[i][34 + 2 + 1]);
         break;
-      case KvType::kQ4_0:  // value 1 of block 1: low nibble of byte 1; slot 9 is a high nibble
+      case KvType::kQ4_0:  // value 1 of block 1 (low nibble of byte 1); place 19: a high nibble
         EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][18], 2), 0);
-        EXPECT_EQ(tile[hd + d * 8 + i % 8] >> 4, rows[i][18 + 2 + 1] & 0x0f);
+        EXPECT_EQ(tile[hd + 16 * 16 + (2 * i + 1) % 16] >> 4, rows[i][18 + 2 + 1] & 0x0f);
         break;
     }
   }
+}
+
+// The query of a block-type K is rounded to int16 per block of 32: to the nearest step of
+// max|x| / 32767, the largest value to +-32767, zeros to zeros, a non-finite value to NaN.
+TEST(AttentionQuery, RoundsEachBlockToInt16) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    auto x = random_vector(32, 900 + seed);
+    for (auto& v : x) v *= static_cast<float>(1 + seed * seed);  // scales 1 .. 2402
+    int16_t q[32];
+    const float d = detail::quantize_query_block(x.data(), q);
+    float amax = 0.0f;
+    int qmax = 0;
+    for (int i = 0; i < 32; ++i) {
+      amax = std::max(amax, std::fabs(x[i]));
+      qmax = std::max(qmax, std::abs(int{q[i]}));
+      // Half a step, plus the float rounding of x * (32767 / max|x|).
+      EXPECT_LE(std::fabs(double{x[i]} - double{d} * q[i]), d * 0.5 + 1e-6 * std::fabs(x[i]))
+          << "seed " << seed << " i " << i;
+    }
+    EXPECT_FLOAT_EQ(d, amax / 32767.0f);
+    EXPECT_EQ(qmax, 32767) << "seed " << seed;
+  }
+  float zeros[32] = {};
+  int16_t q[32];
+  EXPECT_EQ(detail::quantize_query_block(zeros, q), 0.0f);
+  for (int16_t v : q) EXPECT_EQ(v, 0);
+  zeros[7] = INFINITY;
+  EXPECT_TRUE(std::isnan(detail::quantize_query_block(zeros, q)));
 }
 
 TEST(KvCache, RowStrideReadsFromFusedBuffer) {

@@ -98,35 +98,46 @@ struct RowReader {
   int hd;
 };
 
-// Reads K tiles as f32, transposed as stored: value d of slot i at d * 16 + i.
+// Reads K tiles transposed as stored (value d of slot i at d * 16 + i): f16 and f32 as f32,
+// the block types as their int8 values and f32 scales (block b of slot i at b * 16 + i).
 struct KTileReader {
   KTileReader(const detail::KvRows& r, int hd)
       : rows(r),
-        convert(kv_row_converter(r.type)),
+        blocks(r.type == KvType::kQ8_0 || r.type == KvType::kQ4_0),
         hd(hd),
-        gathered(static_cast<size_t>(r.row_bytes)),
-        row(static_cast<size_t>(hd)) {}
-  // The tile of positions [pos, pos + 16), pos a multiple of 16 -> dst (hd * 16).
-  void get(int64_t pos, float* dst) {
+        gathered(static_cast<size_t>(r.row_bytes)) {}
+  // The tile of positions [pos, pos + 16), pos a multiple of 16 -> dst (hd * 16), f16/f32.
+  void get(int64_t pos, float* dst) const {
     const uint8_t* tile = rows.row(pos);
     if (rows.type == KvType::kF16) {  // elementwise, so the transposed order carries over
       return half_row_to_float(reinterpret_cast<const uint16_t*>(tile), dst, hd * kKTileRows);
     }
-    if (rows.type == KvType::kF32) {
-      std::memcpy(dst, tile, sizeof(float) * hd * kKTileRows);
-      return;
-    }
-    for (int i = 0; i < kKTileRows; ++i) {  // block types: each slot back to a row, converted
+    std::memcpy(dst, tile, sizeof(float) * hd * kKTileRows);
+  }
+  // The same tile of a block type -> values (hd * 16), scales (hd / 32 * 16).
+  void get_blocks(int64_t pos, int8_t* values, float* scales) {
+    const uint8_t* tile = rows.row(pos);
+    const bool q8 = rows.type == KvType::kQ8_0;
+    const int block_bytes = q8 ? 34 : 18;
+    for (int i = 0; i < kKTileRows; ++i) {  // each slot back to a row in its GGUF layout
       k_tile_get(rows.type, hd, tile, i, gathered.data());
-      convert(gathered.data(), row.data(), hd);
-      for (int d = 0; d < hd; ++d) dst[d * kKTileRows + i] = row[d];
+      for (int b = 0; b < hd / 32; ++b) {
+        const uint8_t* block = gathered.data() + b * block_bytes;
+        uint16_t d16;
+        std::memcpy(&d16, block, 2);
+        scales[b * kKTileRows + i] = half_to_float(d16);
+        for (int e = 0; e < 32; ++e) {
+          const int x = q8 ? static_cast<int8_t>(block[2 + e])
+                           : (e < 16 ? block[2 + e] & 0x0f : block[2 + e - 16] >> 4) - 8;
+          values[(b * 32 + e) * kKTileRows + i] = static_cast<int8_t>(x);
+        }
+      }
     }
   }
   detail::KvRows rows;
-  KvRowToFloat convert;
+  bool blocks;  // q8_0, q4_0: read with get_blocks
   int hd;
   std::vector<uint8_t> gathered;  // (row_bytes) one slot as a row in its GGUF layout
-  std::vector<float> row;         // (hd) that row as f32
 };
 
 // The Isa::kScalar kernel (CPUs without the x86 variants, e.g. ARM until NEON variants
@@ -140,7 +151,12 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
   KTileReader k_tiles(k, hd);
   const RowReader v_rows(v, hd);
+  const int n_blocks = hd / 32;                                     // of a block type
   std::vector<float> k_tile(static_cast<size_t>(hd) * kKTileRows);  // (hd, 16) one K tile
+  std::vector<int8_t> k_ints(static_cast<size_t>(hd) * kKTileRows);         // (hd, 16) block types
+  std::vector<float> k_scales(static_cast<size_t>(n_blocks) * kKTileRows);  // (n_blocks, 16)
+  std::vector<int16_t> q16(static_cast<size_t>(kRows) * hd);          // (rows, hd) block types
+  std::vector<float> q_scale(static_cast<size_t>(kRows) * n_blocks);  // (rows, n_blocks)
   for (int r0 = 0; r0 < n_rows; r0 += kRows) {
     const int nb = std::min(kRows, n_rows - r0);
     const int64_t* len = row_len + r0;                       // (nb)
@@ -156,21 +172,47 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
       run_max[j] = -INFINITY;
       run_sum[j] = 0.0f;
       std::fill(acc[j], acc[j] + hd, 0.0f);
+      for (int b = 0; k_tiles.blocks && b < n_blocks; ++b) {
+        const int at = j * hd + b * 32;
+        q_scale[j * n_blocks + b] = detail::quantize_query_block(qb + at, &q16[at]) * scale;
+      }
     }
     for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
       const int n = static_cast<int>(std::min<int64_t>(kChunk, n_pos - c0));
       for (int p = 0; p < n; p += kKTileRows) {  // c0 and p are multiples of 16
-        k_tiles.get(c0 + p, k_tile.data());
-        for (int j = 0; j < nb; ++j) {
-          const float* qj = qb + j * hd;
-          float dot[kKTileRows] = {};  // one position per slot, each summed in order of d
-          for (int d = 0; d < hd; ++d) {
-            for (int i = 0; i < kKTileRows; ++i) dot[i] += qj[d] * k_tile[d * kKTileRows + i];
+        float dot[kRows][kKTileRows] = {};       // one position per slot, scaled
+        if (k_tiles.blocks) {
+          // The integer sums of attention_simd.h's block kernel, then the same float steps.
+          k_tiles.get_blocks(c0 + p, k_ints.data(), k_scales.data());
+          for (int j = 0; j < nb; ++j) {
+            for (int i = 0; i < kKTileRows; ++i) {
+              float acc = 0.0f;
+              for (int b = 0; b < n_blocks; ++b) {
+                int32_t sum = 0;
+                for (int d = b * 32; d < b * 32 + 32; ++d) {
+                  sum += int32_t{q16[j * hd + d]} * k_ints[d * kKTileRows + i];
+                }
+                const float m = k_scales[b * kKTileRows + i] * q_scale[j * n_blocks + b];
+                acc = std::fma(static_cast<float>(sum), m, acc);
+              }
+              dot[j][i] = acc;
+            }
           }
-          // Past the row's causal length (or the cache's, where the tile holds any bytes):
-          // weight exactly 0 (see attention_simd.h).
+        } else {
+          k_tiles.get(c0 + p, k_tile.data());
+          for (int j = 0; j < nb; ++j) {
+            const float* qj = qb + j * hd;
+            for (int d = 0; d < hd; ++d) {  // each slot summed in order of d
+              for (int i = 0; i < kKTileRows; ++i) dot[j][i] += qj[d] * k_tile[d * kKTileRows + i];
+            }
+            for (float& x : dot[j]) x *= scale;
+          }
+        }
+        // Past the row's causal length (or the cache's, where the tile holds any bytes):
+        // weight exactly 0 (see attention_simd.h).
+        for (int j = 0; j < nb; ++j) {
           for (int i = 0; i < kKTileRows && p + i < n; ++i) {
-            s[j][p + i] = c0 + p + i < len[j] ? dot[i] * scale : -INFINITY;
+            s[j][p + i] = c0 + p + i < len[j] ? dot[j][i] : -INFINITY;
           }
         }
       }
@@ -201,6 +243,22 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
 }
 
 }  // namespace
+
+float detail::quantize_query_block(const float* x, int16_t* q) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < 32; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::max(amax, std::fabs(x[i]));
+  }
+  if (!finite || amax == 0.0f) {
+    std::fill(q, q + 32, int16_t{0});
+    return finite ? 0.0f : NAN;
+  }
+  const float inv = 32767.0f / amax;  // |x[i] * inv| <= 32767 after rounding
+  for (int i = 0; i < 32; ++i) q[i] = static_cast<int16_t>(std::nearbyint(x[i] * inv));
+  return amax / 32767.0f;
+}
 
 HeadRange attention_split(const AttentionShape& shape, int n_parts, int part) {
   if (n_parts <= 0 || part < 0 || part >= n_parts || shape.n_kv_heads <= 0 ||

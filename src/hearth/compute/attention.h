@@ -92,6 +92,14 @@ struct KvRows {
 // lengths differ). q, out: (n_rows, head_dim) f32 contiguous. head_dim <=
 // kAttentionMaxHeadDim.
 inline constexpr int kAttentionMaxHeadDim = 512;
+
+// K of a block type (q8_0, q4_0) is multiplied in integers, 16 bit by 8: each block of 32
+// query values is rounded to int16, q[i] = nearest-even(x[i] * 32767 / max|x|), and the
+// block's sum of q[i] * k[i] is exact. Writes q (32) and returns the block's scale,
+// max|x| / 32767 (0 when every x is 0; NaN, with q all 0, when any x is not finite). One
+// definition, so that every kernel rounds alike. A query value moves by at most
+// max|x| / 65534 of its block, far less than a q8_0 K value's rounding (max|k| / 254).
+float quantize_query_block(const float* x, int16_t* q);
 void attend_rows_avx2(const float* q, float* out, int n_rows, const int64_t* row_len,
                       const KvRows& k, const KvRows& v, int head_dim, float scale);
 void attend_rows_avx512(const float* q, float* out, int n_rows, const int64_t* row_len,

@@ -5,7 +5,9 @@
 // running sum and accumulator when the running max grows), then the weighted V rows, four
 // positions per pass over the accumulator. K is read as tiles of 16 positions held
 // transposed (kv_cache.h "K tiles"): a score vector has one position per lane, so a K value
-// converted once serves every row with one multiply-add and no sum across lanes is needed. V
+// converted once serves every row with one multiply-add and no sum across lanes is needed.
+// K tiles of a block type are multiplied in integers (int16 query by int8 K, pairs of dims
+// per instruction; detail::quantize_query_block), and each block's exact sum scaled once. V
 // rows are read in place when f16, f32 or q8_0 (each vector converted as it is loaded); q4_0
 // rows are converted four at a time into a scratch tile first, and q4_0 K tiles into int8.
 // Every conversion is exact. Everything stays on the stack (under 48 KiB).
@@ -127,9 +129,7 @@ struct Q4Rows {
 };
 
 // K tiles as the score kernel reads them: load(d, v) is value d of the tile's slots
-// [v * kLanes, (v + 1) * kLanes) as f32. The block types (q8_0, q4_0) give their int8 values
-// and scale(b, v), the scales of block b for those slots, by which a block's sum is
-// multiplied (x = scale * int8, so the product is the value's).
+// [v * kLanes, (v + 1) * kLanes) as f32.
 constexpr int kTileVecs = kKTileRows / VecF::kLanes;  // vectors across one tile's slots
 struct F16KTile {
   static constexpr bool kBlocks = false;
@@ -141,20 +141,61 @@ struct F32KTile {
   const float* t;  // (hd, 16) f32
   VecF load(int d, int v) const { return VecF::load(t + d * kKTileRows + v * VecF::kLanes); }
 };
+
+// A vector of kLanes int32 sums and the two operations the block kernels need: widen a run
+// of int8 pairs (one pair per lane) to int16 and add the lanes' dot products with a pair of
+// query values. Exact: a block's sum is at most 32 * 32767 * 128 < 2^31.
+#if defined(__AVX512F__)
+struct VecI {
+  __m512i v;
+  static VecI zero() { return {_mm512_setzero_si512()}; }
+  static __m512i widen_pairs(const int8_t* p) {  // 16 pairs
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  // v[i] += k[2i] * q[0] + k[2i + 1] * q[1]
+  void add_pair_dots(__m512i k, const int16_t* q) {
+    int32_t pair;
+    __builtin_memcpy(&pair, q, 4);
+    v = _mm512_dpwssd_epi32(v, k, _mm512_set1_epi32(pair));
+  }
+  VecI operator+(VecI o) const { return {_mm512_add_epi32(v, o.v)}; }
+  VecF to_float() const { return {_mm512_cvtepi32_ps(v)}; }
+};
+#else
+struct VecI {
+  __m256i v;
+  static VecI zero() { return {_mm256_setzero_si256()}; }
+  static __m256i widen_pairs(const int8_t* p) {  // 8 pairs
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  void add_pair_dots(__m256i k, const int16_t* q) {
+    int32_t pair;
+    __builtin_memcpy(&pair, q, 4);
+    v = _mm256_add_epi32(v, _mm256_madd_epi16(k, _mm256_set1_epi32(pair)));
+  }
+  VecI operator+(VecI o) const { return {_mm256_add_epi32(v, o.v)}; }
+  VecF to_float() const { return {_mm256_cvtepi32_ps(v)}; }
+};
+#endif
+
+// A K tile of a block type: scale(b, v) the f16 scales of block b for slots
+// [v * kLanes, (v + 1) * kLanes), pairs(g, v) the same slots' int8 values of dims 2g, 2g + 1
+// widened, one pair per lane (x = scale * int8).
 struct Q8KTile {
   static constexpr bool kBlocks = true;
   const uint16_t* scales;  // (hd / 32, 16) f16
-  const int8_t* values;    // (hd, 16)
+  const int8_t* values;    // (hd / 2, 16, 2)
   VecF scale(int b, int v) const {
     return VecF::load_f16(scales + b * kKTileRows + v * VecF::kLanes);
   }
-  VecF load(int d, int v) const {
-    return VecF::load_i8(values + d * kKTileRows + v * VecF::kLanes);
+  auto pairs(int g, int v) const {
+    return VecI::widen_pairs(values + g * 2 * kKTileRows + v * 2 * VecF::kLanes);
   }
 };
 
 // Where the kernel reads K: tile(pos, scratch) is the tile of positions [pos, pos + 16), pos a
-// multiple of 16, in place or (q4_0) with its values widened into scratch ((hd, 16) int8).
+// multiple of 16, in place or (q4_0) with its values widened into scratch ((hd / 2, 16, 2)
+// int8).
 struct F16KTiles {
   detail::KvRows r;
   F16KTile tile(int64_t pos, int8_t* /*scratch*/) const {
@@ -178,17 +219,18 @@ struct Q8KTiles {
 struct Q4KTiles {
   detail::KvRows r;
   int hd;
-  // Byte d * 8 + i holds slot i (low nibble) and slot 8 + i (high); x = scale * (nibble - 8).
+  // 16 bytes per pair of dims: byte j holds place j (low nibble) and 16 + j (high) of the
+  // pair's run; x = scale * (nibble - 8).
   Q8KTile tile(int64_t pos, int8_t* scratch) const {
     const uint8_t* t = r.row(pos);
     const uint8_t* nibbles = t + hd;  // after (hd / 32, 16) f16 scales: hd bytes
     const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-    for (int d = 0; d < hd; ++d) {
-      const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(nibbles + d * 8));
-      const __m128i lo = _mm_and_si128(x, low4);
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low4);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + d * kKTileRows),
-                       _mm_sub_epi8(_mm_unpacklo_epi64(lo, hi), eight));
+    for (int g = 0; g < hd / 2; ++g) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles + g * 16));
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, low4), eight);
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low4), eight);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + g * 32), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + g * 32 + 16), hi);
     }
     return {reinterpret_cast<const uint16_t*>(t), scratch};
   }
@@ -242,25 +284,72 @@ template <int NB, typename Tile>
 inline void score_tile(const float* q, const Tile& k, int hd, float scale, float* scores,
                        int score_stride) {
   VecF score[NB][kTileVecs];
-  if constexpr (Tile::kBlocks) {
-    for (auto& row : score) {
-      for (auto& x : row) x = VecF::zero();
-    }
-    for (int b = 0; b < hd / 32; ++b) {
-      VecF part[NB][kTileVecs];
-      tile_dot<NB>(q, k, hd, b * 32, b * 32 + 32, part);
-      for (int v = 0; v < kTileVecs; ++v) {
-        const VecF sc = k.scale(b, v);
-        for (int j = 0; j < NB; ++j) score[j][v] = fma(part[j][v], sc, score[j][v]);
-      }
-    }
-  } else {
-    tile_dot<NB>(q, k, hd, 0, hd, score);
-  }
+  tile_dot<NB>(q, k, hd, 0, hd, score);
   const VecF vs = VecF::set1(scale);
   for (int j = 0; j < NB; ++j) {
     for (int v = 0; v < kTileVecs; ++v) {
       (score[j][v] * vs).store(scores + j * score_stride + v * VecF::kLanes);
+    }
+  }
+}
+
+// The query rows as the block kernels read them: q16 (NB, hd) each row rounded to int16 per
+// block of 32 (detail::quantize_query_block); scale (NB, hd / 32) each block's scale times
+// the attention scale.
+struct QueryInts {
+  const int16_t* q16;
+  const float* scale;
+};
+
+inline QueryInts quantize_query(const float* q, int n_rows, int hd, float scale, int16_t* q16,
+                                float* q_scale) {
+  const int nb = hd / 32;
+  for (int j = 0; j < n_rows; ++j) {
+    for (int b = 0; b < nb; ++b) {
+      const int at = j * hd + b * 32;
+      q_scale[j * nb + b] = detail::quantize_query_block(q + at, q16 + at) * scale;
+    }
+  }
+  return {q16, q_scale};
+}
+
+// score_tile for a K tile of a block type: per lane and block, the exact sum of int16 query
+// by int8 K, then score = fma(float(sum), k_scale * q_scale, score) block after block.
+template <int NB, typename Tile>
+inline void score_tile(const QueryInts& q, const Tile& k, int hd, float* scores, int score_stride) {
+  constexpr int kSplit = VecF::kLanes == 16 ? 2 : 1;  // AVX2 has no registers for a second
+  const int nb = hd / 32;
+  VecF score[NB][kTileVecs];
+  for (auto& row : score) {
+    for (auto& x : row) x = VecF::zero();
+  }
+  for (int b = 0; b < nb; ++b) {
+    VecI sum[kSplit][NB][kTileVecs];
+    for (auto& part : sum) {
+      for (auto& row : part) {
+        for (auto& x : row) x = VecI::zero();
+      }
+    }
+    for (int g = b * 16; g < b * 16 + 16; g += kSplit) {  // pairs of dims of block b
+      for (int s = 0; s < kSplit; ++s) {
+        for (int v = 0; v < kTileVecs; ++v) {
+          const auto kv = k.pairs(g + s, v);
+          for (int j = 0; j < NB; ++j) sum[s][j][v].add_pair_dots(kv, q.q16 + j * hd + 2 * (g + s));
+        }
+      }
+    }
+    for (int v = 0; v < kTileVecs; ++v) {
+      const VecF k_scale = k.scale(b, v);
+      for (int j = 0; j < NB; ++j) {
+        VecI total = sum[0][j][v];
+        for (int s = 1; s < kSplit; ++s) total = total + sum[s][j][v];
+        score[j][v] = fma(total.to_float(), k_scale * VecF::set1(q.scale[j * nb + b]), score[j][v]);
+      }
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    for (int v = 0; v < kTileVecs; ++v) {
+      score[j][v].store(scores + j * score_stride + v * VecF::kLanes);
     }
   }
 }
@@ -282,6 +371,11 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
   float run_sum[NB];                       // running sum of exp(score - run_max)
   alignas(64) float tile[4 * kMaxHeadDim];                 // (4, hd) converted V rows (q4_0)
   alignas(64) int8_t k_scratch[kMaxHeadDim * kKTileRows];  // (hd, 16) widened K tile (q4_0)
+  constexpr bool kIntK = decltype(ks.tile(0, k_scratch))::kBlocks;
+  alignas(64) int16_t q16[kIntK ? NB * kMaxHeadDim : 1];  // (NB, hd) query rounded (block K)
+  float q_scale[kIntK ? NB * kMaxHeadDim / 32 : 1];       // (NB, hd / 32) its block scales
+  QueryInts q_ints{};
+  if constexpr (kIntK) q_ints = quantize_query(q, NB, hd, scale, q16, q_scale);
   for (int j = 0; j < NB; ++j) {
     run_max[j] = -INFINITY;
     run_sum[j] = 0.0f;
@@ -302,7 +396,11 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
       if (prefetch && c0 + kChunk + p < n_pos) {
         prefetch_l2(ks.r.row(c0 + kChunk + p), kKTileRows * ks.r.row_bytes);
       }
-      score_tile<NB>(q, ks.tile(c0 + p, k_scratch), hd, scale, &s[0][0] + p, kChunk);
+      if constexpr (kIntK) {
+        score_tile<NB>(q_ints, ks.tile(c0 + p, k_scratch), hd, &s[0][0] + p, kChunk);
+      } else {
+        score_tile<NB>(q, ks.tile(c0 + p, k_scratch), hd, scale, &s[0][0] + p, kChunk);
+      }
     }
     for (int j = 0; j < NB; ++j) {
       for (int64_t i = row_len[j] - c0 < 0 ? 0 : row_len[j] - c0; i < n; ++i) s[j][i] = -INFINITY;

@@ -141,15 +141,15 @@ void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int s
         const uint8_t* block = row + b * block_bytes;
         std::memcpy(tile + (b * kT + slot) * 2, block, 2);
         for (int i = 0; i < 32; ++i) {
-          const int d = b * 32 + i;
+          const int d = b * 32 + i, j = slot * 2 + d % 2;  // j: place in its pair's run
           if (q8) {
-            values[d * kT + slot] = block[2 + i];
+            values[(d / 2) * 2 * kT + j] = block[2 + i];
             continue;
           }
           const uint8_t nibble = i < 16 ? block[2 + i] & 0x0f : block[2 + i - 16] >> 4;
-          uint8_t& byte = values[d * (kT / 2) + slot % (kT / 2)];
-          byte = slot < kT / 2 ? static_cast<uint8_t>((byte & 0xf0) | nibble)
-                               : static_cast<uint8_t>((byte & 0x0f) | nibble << 4);
+          uint8_t& byte = values[(d / 2) * kT + j % kT];
+          byte = j < kT ? static_cast<uint8_t>((byte & 0xf0) | nibble)
+                        : static_cast<uint8_t>((byte & 0x0f) | nibble << 4);
         }
       }
       return;
@@ -175,13 +175,13 @@ void k_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* 
         uint8_t* block = row + b * block_bytes;
         std::memcpy(block, tile + (b * kT + slot) * 2, 2);
         for (int i = 0; i < 32; ++i) {
-          const int d = b * 32 + i;
+          const int d = b * 32 + i, j = slot * 2 + d % 2;  // j: place in its pair's run
           if (q8) {
-            block[2 + i] = values[d * kT + slot];
+            block[2 + i] = values[(d / 2) * 2 * kT + j];
             continue;
           }
-          const uint8_t byte = values[d * (kT / 2) + slot % (kT / 2)];
-          const uint8_t nibble = slot < kT / 2 ? byte & 0x0f : byte >> 4;
+          const uint8_t byte = values[(d / 2) * kT + j % kT];
+          const uint8_t nibble = j < kT ? byte & 0x0f : byte >> 4;
           uint8_t& out = block[2 + (i & 15)];
           out = i < 16 ? static_cast<uint8_t>((out & 0xf0) | nibble)
                        : static_cast<uint8_t>((out & 0x0f) | nibble << 4);

@@ -53,9 +53,12 @@ bool kv_type_fits(KvType t, int head_dim);
 // the place of those rows, holding the same values as the rows, transposed:
 //   f32, f16: value d of slot i (position 16 t + i) at element d * 16 + i;
 //   q8_0: the f16 scale of block b of slot i at halfword b * 16 + i (head_dim / 32 * 16 of
-//     them first), then int8 value d of slot i at byte d * 16 + i;
-//   q4_0: the scales as q8_0, then the 4-bit value d of slot i in byte d * 8 + i % 8, the low
-//     nibble for slots 0-7 and the high nibble for slots 8-15.
+//     them first), then int8 value d of slot i at byte (d / 2) * 32 + i * 2 + d % 2: each
+//     pair of dims of the 16 slots is one run of 32 bytes, so a score kernel widens it to
+//     16 bit and multiplies pairs of values with pairs of the query's in one instruction;
+//   q4_0: the scales as q8_0, then the 4-bit values in runs of 16 bytes per pair of dims,
+//     ordered as q8_0's run: value j of a run (j = i * 2 + d % 2) in byte j % 16, the low
+//     nibble for j < 16 and the high nibble for the others.
 // Contiguous caches round their rows up to whole tiles; pool blocks hold whole tiles.
 inline constexpr int kKTileRows = 16;
 // Writes one K row in the GGUF layout of t (kv_row_bytes) into slot `slot` of a tile.
