@@ -64,7 +64,9 @@ void attention(const AttentionShape& shape, const KvLayerView& kv, const float* 
 
 namespace ref {
 // Two passes per (token, head): all scores, softmax, weighted V sum; accumulates in double.
-// Same contract as the optimized attention(); arguments already validated.
+// Same contract as the optimized attention(); arguments already validated. The query is
+// used as given: for K of a block type the kernels round it first (quantize_query_block),
+// which moves a score by far less than K's own rounding.
 void attention(const AttentionShape& shape, const KvLayerView& kv, const float* q, int64_t q_stride,
                float* out, int64_t out_stride, int64_t pos0, int64_t n_tokens, int h_begin,
                int h_end);
