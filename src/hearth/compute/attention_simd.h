@@ -240,19 +240,19 @@ struct Q4KTiles {
 // has twice the registers for them).
 constexpr int kDotSplit = VecF::kLanes == 16 ? 2 : 1;
 
-// part[j][v] = sum over d in [d0, d1) of q_j[d] * k(d, v), lane by lane: kDotSplit sums of
-// every kDotSplit-th d in order, then added.
+// part[j][v] = sum over d < hd of q_j[d] * k(d, v), lane by lane: kDotSplit sums of every
+// kDotSplit-th d in order, then added.
 template <int NB, typename Tile>
-__attribute__((always_inline)) inline void tile_dot(const float* q, const Tile& k, int hd, int d0,
-                                                    int d1, VecF (&part)[NB][kTileVecs]) {
+__attribute__((always_inline)) inline void tile_dot(const float* q, const Tile& k, int hd,
+                                                    VecF (&part)[NB][kTileVecs]) {
   VecF acc[kDotSplit][NB][kTileVecs];
   for (auto& a : acc) {
     for (auto& row : a) {
       for (auto& x : row) x = VecF::zero();
     }
   }
-  int d = d0;
-  for (; d + kDotSplit <= d1; d += kDotSplit) {
+  int d = 0;
+  for (; d + kDotSplit <= hd; d += kDotSplit) {
     for (int s = 0; s < kDotSplit; ++s) {
       for (int v = 0; v < kTileVecs; ++v) {
         const VecF kv = k.load(d + s, v);
@@ -262,7 +262,7 @@ __attribute__((always_inline)) inline void tile_dot(const float* q, const Tile& 
       }
     }
   }
-  for (; d < d1; ++d) {
+  for (; d < hd; ++d) {
     for (int v = 0; v < kTileVecs; ++v) {
       const VecF kv = k.load(d, v);
       for (int j = 0; j < NB; ++j) acc[0][j][v] = fma(VecF::set1(q[j * hd + d]), kv, acc[0][j][v]);
@@ -284,7 +284,7 @@ template <int NB, typename Tile>
 inline void score_tile(const float* q, const Tile& k, int hd, float scale, float* scores,
                        int score_stride) {
   VecF score[NB][kTileVecs];
-  tile_dot<NB>(q, k, hd, 0, hd, score);
+  tile_dot<NB>(q, k, hd, score);
   const VecF vs = VecF::set1(scale);
   for (int j = 0; j < NB; ++j) {
     for (int v = 0; v < kTileVecs; ++v) {
@@ -317,21 +317,20 @@ inline QueryInts quantize_query(const float* q, int n_rows, int hd, float scale,
 // by int8 K, then score = fma(float(sum), k_scale * q_scale, score) block after block.
 template <int NB, typename Tile>
 inline void score_tile(const QueryInts& q, const Tile& k, int hd, float* scores, int score_stride) {
-  constexpr int kSplit = VecF::kLanes == 16 ? 2 : 1;  // AVX2 has no registers for a second
   const int nb = hd / 32;
   VecF score[NB][kTileVecs];
   for (auto& row : score) {
     for (auto& x : row) x = VecF::zero();
   }
   for (int b = 0; b < nb; ++b) {
-    VecI sum[kSplit][NB][kTileVecs];
+    VecI sum[kDotSplit][NB][kTileVecs];
     for (auto& part : sum) {
       for (auto& row : part) {
         for (auto& x : row) x = VecI::zero();
       }
     }
-    for (int g = b * 16; g < b * 16 + 16; g += kSplit) {  // pairs of dims of block b
-      for (int s = 0; s < kSplit; ++s) {
+    for (int g = b * 16; g < b * 16 + 16; g += kDotSplit) {  // pairs of dims of block b
+      for (int s = 0; s < kDotSplit; ++s) {
         for (int v = 0; v < kTileVecs; ++v) {
           const auto kv = k.pairs(g + s, v);
           for (int j = 0; j < NB; ++j) sum[s][j][v].add_pair_dots(kv, q.q16 + j * hd + 2 * (g + s));
@@ -342,7 +341,7 @@ inline void score_tile(const QueryInts& q, const Tile& k, int hd, float* scores,
       const VecF k_scale = k.scale(b, v);
       for (int j = 0; j < NB; ++j) {
         VecI total = sum[0][j][v];
-        for (int s = 1; s < kSplit; ++s) total = total + sum[s][j][v];
+        for (int s = 1; s < kDotSplit; ++s) total = total + sum[s][j][v];
         score[j][v] = fma(total.to_float(), k_scale * VecF::set1(q.scale[j * nb + b]), score[j][v]);
       }
     }
