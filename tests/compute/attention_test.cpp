@@ -42,6 +42,12 @@ std::vector<uint8_t> k_row(const KvLayerView& view, int h, int64_t p) {
   view.copy_k_row(h, p, row.data());
   return row;
 }
+// The same for V.
+std::vector<uint8_t> v_row(const KvLayerView& view, int h, int64_t p) {
+  std::vector<uint8_t> row(static_cast<size_t>(view.v_row_bytes));
+  view.copy_v_row(h, p, row.data());
+  return row;
+}
 
 std::vector<float> random_vector(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -64,7 +70,7 @@ std::vector<float> naive_attention(const KvCache& cache, int layer, int n_heads,
   for (int kvh = 0; kvh < kv.n_kv_heads; ++kvh) {
     for (int64_t p = 0; p < n_all; ++p) {
       kv_row_to_float(kv.k_type, k_row(kv, kvh, p).data(), hd, &k_all[(kvh * n_all + p) * hd]);
-      kv_row_to_float(kv.v_type, kv.v_row(kvh, p), hd, &v_all[(kvh * n_all + p) * hd]);
+      kv_row_to_float(kv.v_type, v_row(kv, kvh, p).data(), hd, &v_all[(kvh * n_all + p) * hd]);
     }
   }
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -226,6 +232,37 @@ TEST_P(AttentionTest, EveryKvTypeMatchesNaive) {
   }
 }
 
+// The kernels read whole tiles, so the slots of the last tile past the cache's length hold
+// whatever was there (a truncated sequence's rows, or never-written bytes): filled here with
+// all-ones bytes (NaN scales and values for the float types), they change no output bit.
+TEST_P(AttentionTest, BytesPastTheCacheAreIgnored) {
+  const int n_kv = 2, n_heads = 8, hd = 64, n = 300;  // 300 = 18 tiles and 12 slots
+  const AttentionShape shape{n_heads, n_kv, hd, 0.0f};
+  for (KvType kt : kAllKvTypes) {
+    for (KvType vt : kAllKvTypes) {
+      KvCache clean(1, n_kv, hd, 320, {kt, vt}), poisoned(1, n_kv, hd, 320, {kt, vt});
+      fill_cache(clean, n, 21);
+      fill_cache(poisoned, n, 21);
+      const KvLayerView view = poisoned.view(0);
+      const std::vector<uint8_t> k_ones(view.k_row_bytes, 0xff), v_ones(view.v_row_bytes, 0xff);
+      for (int h = 0; h < n_kv; ++h) {
+        for (int64_t p = n; p % kKTileRows != 0; ++p) {
+          const int slot = static_cast<int>(p % kKTileRows);
+          k_tile_put(kt, hd, k_ones.data(), const_cast<uint8_t*>(view.k_tile(h, p)), slot);
+          v_tile_put(vt, hd, v_ones.data(), const_cast<uint8_t*>(view.v_tile(h, p)), slot);
+        }
+      }
+      const std::string where = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+      const auto q = random_vector(2 * n_heads * hd, 22);
+      std::vector<float> want(q.size()), got(q.size());
+      attention(shape, clean.view(0), q.data(), want.data(), n - 2, 2, GetParam());
+      attention(shape, poisoned.view(0), q.data(), got.data(), n - 2, 2, GetParam());
+      for (float x : got) ASSERT_TRUE(std::isfinite(x)) << where;
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << where;
+    }
+  }
+}
+
 // Threads calling attention on disjoint head ranges at the same time (no shared state)
 // produce the single-threaded bytes.
 TEST_P(AttentionTest, ConcurrentPartsMatchSingleThread) {
@@ -344,7 +381,7 @@ TEST_P(AttentionTest, KvStoreRoundsLikeScalarHalf) {
       for (int d = 0; d < hd; ++d) {
         const int64_t src = (t * 3 + h) * hd + d;
         ASSERT_EQ(half_bits(k_row(view, h, t).data(), d), float_to_half(k[src])) << "k " << k[src];
-        ASSERT_EQ(half_bits(view.v_row(h, t), d), float_to_half(v[src])) << "v " << v[src];
+        ASSERT_EQ(half_bits(v_row(view, h, t).data(), d), float_to_half(v[src])) << "v " << v[src];
       }
     }
   }
@@ -393,7 +430,7 @@ TEST(KvCache, LengthsTruncationAndOverwrite) {
   // Writing at 3 overwrites from there and drops later positions of that layer.
   cache.store(0, 3, 1, twos.data(), twos.data());
   EXPECT_EQ(cache.length(0), 4);
-  EXPECT_EQ(half_at(cache.view(0).v_row(0, 3), 3), 2.0f);
+  EXPECT_EQ(half_at(v_row(cache.view(0), 0, 3).data(), 3), 2.0f);
   cache.truncate(100);  // beyond the length: no change
   EXPECT_EQ(cache.length(0), 4);
   cache.clear();
@@ -543,6 +580,47 @@ TEST(KvCache, KTilesHoldRowsTransposed) {
       case KvType::kQ4_0:  // value 1 of block 1 (low nibble of byte 1); place 19: a high nibble
         EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][18], 2), 0);
         EXPECT_EQ(tile[hd + 16 * 16 + (2 * i + 1) % 16] >> 4, rows[i][18 + 2 + 1] & 0x0f);
+        break;
+    }
+  }
+}
+
+// A V tile holds 16 rows' bytes (kv_cache.h "V tiles"): every row comes back byte for byte,
+// and the block types' values sit where the weighted-sum kernel reads them.
+TEST(KvCache, VTilesHoldRowsInPairs) {
+  const int hd = 64;
+  for (KvType t : kAllKvTypes) {
+    const size_t row_bytes = kv_row_bytes(t, hd);
+    const auto& tr = quant::traits(t == KvType::kF32    ? gguf::TensorType::kF32
+                                   : t == KvType::kF16  ? gguf::TensorType::kF16
+                                   : t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
+                                                        : gguf::TensorType::kQ4_0);
+    std::vector<std::vector<uint8_t>> rows(kKTileRows, std::vector<uint8_t>(row_bytes));
+    std::vector<uint8_t> tile(kKTileRows * row_bytes, 0x5a), back(row_bytes);
+    for (int i = 0; i < kKTileRows; ++i) {
+      tr.quantize(random_vector(hd, 800 + i).data(), rows[i].data(), hd);
+    }
+    for (int i : {3, 15, 0, 8, 7, 1, 2, 5, 4, 6, 9, 10, 11, 12, 13, 14}) {
+      v_tile_put(t, hd, rows[i].data(), tile.data(), i);
+    }
+    for (int i = 0; i < kKTileRows; ++i) {
+      v_tile_get(t, hd, tile.data(), i, back.data());
+      EXPECT_EQ(back, rows[i]) << kv_type_name(t) << " slot " << i;
+    }
+    // Where the kernel looks: value d = 33 (block 1, e = 1) of slot 9 (pair 4, second).
+    const int i = 9;
+    switch (t) {
+      case KvType::kF32:
+      case KvType::kF16:
+        EXPECT_EQ(std::memcmp(&tile[i * row_bytes], rows[i].data(), row_bytes), 0);
+        break;
+      case KvType::kQ8_0:  // scale at halfword 16 + i; value at 512 + 4 * 64 + 1 * 2 + 1
+        EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][34], 2), 0);
+        EXPECT_EQ(tile[hd + 512 + 4 * 64 + 2 + 1], rows[i][34 + 2 + 1]);
+        break;
+      case KvType::kQ4_0:  // place j = 1 * 2 + 1 = 3 of the first half: low nibble of byte 3
+        EXPECT_EQ(std::memcmp(&tile[(16 + i) * 2], &rows[i][18], 2), 0);
+        EXPECT_EQ(tile[hd + 256 + 4 * 32 + 3] & 0x0f, rows[i][18 + 2 + 1] & 0x0f);
         break;
     }
   }

@@ -172,6 +172,9 @@ inline VecF operator/(VecF a, VecF b) {
 inline VecF vmax(VecF a, VecF b) {
   return {HEARTH_PS(max)(a.v, b.v)};
 }
+inline VecF vabs(VecF a) {
+  return {HEARTH_PS(andnot)(HEARTH_PS(set1)(-0.0f), a.v)};
+}
 inline VecF vmin(VecF a, VecF b) {
   return {HEARTH_PS(min)(a.v, b.v)};
 }

@@ -79,23 +79,32 @@ void half_row_to_float(const uint16_t* src, float* dst, int n) {
   }
 }
 
-// Reads V rows as f32.
+// Reads V rows as f32: f16 and f32 rows in place, the block types' out of their V tiles.
 struct RowReader {
   RowReader(const detail::KvRows& r, int hd)
       : rows(r),
         f16(r.type == KvType::kF16),
+        tiled(r.type == KvType::kQ8_0 || r.type == KvType::kQ4_0),
         convert(f16 ? nullptr : kv_row_converter(r.type)),
-        hd(hd) {}
+        hd(hd),
+        gathered(static_cast<size_t>(r.row_bytes)) {}
   // Row pos -> dst (hd).
-  void get(int64_t pos, float* dst) const {
+  void get(int64_t pos, float* dst) {
     const uint8_t* row = rows.row(pos);
     if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
+    if (tiled) {
+      v_tile_get(rows.type, hd, rows.row(pos & ~int64_t{kKTileRows - 1}),
+                 static_cast<int>(pos & (kKTileRows - 1)), gathered.data());
+      row = gathered.data();
+    }
     convert(row, dst, hd);
   }
   detail::KvRows rows;
   bool f16;
+  bool tiled;  // q8_0, q4_0: rows gathered from V tiles
   KvRowToFloat convert;
   int hd;
+  std::vector<uint8_t> gathered;  // (row_bytes) one row in its GGUF layout
 };
 
 // Reads K tiles transposed as stored (value d of slot i at d * 16 + i): f16 and f32 as f32,
@@ -150,7 +159,7 @@ void attend_rows_portable(const float* q, float* out, int n_rows, const int64_t*
   constexpr int kChunk = 128;
   constexpr int kMaxHd = detail::kAttentionMaxHeadDim;
   KTileReader k_tiles(k, hd);
-  const RowReader v_rows(v, hd);
+  RowReader v_rows(v, hd);
   const int n_blocks = hd / 32;                                     // of a block type
   std::vector<float> k_tile(static_cast<size_t>(hd) * kKTileRows);  // (hd, 16) one K tile
   std::vector<int8_t> k_ints(static_cast<size_t>(hd) * kKTileRows);         // (hd, 16) block types
@@ -256,7 +265,10 @@ float detail::quantize_query_block(const float* x, int16_t* q) {
     return finite ? 0.0f : NAN;
   }
   const float inv = 32767.0f / amax;  // |x[i] * inv| <= 32767 after rounding
-  for (int i = 0; i < 32; ++i) q[i] = static_cast<int16_t>(std::nearbyint(x[i] * inv));
+  // Adding and taking away 1.5 * 2^23 rounds a float of magnitude below 2^22 to an integer,
+  // nearest even, in two plain additions (std::nearbyint is a library call on baseline x86).
+  constexpr float kRound = 0x1.8p23f;
+  for (int i = 0; i < 32; ++i) q[i] = static_cast<int16_t>((x[i] * inv + kRound) - kRound);
   return amax / 32767.0f;
 }
 
@@ -284,6 +296,7 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
   std::vector<double> acc;  // (head_dim) f64
   std::vector<float> row(hd);  // (head_dim) one K or V row as f32
   std::vector<uint8_t> k_row(static_cast<size_t>(kv.k_row_bytes));  // one K row, GGUF layout
+  std::vector<uint8_t> v_row(static_cast<size_t>(kv.v_row_bytes));  // one V row, GGUF layout
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t n_pos = pos0 + t + 1;  // causal: positions [0, pos0 + t]
     w.resize(n_pos);
@@ -307,7 +320,8 @@ void ref::attention(const AttentionShape& shape, const KvLayerView& kv, const fl
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t p = 0; p < n_pos; ++p) {
-        kv_row_to_float(kv.v_type, kv.v_row(kvh, p), hd, row.data());
+        kv.copy_v_row(kvh, p, v_row.data());
+        kv_row_to_float(kv.v_type, v_row.data(), hd, row.data());
         for (int d = 0; d < hd; ++d) acc[d] += w[p] * row[d];
       }
       float* oh = out + t * out_stride + static_cast<int64_t>(h) * hd;  // (head_dim)

@@ -2,15 +2,17 @@
 //
 // One call handles the query rows of one kv head that share a causal length. Positions are
 // taken in chunks: scores of a chunk for every row, an online-softmax update (rescale the
-// running sum and accumulator when the running max grows), then the weighted V rows, four
-// positions per pass over the accumulator. K is read as tiles of 16 positions held
-// transposed (kv_cache.h "K tiles"): a score vector has one position per lane, so a K value
-// converted once serves every row with one multiply-add and no sum across lanes is needed.
-// K tiles of a block type are multiplied in integers (int16 query by int8 K, pairs of dims
-// per instruction; detail::quantize_query_block), and each block's exact sum scaled once. V
-// rows are read in place when f16, f32 or q8_0 (each vector converted as it is loaded); q4_0
-// rows are converted four at a time into a scratch tile first, and q4_0 K tiles into int8.
-// Every conversion is exact. Everything stays on the stack (under 48 KiB).
+// running sum and accumulator when the running max grows), then the weighted V rows. K is
+// read as tiles of 16 positions held transposed (kv_cache.h "K tiles"): a score vector has
+// one position per lane, so a K value converted once serves every row with one multiply-add
+// and no sum across lanes is needed. K tiles of a block type are multiplied in integers
+// (int16 query by int8 K, pairs of dims per instruction; detail::quantize_query_block), and
+// each block's exact sum scaled once. V rows of f16 and f32 are read in place, four
+// positions per pass over the accumulator, each vector converted as it is loaded; V of a
+// block type is read as V tiles (kv_cache.h "V tiles") and also summed in integers: the
+// weights times V's scales rounded to int16 per row and block, pairs of positions per
+// instruction (weigh_v_tiles). q4_0 tiles are widened to int8 first. Everything stays on
+// the stack (under 48 KiB).
 #pragma once
 
 #include <cmath>
@@ -56,75 +58,62 @@ struct F32View {
   VecF load(int i, int d) const { return VecF::load(p + i * hd + d); }
   VecF load_partial(int i, int d, int n) const { return VecF::load_partial(p + i * hd + d, n); }
 };
-// Q8_0 rows in place (34-byte blocks: f16 scale d, 32 int8 q; x = d * q). kLanes divides 32,
-// so a vector never straddles two blocks, and head_dim is a multiple of 32, so no partial
-// vector is ever asked for.
-struct Q8View {
-  const uint8_t* p;
-  int64_t row_bytes;
-  VecF load(int i, int d) const { return scale(i, d) * values(i, d); }
-  // The scale of the block holding element d, and the block's int8 values from d on: the
-  // kernels take the scale once per block.
-  VecF scale(int i, int d) const {
-    uint16_t d16;
-    __builtin_memcpy(&d16, p + i * row_bytes + (d >> 5) * 34, 2);
-    return VecF::set1(_cvtsh_ss(d16));
-  }
-  VecF values(int i, int d) const {
-    return VecF::load_i8(
-        reinterpret_cast<const int8_t*>(p + i * row_bytes + (d >> 5) * 34 + 2 + (d & 31)));
-  }
-  VecF load_partial(int /*i*/, int /*d*/, int /*n*/) const { return VecF::zero(); }
-};
-
-// Where a kernel reads rows of K or V: rows(pos, n, scratch) is a view of n consecutive rows
-// from position pos, in place or (q4_0) converted into scratch (n * hd floats). The kernels
-// ask for n <= 4 rows at a multiple of n, which never straddle two blocks of the cache.
+// Where the kernel reads V rows of f16 or f32: rows(pos) is a view of the rows from
+// position pos on. The kernel asks for up to 4 rows at a multiple of their count, which
+// never straddle two blocks of the cache.
 struct F16Rows {
+  static constexpr bool kBlocks = false;
   detail::KvRows r;
   int hd;
-  F16View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
-    return {reinterpret_cast<const uint16_t*>(r.row(pos)), hd};
-  }
+  F16View rows(int64_t pos) const { return {reinterpret_cast<const uint16_t*>(r.row(pos)), hd}; }
 };
 struct F32Rows {
+  static constexpr bool kBlocks = false;
   detail::KvRows r;
   int hd;
-  F32View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
-    return {reinterpret_cast<const float*>(r.row(pos)), hd};
-  }
-};
-struct Q8Rows {
-  detail::KvRows r;
-  Q8View rows(int64_t pos, int /*n*/, float* /*scratch*/) const {
-    return {r.row(pos), r.row_bytes};
-  }
+  F32View rows(int64_t pos) const { return {reinterpret_cast<const float*>(r.row(pos)), hd}; }
 };
 
-// Q4_0 block: f16 scale, 16 bytes; value i < 16 is the low nibble of byte i, value 16 + i
-// its high nibble; x = d * (nibble - 8).
-inline void q4_0_row_to_float(const uint8_t* row, int hd, float* dst) {
+// q4_0 runs of 16 bytes (place j in byte j % 16, the low nibble for j < 16) -> the same
+// places as int8 (nibble - 8), 32 bytes per run: the layout of the q8_0 tiles.
+inline void widen_nibble_runs(const uint8_t* nibbles, int n_runs, int8_t* dst) {
   const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-  for (int b = 0; b < hd / 32; ++b, row += 18, dst += 32) {
-    uint16_t d16;
-    __builtin_memcpy(&d16, row, 2);
-    const VecF d = VecF::set1(_cvtsh_ss(d16));
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2));
-    alignas(16) int8_t q[32];
-    _mm_store_si128(reinterpret_cast<__m128i*>(q),
-                    _mm_sub_epi8(_mm_and_si128(packed, low4), eight));
-    _mm_store_si128(reinterpret_cast<__m128i*>(q + 16),
-                    _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight));
-    for (int i = 0; i < 32; i += VecF::kLanes) (d * VecF::load_i8(q + i)).store(dst + i);
+  for (int g = 0; g < n_runs; ++g) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles + g * 16));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, low4), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low4), eight);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + g * 32), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + g * 32 + 16), hi);
   }
 }
 
-struct Q4Rows {
+// Where the kernel reads V of a block type (kv_cache.h "V tiles"), a block of 32 dims at a
+// time: scales(pos) the f16 scales of the tile of [pos, pos + 16) (block b of slot i at
+// b * 16 + i); values(pos, b, scratch) that tile's int8 values of block b, one run of 64
+// bytes per pair of slots (value e of slot i at (i / 2) * 64 + e * 2 + i % 2), in place or
+// (q4_0) widened into scratch (512 bytes). pos is a multiple of 16.
+constexpr int kVBlockBytes = kKTileRows * 32;  // int8 values of one block of a V tile
+struct Q8VTiles {
+  static constexpr bool kBlocks = true;
   detail::KvRows r;
   int hd;
-  F32View rows(int64_t pos, int n, float* scratch) const {
-    for (int i = 0; i < n; ++i) q4_0_row_to_float(r.row(pos + i), hd, scratch + i * hd);
-    return {scratch, hd};
+  const uint16_t* scales(int64_t pos) const {
+    return reinterpret_cast<const uint16_t*>(r.row(pos));
+  }
+  const int8_t* values(int64_t pos, int b, int8_t* /*scratch*/) const {
+    return reinterpret_cast<const int8_t*>(r.row(pos) + hd + b * kVBlockBytes);
+  }
+};
+struct Q4VTiles {
+  static constexpr bool kBlocks = true;
+  detail::KvRows r;
+  int hd;
+  const uint16_t* scales(int64_t pos) const {
+    return reinterpret_cast<const uint16_t*>(r.row(pos));
+  }
+  const int8_t* values(int64_t pos, int b, int8_t* scratch) const {
+    widen_nibble_runs(r.row(pos) + hd + b * kVBlockBytes / 2, kVBlockBytes / 32, scratch);
+    return scratch;
   }
 };
 
@@ -160,6 +149,11 @@ struct VecI {
   }
   VecI operator+(VecI o) const { return {_mm512_add_epi32(v, o.v)}; }
   VecF to_float() const { return {_mm512_cvtepi32_ps(v)}; }
+  // x: (kLanes) integral values within int16 -> p (kLanes) int16.
+  static void store_i16(VecF x, int16_t* p) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(x.v)));
+  }
 };
 #else
 struct VecI {
@@ -175,6 +169,11 @@ struct VecI {
   }
   VecI operator+(VecI o) const { return {_mm256_add_epi32(v, o.v)}; }
   VecF to_float() const { return {_mm256_cvtepi32_ps(v)}; }
+  static void store_i16(VecF x, int16_t* p) {
+    const __m256i i = _mm256_cvtps_epi32(x.v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1)));
+  }
 };
 #endif
 
@@ -223,15 +222,7 @@ struct Q4KTiles {
   // pair's run; x = scale * (nibble - 8).
   Q8KTile tile(int64_t pos, int8_t* scratch) const {
     const uint8_t* t = r.row(pos);
-    const uint8_t* nibbles = t + hd;  // after (hd / 32, 16) f16 scales: hd bytes
-    const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-    for (int g = 0; g < hd / 2; ++g) {
-      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles + g * 16));
-      const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, low4), eight);
-      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), low4), eight);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + g * 32), lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(scratch + g * 32 + 16), hi);
-    }
+    widen_nibble_runs(t + hd, hd / 2, scratch);  // after (hd / 32, 16) f16 scales: hd bytes
     return {reinterpret_cast<const uint16_t*>(t), scratch};
   }
 };
@@ -329,6 +320,8 @@ inline void score_tile(const QueryInts& q, const Tile& k, int hd, float* scores,
         for (auto& x : row) x = VecI::zero();
       }
     }
+    // Unrolled: GCC otherwise copies every accumulator once per turn of the loop.
+#pragma GCC unroll 16
     for (int g = b * 16; g < b * 16 + 16; g += kDotSplit) {  // pairs of dims of block b
       for (int s = 0; s < kDotSplit; ++s) {
         for (int v = 0; v < kTileVecs; ++v) {
@@ -353,6 +346,129 @@ inline void score_tile(const QueryInts& q, const Tile& k, int hd, float* scores,
   }
 }
 
+// acc[j][d] += sum over the chunk's positions p < n of w[j][p] * v_p[d], for V tiles of a
+// block type (c0 a multiple of 16). Per row and block of 32 dims, the weights times the V
+// rows' scales are rounded to int16 (nearest even, step: their largest magnitude in the
+// chunk / 32767), and their sum of products with the int8 values, two positions per
+// instruction, is exact (at most 128 * 32767 * 128 < 2^31); it is scaled once. A row's
+// arithmetic involves only its own weights, so it does not depend on NB. Weights of
+// positions >= n are ignored, as are the V bytes there (which may be anything).
+template <int NB, typename VTiles>
+inline void weigh_v_tiles(float (&w)[NB][kChunk], int n, int64_t c0, const VTiles& vs, int hd,
+                          float (&acc)[NB][kMaxHeadDim]) {
+  constexpr int kL = VecF::kLanes;
+  constexpr int kPairs = kKTileRows / 2;  // pairs of positions in a tile
+  const int n_tiles = (n + kKTileRows - 1) / kKTileRows;
+  const int padded = n_tiles * kKTileRows;
+  for (int j = 0; j < NB; ++j) {
+    for (int i = n; i < padded; ++i) w[j][i] = 0.0f;
+  }
+  alignas(64) float scale[kChunk];      // (padded) V scales of one block, 0 past n
+  alignas(64) int16_t w16[NB][kChunk];  // (NB, padded) weights times scales, rounded
+  alignas(64) int8_t scratch[kChunk / kKTileRows][kVBlockBytes];  // q4_0 values widened
+  const int8_t* values[kChunk / kKTileRows];                      // (n_tiles) of one block
+  for (int b = 0; b < hd / 32; ++b) {
+    for (int t = 0; t < n_tiles; ++t) {
+      const uint16_t* sc = vs.scales(c0 + t * kKTileRows) + b * kKTileRows;
+      for (int i = 0; i < kKTileRows; i += kL) {
+        const int at = t * kKTileRows + i;
+        VecF x = VecF::load_f16(sc + i);
+        if (n - at < kL) x = x.keep_first(n - at > 0 ? n - at : 0);
+        x.store(scale + at);
+      }
+      values[t] = vs.values(c0 + t * kKTileRows, b, scratch[t]);
+    }
+    float step[NB];
+    for (int j = 0; j < NB; ++j) {
+      VecF big = VecF::zero();
+      for (int i = 0; i < padded; i += kL) {
+        big = vmax(big, vabs(VecF::load(w[j] + i) * VecF::load(scale + i)));
+      }
+      const float m = reduce_max(big);
+      const VecF inv = VecF::set1(m > 0.0f ? 32767.0f / m : 0.0f);
+      step[j] = m / 32767.0f;
+      for (int i = 0; i < padded; i += kL) {
+        VecI::store_i16(round_nearest(VecF::load(w[j] + i) * VecF::load(scale + i) * inv),
+                        w16[j] + i);
+      }
+    }
+    // Two vectors of dims at a time: their sums for every row stay in registers.
+    for (int v0 = 0; v0 < 32 / kL; v0 += 2) {
+      VecI sum[NB][2];
+      for (auto& row : sum) row[0] = row[1] = VecI::zero();
+      for (int t = 0; t < n_tiles; ++t) {
+#pragma GCC unroll 8  // as in score_tile
+        for (int pr = 0; pr < kPairs; ++pr) {
+          const int8_t* run = values[t] + pr * 64 + v0 * 2 * kL;
+          const auto k0 = VecI::widen_pairs(run), k1 = VecI::widen_pairs(run + 2 * kL);
+          for (int j = 0; j < NB; ++j) {
+            const int16_t* pair = w16[j] + t * kKTileRows + 2 * pr;
+            sum[j][0].add_pair_dots(k0, pair);
+            sum[j][1].add_pair_dots(k1, pair);
+          }
+        }
+      }
+      for (int j = 0; j < NB; ++j) {
+        for (int u = 0; u < 2; ++u) {
+          float* a = acc[j] + b * 32 + (v0 + u) * kL;
+          fma(sum[j][u].to_float(), VecF::set1(step[j]), VecF::load(a)).store(a);
+        }
+      }
+    }
+  }
+}
+
+// acc[j][d] += sum over the chunk's positions p < n of w[j][p] * v_p[d], for V rows of f16
+// or f32, in order of p, four rows per pass over the accumulators.
+template <int NB, typename VRows>
+inline void weigh_v_rows(const float (&s)[NB][kChunk], int n, int64_t c0, const VRows& vs, int hd,
+                         float (&acc)[NB][kMaxHeadDim]) {
+  constexpr int kL = VecF::kLanes;
+  const int full = hd / kL * kL;  // dims covered by whole vectors
+  const int rest = hd - full;
+  int p = 0;
+  for (; p + 4 <= n; p += 4) {
+    const auto vp = vs.rows(c0 + p);  // 4 rows
+    // acc[j][d..] += s[j][p + i] * v_i[d..] for the 4 rows, in row order.
+    for (int d = 0; d < full; d += kL) {
+      const VecF v0 = vp.load(0, d), v1 = vp.load(1, d), v2 = vp.load(2, d), v3 = vp.load(3, d);
+      for (int j = 0; j < NB; ++j) {
+        VecF a = VecF::load(acc[j] + d);
+        a = fma(VecF::set1(s[j][p]), v0, a);
+        a = fma(VecF::set1(s[j][p + 1]), v1, a);
+        a = fma(VecF::set1(s[j][p + 2]), v2, a);
+        a = fma(VecF::set1(s[j][p + 3]), v3, a);
+        a.store(acc[j] + d);
+      }
+    }
+    if (rest != 0) {
+      for (int i = 0; i < 4; ++i) {
+        const VecF vv = vp.load_partial(i, full, rest);
+        for (int j = 0; j < NB; ++j) {
+          fma(VecF::set1(s[j][p + i]), vv, VecF::load_partial(acc[j] + full, rest))
+              .store_partial(acc[j] + full, rest);
+        }
+      }
+    }
+  }
+  for (; p < n; ++p) {
+    const auto vp = vs.rows(c0 + p);  // 1 row
+    for (int d = 0; d < full; d += kL) {
+      const VecF vv = vp.load(0, d);
+      for (int j = 0; j < NB; ++j) {
+        fma(VecF::set1(s[j][p]), vv, VecF::load(acc[j] + d)).store(acc[j] + d);
+      }
+    }
+    if (rest != 0) {
+      const VecF vv = vp.load_partial(0, full, rest);
+      for (int j = 0; j < NB; ++j) {
+        fma(VecF::set1(s[j][p]), vv, VecF::load_partial(acc[j] + full, rest))
+            .store_partial(acc[j] + full, rest);
+      }
+    }
+  }
+}
+
 // q, out: (NB, hd) f32; row j attends to positions [0, row_len[j]) of the rows of ks, vs.
 // Positions past a row's length but inside the block's longest get score -inf, hence
 // weight exactly 0, and leave that row's sums bit-identical to a call without them.
@@ -368,7 +484,6 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
   alignas(64) float acc[NB][kMaxHeadDim];  // (NB, hd) weighted V sum, unnormalised
   float run_max[NB];                       // running max score per row
   float run_sum[NB];                       // running sum of exp(score - run_max)
-  alignas(64) float tile[4 * kMaxHeadDim];                 // (4, hd) converted V rows (q4_0)
   alignas(64) int8_t k_scratch[kMaxHeadDim * kKTileRows];  // (hd, 16) widened K tile (q4_0)
   constexpr bool kIntK = decltype(ks.tile(0, k_scratch))::kBlocks;
   alignas(64) int16_t q16[kIntK ? NB * kMaxHeadDim : 1];  // (NB, hd) query rounded (block K)
@@ -394,6 +509,7 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
     for (int p = 0; p < n; p += kKTileRows) {
       if (prefetch && c0 + kChunk + p < n_pos) {
         prefetch_l2(ks.r.row(c0 + kChunk + p), kKTileRows * ks.r.row_bytes);
+        prefetch_l2(vs.r.row(c0 + kChunk + p), kKTileRows * vs.r.row_bytes);
       }
       if constexpr (kIntK) {
         score_tile<NB>(q_ints, ks.tile(c0 + p, k_scratch), hd, &s[0][0] + p, kChunk);
@@ -417,62 +533,10 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
       if (correction != 1.0f) scale_row(acc[j], hd, correction);
     }
 
-    int p = 0;
-    for (; p + 4 <= n; p += 4) {
-      if (prefetch && c0 + kChunk + p < n_pos) {
-        prefetch_l2(vs.r.row(c0 + kChunk + p), 4 * vs.r.row_bytes);
-      }
-      const auto vp = vs.rows(c0 + p, 4, tile);  // 4 rows
-      // acc[j][d..] += s[j][p + i] * v_i[d..] for the 4 rows, in row order.
-      auto accumulate4 = [&](int d, VecF v0, VecF v1, VecF v2, VecF v3) {
-        for (int j = 0; j < NB; ++j) {
-          VecF a = VecF::load(acc[j] + d);
-          a = fma(VecF::set1(s[j][p]), v0, a);
-          a = fma(VecF::set1(s[j][p + 1]), v1, a);
-          a = fma(VecF::set1(s[j][p + 2]), v2, a);
-          a = fma(VecF::set1(s[j][p + 3]), v3, a);
-          a.store(acc[j] + d);
-        }
-      };
-      if constexpr (std::is_same_v<std::decay_t<decltype(vp)>, Q8View>) {
-        for (int b = 0; b < full; b += 32) {  // one scale per row and block
-          const VecF s0 = vp.scale(0, b), s1 = vp.scale(1, b);
-          const VecF s2 = vp.scale(2, b), s3 = vp.scale(3, b);
-          for (int d = b; d < b + 32; d += kL) {
-            accumulate4(d, s0 * vp.values(0, d), s1 * vp.values(1, d), s2 * vp.values(2, d),
-                        s3 * vp.values(3, d));
-          }
-        }
-      } else {
-        for (int d = 0; d < full; d += kL) {
-          accumulate4(d, vp.load(0, d), vp.load(1, d), vp.load(2, d), vp.load(3, d));
-        }
-      }
-      if (rest != 0) {
-        for (int i = 0; i < 4; ++i) {
-          const VecF vv = vp.load_partial(i, full, rest);
-          for (int j = 0; j < NB; ++j) {
-            fma(VecF::set1(s[j][p + i]), vv, VecF::load_partial(acc[j] + full, rest))
-                .store_partial(acc[j] + full, rest);
-          }
-        }
-      }
-    }
-    for (; p < n; ++p) {
-      const auto vp = vs.rows(c0 + p, 1, tile);  // 1 row
-      for (int d = 0; d < full; d += kL) {
-        const VecF vv = vp.load(0, d);
-        for (int j = 0; j < NB; ++j) {
-          fma(VecF::set1(s[j][p]), vv, VecF::load(acc[j] + d)).store(acc[j] + d);
-        }
-      }
-      if (rest != 0) {
-        const VecF vv = vp.load_partial(0, full, rest);
-        for (int j = 0; j < NB; ++j) {
-          fma(VecF::set1(s[j][p]), vv, VecF::load_partial(acc[j] + full, rest))
-              .store_partial(acc[j] + full, rest);
-        }
-      }
+    if constexpr (VRows::kBlocks) {
+      weigh_v_tiles<NB>(s, n, c0, vs, hd, acc);
+    } else {
+      weigh_v_rows<NB>(s, n, c0, vs, hd, acc);
     }
   }
 
@@ -528,9 +592,9 @@ void with_rows(const detail::KvRows& r, int hd, F&& f) {
     case KvType::kF32:
       return f(F32Rows{r, hd});
     case KvType::kQ8_0:
-      return f(Q8Rows{r});
+      return f(Q8VTiles{r, hd});
     case KvType::kQ4_0:
-      return f(Q4Rows{r, hd});
+      return f(Q4VTiles{r, hd});
   }
 }
 

@@ -123,6 +123,79 @@ void kv_row_to_float(KvType t, const uint8_t* row, int head_dim, float* dst) {
   kv_row_converter(t)(row, dst, head_dim);
 }
 
+namespace {
+
+// Where value d of slot `slot` sits among a block-type tile's values (after its scales): a
+// byte, and for q4_0 which nibble of it.
+struct Place {
+  int byte;
+  bool high;  // q4_0: the high nibble
+};
+using PlaceOf = Place (*)(bool q8, int slot, int d);
+
+// kv_cache.h "K tiles".
+Place k_place(bool q8, int slot, int d) {
+  const int j = slot * 2 + d % 2;  // place in its pair of dims' run
+  if (q8) return {(d / 2) * 2 * kKTileRows + j, false};
+  return {(d / 2) * kKTileRows + j % kKTileRows, j >= kKTileRows};
+}
+
+// kv_cache.h "V tiles".
+Place v_place(bool q8, int slot, int d) {
+  const int b = d / 32, e = d % 32, pair = slot / 2;
+  if (q8) return {b * kKTileRows * 32 + pair * 64 + e * 2 + slot % 2, false};
+  const int j = (e % 16) * 2 + slot % 2;  // place in its half block's run
+  return {b * kKTileRows * 16 + pair * 32 + (e / 16) * 16 + j % 16, j >= 16};
+}
+
+// Value i of a q4_0 block: the low nibbles of its 16 bytes, then the high ones.
+uint8_t q4_0_nibble(const uint8_t* block, int i) {
+  return i < 16 ? block[2 + i] & 0x0f : block[2 + i - 16] >> 4;
+}
+uint8_t with_nibble(uint8_t byte, uint8_t nibble, bool high) {
+  return high ? static_cast<uint8_t>((byte & 0x0f) | nibble << 4)
+              : static_cast<uint8_t>((byte & 0xf0) | nibble);
+}
+
+// A row of a block type into (put) or out of (get) slot `slot` of a tile laid out by `place`;
+// the scales are where both layouts keep them: block b of slot i at halfword b * 16 + i.
+void block_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot,
+                    PlaceOf place) {
+  const bool q8 = t == KvType::kQ8_0;
+  const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
+  uint8_t* values = tile + n_blocks * kKTileRows * 2;
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = row + b * block_bytes;
+    std::memcpy(tile + (b * kKTileRows + slot) * 2, block, 2);
+    for (int i = 0; i < 32; ++i) {
+      const Place at = place(q8, slot, b * 32 + i);
+      values[at.byte] =
+          q8 ? block[2 + i] : with_nibble(values[at.byte], q4_0_nibble(block, i), at.high);
+    }
+  }
+}
+void block_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row,
+                    PlaceOf place) {
+  const bool q8 = t == KvType::kQ8_0;
+  const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
+  const uint8_t* values = tile + n_blocks * kKTileRows * 2;
+  for (int b = 0; b < n_blocks; ++b) {
+    uint8_t* block = row + b * block_bytes;
+    std::memcpy(block, tile + (b * kKTileRows + slot) * 2, 2);
+    for (int i = 0; i < 32; ++i) {
+      const Place at = place(q8, slot, b * 32 + i);
+      if (q8) {
+        block[2 + i] = values[at.byte];
+        continue;
+      }
+      const uint8_t nibble = at.high ? values[at.byte] >> 4 : values[at.byte] & 0x0f;
+      block[2 + i % 16] = with_nibble(block[2 + i % 16], nibble, i >= 16);
+    }
+  }
+}
+
+}  // namespace
+
 void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot) {
   constexpr int kT = kKTileRows;
   switch (t) {
@@ -133,27 +206,8 @@ void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int s
       for (int d = 0; d < head_dim; ++d) std::memcpy(tile + (d * kT + slot) * 2, row + d * 2, 2);
       return;
     case KvType::kQ8_0:
-    case KvType::kQ4_0: {
-      const bool q8 = t == KvType::kQ8_0;
-      const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
-      uint8_t* values = tile + n_blocks * kT * 2;
-      for (int b = 0; b < n_blocks; ++b) {
-        const uint8_t* block = row + b * block_bytes;
-        std::memcpy(tile + (b * kT + slot) * 2, block, 2);
-        for (int i = 0; i < 32; ++i) {
-          const int d = b * 32 + i, j = slot * 2 + d % 2;  // j: place in its pair's run
-          if (q8) {
-            values[(d / 2) * 2 * kT + j] = block[2 + i];
-            continue;
-          }
-          const uint8_t nibble = i < 16 ? block[2 + i] & 0x0f : block[2 + i - 16] >> 4;
-          uint8_t& byte = values[(d / 2) * kT + j % kT];
-          byte = j < kT ? static_cast<uint8_t>((byte & 0xf0) | nibble)
-                        : static_cast<uint8_t>((byte & 0x0f) | nibble << 4);
-        }
-      }
-      return;
-    }
+    case KvType::kQ4_0:
+      return block_tile_put(t, head_dim, row, tile, slot, k_place);
   }
 }
 
@@ -167,29 +221,27 @@ void k_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* 
       for (int d = 0; d < head_dim; ++d) std::memcpy(row + d * 2, tile + (d * kT + slot) * 2, 2);
       return;
     case KvType::kQ8_0:
-    case KvType::kQ4_0: {
-      const bool q8 = t == KvType::kQ8_0;
-      const int n_blocks = head_dim / 32, block_bytes = q8 ? 34 : 18;
-      const uint8_t* values = tile + n_blocks * kT * 2;
-      for (int b = 0; b < n_blocks; ++b) {
-        uint8_t* block = row + b * block_bytes;
-        std::memcpy(block, tile + (b * kT + slot) * 2, 2);
-        for (int i = 0; i < 32; ++i) {
-          const int d = b * 32 + i, j = slot * 2 + d % 2;  // j: place in its pair's run
-          if (q8) {
-            block[2 + i] = values[(d / 2) * 2 * kT + j];
-            continue;
-          }
-          const uint8_t byte = values[(d / 2) * kT + j % kT];
-          const uint8_t nibble = j < kT ? byte & 0x0f : byte >> 4;
-          uint8_t& out = block[2 + (i & 15)];
-          out = i < 16 ? static_cast<uint8_t>((out & 0xf0) | nibble)
-                       : static_cast<uint8_t>((out & 0x0f) | nibble << 4);
-        }
-      }
-      return;
-    }
+    case KvType::kQ4_0:
+      return block_tile_get(t, head_dim, tile, slot, row, k_place);
   }
+}
+
+void v_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot) {
+  if (t == KvType::kF32 || t == KvType::kF16) {
+    const uint64_t bytes = kv_row_bytes(t, head_dim);
+    std::memcpy(tile + slot * bytes, row, bytes);
+    return;
+  }
+  block_tile_put(t, head_dim, row, tile, slot, v_place);
+}
+
+void v_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row) {
+  if (t == KvType::kF32 || t == KvType::kF16) {
+    const uint64_t bytes = kv_row_bytes(t, head_dim);
+    std::memcpy(row, tile + slot * bytes, bytes);
+    return;
+  }
+  block_tile_get(t, head_dim, tile, slot, row, v_place);
 }
 
 uint64_t KvCache::part_bytes(int n_layers, int n_kv_heads, int head_dim, int64_t rows, KvType t) {
@@ -396,7 +448,8 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
     }
   };
   const KvLayerView at = view(layer);
-  std::vector<uint8_t> k_row(k_row_bytes_);  // one K row in its GGUF layout, before the tile
+  // One K and one V row in their GGUF layouts, before they go into their tiles.
+  std::vector<uint8_t> k_row(k_row_bytes_), v_row(v_row_bytes_);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int slot = static_cast<int>((pos + t) & (kKTileRows - 1));
     for (int h = 0; h < n_kv_heads_; ++h) {
@@ -404,7 +457,9 @@ void KvCache::store(int layer, int64_t pos, int64_t n_tokens, const float* k, co
       put(types_.k, k_row_bytes_, k + src, k_row.data());
       k_tile_put(types_.k, head_dim_, k_row.data(), const_cast<uint8_t*>(at.k_tile(h, pos + t)),
                  slot);
-      put(types_.v, v_row_bytes_, v + src, const_cast<uint8_t*>(at.v_row(h, pos + t)));
+      put(types_.v, v_row_bytes_, v + src, v_row.data());
+      v_tile_put(types_.v, head_dim_, v_row.data(), const_cast<uint8_t*>(at.v_tile(h, pos + t)),
+                 slot);
     }
   }
   length_[layer] = pos + n_tokens;

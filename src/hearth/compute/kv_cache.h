@@ -3,16 +3,15 @@
 // which hold 32 values in 34 and 18 bytes).
 //
 // Layout per layer: K and V each (n_kv_heads, n_ctx, head_dim) in their type, head-major; a
-// row is one head's head_dim values at one position (kv_row_bytes). V rows are stored as
-// rows. K rows are stored in tiles of kKTileRows positions, transposed ("K tiles" below), so
-// that a score kernel holds the positions of a tile in vector lanes and needs no sum across
-// lanes per position; a tile takes the bytes of its rows, so sizes are those of rows. Decode
-// attention for one kv head then reads one contiguous block of length * head_dim halves
-// for K and one for V, and a thread given a range of heads streams its own disjoint region
-// (hardware prefetchers follow it, no two threads share a cache line). Position-major
-// (n_ctx, n_kv_heads, head_dim) would make each head's scan a strided gather of head_dim
-// halves. Appending a token writes n_kv_heads short rows instead of one; that is
-// negligible next to the scan.
+// row is one head's head_dim values at one position (kv_row_bytes). Rows are stored in tiles
+// of kKTileRows positions, laid out for the kernel that reads them ("K tiles" and "V tiles"
+// below; f16 and f32 V rows stay rows); a tile takes the bytes of its rows, so sizes are
+// those of rows. Decode attention for one kv head then reads one contiguous block of
+// length * head_dim values for K and one for V, and a thread given a range of heads streams
+// its own disjoint region (hardware prefetchers follow it, no two threads share a cache
+// line). Position-major (n_ctx, n_kv_heads, head_dim) would make each head's scan a strided
+// gather of short rows. Appending a token writes n_kv_heads short rows instead of one; that
+// is negligible next to the scan.
 //
 // Several sequences (continuous batching) use one KvCache each. A contiguous cache reserves
 // n_ctx positions up front in 2 MiB pages (HugeBuffer: a cache streamed every token through
@@ -66,6 +65,18 @@ void k_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int s
 // Reads slot `slot` of a tile back as a row in the GGUF layout of t.
 void k_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row);
 
+// V tiles, at the place of the same 16 rows. f32 and f16: the rows themselves, slot i at
+// row i. The block types are laid out for a weighted sum in integers, two positions per
+// instruction: the f16 scales as in a K tile (block b of slot i at halfword b * 16 + i),
+// then block after block (dims [32 b, 32 b + 32)) the tile's 8 pairs of slots, each pair's
+// values of the block interleaved, value e of slot i next to the same value of slot i ^ 1:
+//   q8_0: int8 value e of block b of slot i at byte b * 512 + (i / 2) * 64 + e * 2 + i % 2;
+//   q4_0: 32 bytes per pair of slots and block, 16 per half of the block (h = e / 16):
+//     place j = (e % 16) * 2 + i % 2 in byte b * 256 + (i / 2) * 32 + h * 16 + j % 16, the
+//     low nibble for j < 16 (so its 32 places widen to q8_0's 32 bytes of that half).
+void v_tile_put(KvType t, int head_dim, const uint8_t* row, uint8_t* tile, int slot);
+void v_tile_get(KvType t, int head_dim, const uint8_t* tile, int slot, uint8_t* row);
+
 // The element types of a cache: K and V separately (llama.cpp's -ctk / -ctv).
 struct KvTypes {
   KvType k = KvType::kF16;
@@ -104,8 +115,13 @@ struct KvLayerView {
   void copy_k_row(int head, int64_t pos, uint8_t* dst) const {
     k_tile_get(k_type, head_dim, k_tile(head, pos), static_cast<int>(pos & (kKTileRows - 1)), dst);
   }
-  const uint8_t* v_row(int head, int64_t pos) const {
-    return row_at(v_offset, v_row_bytes, head, pos);
+  // The V tile holding position pos of head `head` (see "V tiles").
+  const uint8_t* v_tile(int head, int64_t pos) const {
+    return row_at(v_offset, v_row_bytes, head, pos & ~int64_t{kKTileRows - 1});
+  }
+  // Position pos's V row of head `head` in the GGUF layout of v_type: dst (v_row_bytes).
+  void copy_v_row(int head, int64_t pos, uint8_t* dst) const {
+    v_tile_get(v_type, head_dim, v_tile(head, pos), static_cast<int>(pos & (kKTileRows - 1)), dst);
   }
   const uint8_t* row_at(int64_t offset, int64_t row_bytes, int head, int64_t pos) const {
     return blocks[pos >> block_shift] + offset +
