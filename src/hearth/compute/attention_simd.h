@@ -496,20 +496,23 @@ void attend_block(const float* q, float* out, const int64_t* row_len, const KTil
     for (int d = 0; d < hd; ++d) acc[j][d] = 0.0f;
   }
 
-  // Blocks of at most a chunk (a paged cache's): each chunk's K and V start a new run in
-  // memory, where the hardware prefetcher starts over, so the next chunk is asked into L2
-  // while this one is computed.
-  const bool next_block_ahead = (int64_t{1} << ks.r.block_shift) <= kChunk;
+  // The next chunk's K and V are asked into L2 while this one is computed (into L1 they
+  // would evict the chunk at work). The hardware prefetcher alone falls behind: a paged
+  // cache's blocks start a new run in memory where it starts over, and V tiles of a block
+  // type are read a block of dims at a time across the chunk, a pattern it does not follow
+  // (so the first chunk's V tiles are asked for too).
   for (int64_t c0 = 0; c0 < n_pos; c0 += kChunk) {
     const int n = n_pos - c0 < kChunk ? static_cast<int>(n_pos - c0) : kChunk;
 
     // Scores of whole K tiles: c0 and p are multiples of 16 and p + 16 <= kChunk; slots past
     // the cache's length (any bytes, even NaN) are overwritten with -inf just below.
-    const bool prefetch = next_block_ahead && c0 + kChunk < n_pos;
     for (int p = 0; p < n; p += kKTileRows) {
-      if (prefetch && c0 + kChunk + p < n_pos) {
+      if (c0 + kChunk + p < n_pos) {
         prefetch_l2(ks.r.row(c0 + kChunk + p), kKTileRows * ks.r.row_bytes);
         prefetch_l2(vs.r.row(c0 + kChunk + p), kKTileRows * vs.r.row_bytes);
+      }
+      if constexpr (VRows::kBlocks) {
+        if (c0 == 0) prefetch_l2(vs.r.row(p), kKTileRows * vs.r.row_bytes);
       }
       if constexpr (kIntK) {
         score_tile<NB>(q_ints, ks.tile(c0 + p, k_scratch), hd, &s[0][0] + p, kChunk);
