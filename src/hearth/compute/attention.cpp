@@ -90,13 +90,13 @@ struct RowReader {
         gathered(static_cast<size_t>(r.row_bytes)) {}
   // Row pos -> dst (hd).
   void get(int64_t pos, float* dst) {
-    const uint8_t* row = rows.row(pos);
-    if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
     if (tiled) {
       v_tile_get(rows.type, hd, rows.row(pos & ~int64_t{kKTileRows - 1}),
                  static_cast<int>(pos & (kKTileRows - 1)), gathered.data());
-      row = gathered.data();
+      return convert(gathered.data(), dst, hd);
     }
+    const uint8_t* row = rows.row(pos);
+    if (f16) return half_row_to_float(reinterpret_cast<const uint16_t*>(row), dst, hd);
     convert(row, dst, hd);
   }
   detail::KvRows rows;
