@@ -541,29 +541,40 @@ TEST(KvCache, SequencesAreIndependent) {
   EXPECT_EQ(half_at(k_row(b.view(0), 0, 0).data(), 7), -0.5f);
 }
 
+// 16 random rows of hd values in the GGUF layout of t; put into a tile's slots in a scrambled
+// order by `put` and read back by `get`, each must come back byte for byte. Returns the tile
+// (its bytes start as `fill`) and the rows.
+using TilePut = void (*)(KvType, int, const uint8_t*, uint8_t*, int);
+using TileGet = void (*)(KvType, int, const uint8_t*, int, uint8_t*);
+std::pair<std::vector<uint8_t>, std::vector<std::vector<uint8_t>>> round_trip_tile(
+    KvType t, int hd, uint32_t seed, uint8_t fill, TilePut put, TileGet get) {
+  const size_t row_bytes = kv_row_bytes(t, hd);
+  const auto& tr = quant::traits(t == KvType::kF32    ? gguf::TensorType::kF32
+                                 : t == KvType::kF16  ? gguf::TensorType::kF16
+                                 : t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
+                                                      : gguf::TensorType::kQ4_0);
+  std::vector<std::vector<uint8_t>> rows(kKTileRows, std::vector<uint8_t>(row_bytes));
+  std::vector<uint8_t> tile(kKTileRows * row_bytes, fill), back(row_bytes);
+  for (int i = 0; i < kKTileRows; ++i) {
+    tr.quantize(random_vector(hd, seed + i).data(), rows[i].data(), hd);
+  }
+  for (int i : {5, 0, 15, 8, 7, 1, 2, 3, 4, 6, 9, 10, 11, 12, 13, 14}) {
+    put(t, hd, rows[i].data(), tile.data(), i);
+  }
+  for (int i = 0; i < kKTileRows; ++i) {
+    get(t, hd, tile.data(), i, back.data());
+    EXPECT_EQ(back, rows[i]) << kv_type_name(t) << " slot " << i;
+  }
+  return {tile, rows};
+}
+
 // A K tile holds 16 rows' bytes transposed (kv_cache.h "K tiles"): every row put into a slot
 // comes back byte for byte, a slot's writes leave the other slots alone, and values sit where
 // the score kernels read them.
 TEST(KvCache, KTilesHoldRowsTransposed) {
   const int hd = 64;
   for (KvType t : kAllKvTypes) {
-    const size_t row_bytes = kv_row_bytes(t, hd);
-    const auto& tr = quant::traits(t == KvType::kF32    ? gguf::TensorType::kF32
-                                   : t == KvType::kF16  ? gguf::TensorType::kF16
-                                   : t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
-                                                        : gguf::TensorType::kQ4_0);
-    std::vector<std::vector<uint8_t>> rows(kKTileRows, std::vector<uint8_t>(row_bytes));
-    std::vector<uint8_t> tile(kKTileRows * row_bytes, 0xa5), back(row_bytes);
-    for (int i = 0; i < kKTileRows; ++i) {
-      tr.quantize(random_vector(hd, 700 + i).data(), rows[i].data(), hd);
-    }
-    for (int i : {5, 0, 15, 8, 7, 1, 2, 3, 4, 6, 9, 10, 11, 12, 13, 14}) {
-      k_tile_put(t, hd, rows[i].data(), tile.data(), i);
-    }
-    for (int i = 0; i < kKTileRows; ++i) {
-      k_tile_get(t, hd, tile.data(), i, back.data());
-      EXPECT_EQ(back, rows[i]) << kv_type_name(t) << " slot " << i;
-    }
+    const auto [tile, rows] = round_trip_tile(t, hd, 700, 0xa5, k_tile_put, k_tile_get);
     // Where the kernels look: value d = 33 of slot 9.
     const int d = 33, i = 9;
     switch (t) {
@@ -591,22 +602,7 @@ TEST(KvCache, VTilesHoldRowsInPairs) {
   const int hd = 64;
   for (KvType t : kAllKvTypes) {
     const size_t row_bytes = kv_row_bytes(t, hd);
-    const auto& tr = quant::traits(t == KvType::kF32    ? gguf::TensorType::kF32
-                                   : t == KvType::kF16  ? gguf::TensorType::kF16
-                                   : t == KvType::kQ8_0 ? gguf::TensorType::kQ8_0
-                                                        : gguf::TensorType::kQ4_0);
-    std::vector<std::vector<uint8_t>> rows(kKTileRows, std::vector<uint8_t>(row_bytes));
-    std::vector<uint8_t> tile(kKTileRows * row_bytes, 0x5a), back(row_bytes);
-    for (int i = 0; i < kKTileRows; ++i) {
-      tr.quantize(random_vector(hd, 800 + i).data(), rows[i].data(), hd);
-    }
-    for (int i : {3, 15, 0, 8, 7, 1, 2, 5, 4, 6, 9, 10, 11, 12, 13, 14}) {
-      v_tile_put(t, hd, rows[i].data(), tile.data(), i);
-    }
-    for (int i = 0; i < kKTileRows; ++i) {
-      v_tile_get(t, hd, tile.data(), i, back.data());
-      EXPECT_EQ(back, rows[i]) << kv_type_name(t) << " slot " << i;
-    }
+    const auto [tile, rows] = round_trip_tile(t, hd, 800, 0x5a, v_tile_put, v_tile_get);
     // Where the kernel looks: value d = 33 (block 1, e = 1) of slot 9 (pair 4, second).
     const int i = 9;
     switch (t) {
