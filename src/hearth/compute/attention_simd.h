@@ -104,13 +104,7 @@ struct Q8VTiles {
     return reinterpret_cast<const int8_t*>(r.row(pos) + hd + b * kVBlockBytes);
   }
 };
-struct Q4VTiles {
-  static constexpr bool kBlocks = true;
-  detail::KvRows r;
-  int hd;
-  const uint16_t* scales(int64_t pos) const {
-    return reinterpret_cast<const uint16_t*>(r.row(pos));
-  }
+struct Q4VTiles : Q8VTiles {  // the same scales; values stored as nibbles
   const int8_t* values(int64_t pos, int b, int8_t* scratch) const {
     widen_nibble_runs(r.row(pos) + hd + b * kVBlockBytes / 2, kVBlockBytes / 32, scratch);
     return scratch;
@@ -597,7 +591,7 @@ void with_rows(const detail::KvRows& r, int hd, F&& f) {
     case KvType::kQ8_0:
       return f(Q8VTiles{r, hd});
     case KvType::kQ4_0:
-      return f(Q4VTiles{r, hd});
+      return f(Q4VTiles{{r, hd}});
   }
 }
 
