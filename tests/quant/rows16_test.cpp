@@ -47,9 +47,16 @@ void saturate(T type, std::vector<uint8_t>& row, Fill fill) {
       case T::kQ8_0:  // +127 / -128
         std::memset(blk + 2, max ? 0x7f : 0x80, 32);
         break;
+      case T::kQ4_0:  // quants 15 / 0 (weights +7 / -8)
+        std::memset(blk + 2, max ? 0xff : 0x00, 16);
+        break;
       case T::kQ4_K:  // scales and mins 63, quants 15 / 0
         std::memset(blk + 4, 0xff, 12);
         std::memset(blk + 16, max ? 0xff : 0x00, 128);
+        break;
+      case T::kQ5_K:  // scales and mins 63, quants 31 / 0
+        std::memset(blk + 4, 0xff, 12);
+        std::memset(blk + 16, max ? 0xff : 0x00, 32 + 128);
         break;
       case T::kQ6_K:  // quants 63 / 0 (weights +31 / -32), scales -128
         std::memset(blk, max ? 0xff : 0x00, 192);
@@ -108,24 +115,30 @@ Group make_group(T type, int64_t cols, int n_tokens, uint32_t seed, Fill fill = 
   return g;
 }
 
-// Per-element min offset dmin * m of the element's sub-block (Q4_K; 0 for other types).
+bool has_mins(T type) {
+  return type == T::kQ4_K || type == T::kQ5_K;
+}
+
+// Per-element min offset dmin * m of the element's sub-block (Q4_K, Q5_K; 0 for other types).
 std::vector<double> min_offsets(T type, const uint8_t* row, int64_t cols) {
   std::vector<double> off(static_cast<size_t>(cols), 0.0);
-  if (type != T::kQ4_K) return off;
-  const auto* b = reinterpret_cast<const BlockQ4_K*>(row);
+  if (!has_mins(type)) return off;
+  const size_t block_bytes = gguf::tensor_type_info(type).block_bytes;
   for (int64_t i = 0; i < cols / kQKK; ++i) {
+    // Q4_K and Q5_K blocks begin alike: d, dmin, then the packed scales and mins.
+    const auto& b = *reinterpret_cast<const BlockQ4_K*>(row + static_cast<size_t>(i) * block_bytes);
     uint8_t sc[8], m[8];
-    unpack_q4k_scales(b[i].scales, sc, m);
-    for (int e = 0; e < kQKK; ++e) off[i * kQKK + e] = half_to_float(b[i].dmin) * m[e / 32];
+    unpack_q4k_scales(b.scales, sc, m);
+    for (int e = 0; e < kQKK; ++e) off[i * kQKK + e] = half_to_float(b.dmin) * m[e / 32];
   }
   return off;
 }
 
-// Float terms each (row, token) accumulates: one per block, two per Q4_K super-block (the
-// scale part and the min part).
+// Float terms each (row, token) accumulates: one per block, two per Q4_K or Q5_K super-block
+// (the scale part and the min part).
 double float_terms(T type, int64_t cols) {
   const int64_t be = gguf::tensor_type_info(type).block_elems;
-  return static_cast<double>(cols / be) * (type == T::kQ4_K ? 2 : 1);
+  return static_cast<double>(cols / be) * (has_mins(type) ? 2 : 1);
 }
 
 // The scalar kernel of token t, 16 rows, out[r] (n_tokens = 1).
@@ -168,7 +181,7 @@ TEST_P(Rows16Layout, GroupBytesStayNearTheGgufBytes) {
 // steps: per term one rounded scale product (d_w * d_a), one int -> float rounding and one
 // fma rounding, and the reference's own rounding of each dequantized weight (to_float
 // rounds d * sc and then d * sc * q - dmin * m: <= 2^-23 * (|w| + off) per element, off =
-// dmin * m for Q4_K, since the kernel sums the scale part and the min part separately and
+// dmin * m for Q4_K and Q5_K, since the kernel sums the scale part and the min part separately and
 // |d * sc * q| <= |w| + off). Accumulating k terms errs by at most (k - 1) * 2^-24 of the
 // sum of their magnitudes, so (as in dot_kernel_test.cpp)
 //   tol = (k + 32) * 2^-23 * S,  S = sum_i (|w_i| + off_i) * |a_i|,  k = float_terms.

@@ -3,10 +3,12 @@
 // external linkage would let the linker keep, say, the AVX-512 build for every caller.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/type_traits.h"
 
@@ -111,6 +113,25 @@ void rows16_unpack(int64_t cols, const void* group, void* dst, size_t dst_row_by
   }
 }
 
+// Rows16::prepare_act of a layout L over 32-element blocks from a Q8_0 row: per block, f32 d,
+// i32 offset * sum(q), then the 32 quants. The weight quants' offset (their stored value minus
+// the one they stand for) moves into the activation: sum((q_w - o) * q_a) = sum(q_w * q_a)
+// - o * sum(q_a), one integer per block.
+template <typename L>
+void rows16_prepare_q8_0(int64_t cols, const void* act_row, void* dst, int32_t offset) {
+  const auto* a = static_cast<const BlockQ8_0*>(act_row);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < cols / kQK0; ++b, out += L::kActBlockBytes) {
+    const float d = half_to_float(a[b].d);
+    int32_t sum = 0;
+    for (int e = 0; e < kQK0; ++e) sum += a[b].qs[e];
+    const int32_t corr = offset * sum;
+    std::memcpy(out, &d, 4);
+    std::memcpy(out + 4, &corr, 4);
+    std::memcpy(out + 8, a[b].qs, kQK0);
+  }
+}
+
 // Rows16::prepare_act of a K-quant layout L from a Q8_K row: per super-block, f32 d and 12
 // zero bytes, then what sums(block, out + 16) writes, then the 256 quants at the end.
 template <typename L, typename Sums>
@@ -123,6 +144,82 @@ void rows16_prepare_q8_k(int64_t cols, const void* act_row, void* dst, Sums sums
     sums(a[i], out + 16);
     std::memcpy(out + L::kActBlockBytes - kQKK, a[i].qs, kQKK);
   }
+}
+
+// Q4_K and Q5_K share their header and the arrangement of the low 4 bits (at kQuants in a
+// block column: rows16_kernels.h), their activation and their sums; Q5_K adds the high bits.
+
+// Writes (pack) or reads back (unpack) row r's d, dmin, scales, mins and low 4 bits of a
+// Q4_K or Q5_K block b in the group block column g.
+template <int kQuants, typename B>
+void rows16_pack_q4_k_part(const B& b, uint8_t* g, int r) {
+  std::memcpy(g + 2 * r, &b.d, 2);
+  std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
+  uint8_t sc[8], m[8];
+  unpack_q4k_scales(b.scales, sc, m);
+  for (int j = 0; j < 8; ++j) g[64 + 16 * j + r] = sc[j];
+  for (int p = 0; p < 4; ++p) {
+    g[192 + 32 * p + 2 * r] = m[2 * p];
+    g[192 + 32 * p + 2 * r + 1] = m[2 * p + 1];
+    for (int s = 0; s < 8; ++s)
+      std::memcpy(g + kQuants + 512 * p + 64 * s + 4 * r, b.qs + 32 * p + 4 * s, 4);
+  }
+}
+
+template <int kQuants, typename B>
+void rows16_unpack_q4_k_part(const uint8_t* g, int r, B& b) {
+  std::memcpy(&b.d, g + 2 * r, 2);
+  std::memcpy(&b.dmin, g + 32 + 2 * r, 2);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) sc[j] = g[64 + 16 * j + r];
+  for (int p = 0; p < 4; ++p) {
+    m[2 * p] = g[192 + 32 * p + 2 * r];
+    m[2 * p + 1] = g[192 + 32 * p + 2 * r + 1];
+    for (int s = 0; s < 8; ++s)
+      std::memcpy(b.qs + 32 * p + 4 * s, g + kQuants + 512 * p + 64 * s + 4 * r, 4);
+  }
+  pack_q4k_scales(sc, m, b.scales);
+}
+
+// Rows16::prepare_act of Q4_K and Q5_K: per super-block the Q8_K row's d, its sub-block sums
+// (int16 each: |sum| <= 32 * 127) and its quants.
+template <typename L>
+void rows16_prepare_q4_k(int64_t cols, const void* act_row, void* dst) {
+  rows16_prepare_q8_k<L>(cols, act_row, dst, [](const BlockQ8_K& a, uint8_t* sums) {
+    for (int j = 0; j < 8; ++j) {
+      const auto bsum = static_cast<int16_t>(a.bsums[2 * j] + a.bsums[2 * j + 1]);
+      std::memcpy(sums + 2 * j, &bsum, 2);
+    }
+  });
+}
+
+// One block column's step of the scalar Q4_K (kHighBits < 0) or Q5_K kernel for row r and
+// one token (ab: its prepared activation block).
+template <int kQuants, int kHighBits>
+float rows16_q4_k_block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
+  const auto* aq = reinterpret_cast<const int8_t*>(ab + 32);
+  int32_t s1 = 0, s2 = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int p = j / 2, shift = 4 * (j % 2);
+    int32_t isum = 0;
+    for (int e = 0; e < 32; ++e) {
+      const int at = 64 * (e / 4) + 4 * r + e % 4;
+      int q = (g[kQuants + 512 * p + at] >> shift) & 0x0f;
+      if constexpr (kHighBits >= 0) q |= ((g[kHighBits + at] >> j) & 1) << 4;
+      isum += q * aq[32 * j + e];
+    }
+    s1 += g[64 + 16 * j + r] * isum;
+    int16_t bsum;
+    std::memcpy(&bsum, ab + 16 + 2 * j, 2);
+    s2 += g[192 + 32 * p + 2 * r + j % 2] * bsum;
+  }
+  float da;
+  std::memcpy(&da, ab, 4);
+  uint16_t dh, dmh;
+  std::memcpy(&dh, g + 2 * r, 2);
+  std::memcpy(&dmh, g + 32 + 2 * r, 2);
+  acc = std::fma(half_to_float(dh) * da, static_cast<float>(s1), acc);
+  return std::fma(-(half_to_float(dmh) * da), static_cast<float>(s2), acc);
 }
 
 // The scalar Rows16::dot of a layout L, one row and token at a time: acc = block(g, r, ab, acc)

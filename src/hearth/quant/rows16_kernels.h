@@ -30,6 +30,16 @@ struct Rows16Shape {
 // acc = fma(d_w * d_a, float(isum_b), acc) for b = 0, 1, ... in order.
 using Rows16Q8_0 = Rows16Shape<kQK0, 32 + 16 * 32, 8 + 32>;
 
+// Q4_0 (rows16_q4_0.cpp). Group = 16 rows; per block column b, at b * 288 bytes (as GGUF):
+//   (16) fp16 d, row r at 2r;
+//   (4 slices, 16 rows, 4 bytes) quants: slice s of row r at 32 + 64s + 4r holds the GGUF
+//        bytes qs[4s .. 4s + 3] of the row's block b (low nibbles: elements 4s..4s+3, high
+//        nibbles: elements 16 + 4s .. 16 + 4s + 3).
+// Prepared activation, per block (40 bytes): f32 d, i32 -8 * sum(q), (32) i8 q.
+// Per (row, token): isum_b = corr_b + sum(nibble * q_a) (exact), then
+// acc = fma(d_w * d_a, float(isum_b), acc) for b = 0, 1, ... in order.
+using Rows16Q4_0 = Rows16Shape<kQK0, 32 + 16 * 16, 8 + 32>;
+
 // Q4_K (rows16_q4_k.cpp). Group = 16 rows; per 256-element super-block column, kBlockBytes:
 //   0    (16) fp16 d, row r at 2r;   32 (16) fp16 dmin
 //   64   (8, 16) u8 sub-block scales: sub-block j of row r at 64 + 16j + r
@@ -43,6 +53,23 @@ using Rows16Q8_0 = Rows16Shape<kQK0, 32 + 16 * 32, 8 + 32>;
 // S2 = sum_j m[j] * bsum[j] (exact int32), then acc = fma(d * d_a, float(S1), acc);
 // acc = fma(-(dmin * d_a), float(S2), acc).
 using Rows16Q4_K = Rows16Shape<kQKK, 320 + 2048, 16 + 16 + 256>;
+
+// Q5_K (rows16_q5_k.cpp). Group = 16 rows; per super-block column, kBlockBytes: Q4_K's
+// header (bytes 0-319: d, dmin, scales, mins), then
+//   320  (8 slices, 16 rows, 4 bytes) high bits: GGUF bytes qh[4s .. 4s + 3] of row r at
+//        320 + 64s + 4r (bit j of qh[e]: the fifth bit of element e of sub-block j)
+//   832  the low 4 bits as Q4_K holds them at 320 (qs[32p + 4s .. +3] of row r at
+//        832 + 512p + 64s + 4r)
+// The high bits come before the quants because the kernels read them with the first pair:
+// the bytes lie in the order they are first read, which is the order they are prefetched.
+// 2880 bytes per 16 rows (GGUF: 2816). Prepared activation and per (row, token) sums as Q4_K,
+// with the 5-bit quants (0..31).
+using Rows16Q5_K = Rows16Shape<kQKK, 320 + 512 + 2048, 16 + 16 + 256>;
+
+// Where a Q4_K or Q5_K block column keeps its low 4 bits, and Q5_K its high bits.
+constexpr int kRows16Q4_KQuants = 320;
+constexpr int kRows16Q5_KHighBits = 320;
+constexpr int kRows16Q5_KQuants = 832;
 
 // Q6_K (rows16_q6_k.cpp). Group = 16 rows; per 256-element super-block column, kBlockBytes:
 //   0    (16) fp16 d, row r at 2r
@@ -61,7 +88,8 @@ using Rows16Q6_K = Rows16Shape<kQKK, 288 + 16 * 192, 16 + 64 + 256>;
 
 // The scalar reference of each layout (rows16_<type>.cpp); rows16_registry.cpp pairs its
 // layout functions with the SIMD kernels below.
-extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_KScalar, kRows16Q6_KScalar;
+extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_0Scalar, kRows16Q4_KScalar, kRows16Q5_KScalar,
+    kRows16Q6_KScalar;
 
 // The SIMD Rows16::dot kernels, each in rows16_<type>_<isa>.cpp.
 using Rows16DotKernel = void(int64_t cols, const void* group, const void* acts, size_t act_stride,
@@ -73,6 +101,10 @@ extern Rows16DotKernel* const rows16_q4_k_dot_avx2;
 extern Rows16DotKernel* const rows16_q4_k_dot_avx512;
 extern Rows16DotKernel* const rows16_q6_k_dot_avx2;
 extern Rows16DotKernel* const rows16_q6_k_dot_avx512;
+extern Rows16DotKernel* const rows16_q4_0_dot_avx2;
+extern Rows16DotKernel* const rows16_q4_0_dot_avx512;
+extern Rows16DotKernel* const rows16_q5_k_dot_avx2;
+extern Rows16DotKernel* const rows16_q5_k_dot_avx512;
 #endif
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;

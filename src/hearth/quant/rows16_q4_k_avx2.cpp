@@ -1,10 +1,12 @@
-// Q4_K row-interleaved kernel for AVX2 without VNNI: one row per 32-bit lane, rows 0-7 and
-// 8-15 in two 256-bit halves. Nibbles (0..15) times activation bytes through vpmaddubsw give
-// 16-bit pair sums of at most 2 * 15 * 127; the 8 slices of a sub-block add up in 16 bits
-// (at most 30480) before one vpmaddwd by ones widens them, so a sub-block costs per 4
-// quants a mask (and a shift for the high nibbles), a vpmaddubsw and a 16-bit add. Same
-// integer sums and float steps per lane as the scalar reference (rows16_q4_k.cpp), so the same
-// bits.
+// Q4_K and Q5_K row-interleaved kernels for AVX2 without VNNI: one row per 32-bit lane, rows
+// 0-7 and 8-15 in two 256-bit halves. Quants times activation bytes through vpmaddubsw give
+// 16-bit pair sums; slices add up in 16 bits before one vpmaddwd by ones widens them: all 8 of
+// a sub-block for Q4_K (nibbles 0..15: at most 8 * 2 * 15 * 127 = 30480), 4 at a time for Q5_K
+// (0..31: 4 * 2 * 31 * 127 = 31496). So per 4 quants a sub-block costs a mask (and a shift for
+// the high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's fifth bit costs a shift, a mask and
+// an or more (the bit of sub-block j sits at bit j of the high-bit slice beside the load). Same
+// integer sums and float steps per lane as the scalar reference (rows16_common.h,
+// rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -15,28 +17,54 @@ namespace {
 // HEARTH_ISA=avx2; no AVX2-only hardware to measure on).
 constexpr int kPrefetchBytes = 4096;
 
+// Bit j of every byte of h moved to bit 4, the rest cleared. Left or right 16-bit shifts bring
+// a neighbour byte's bits only into places the mask drops (bit j lands on bit 4 of its own byte).
+[[gnu::always_inline]] inline __m256i bit_to_16(__m256i h, int j, __m256i sixteen) {
+  const __m256i moved = j <= 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+  return _mm256_and_si256(moved, sixteen);
+}
+
+// kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block
+// column (rows16_kernels.h); kHighBits < 0 for Q4_K.
+template <int kQuants, int kHighBits>
 struct Q4_KAvx2 {
+  static constexpr bool kFive = kHighBits >= 0;
+  static constexpr int kSlicesPer16Bits = kFive ? 4 : 8;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i sixteen = _mm256_set1_epi8(0x10);
   const __m256i ones = _mm256_set1_epi16(1);
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     __m256i s1[NT][2], s2[NT][2];
     for (int t = 0; t < NT; ++t) s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm256_setzero_si256();
+      // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
+      // registers every turn.
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const uint8_t* qp = g + 320 + 512 * p;
+      const uint8_t* qp = g + kQuants + 512 * p;
+#pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
-        __m256i lo16[NT], hi16[NT];  // 16-bit pair sums of sub-blocks 2p and 2p + 1
-        for (int t = 0; t < NT; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
+        __m256i lo32[NT], hi32[NT];  // sub-blocks 2p and 2p + 1
+        __m256i lo16[NT], hi16[NT];  // their 16-bit pair sums since the last widening
+        for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = lo16[t] = hi16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int s = 0; s < 8; ++s) {
           __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
-          if (h == 0) {
+          // Q5_K streams on the hardware prefetcher alone, as on AVX-512.
+          if (!kFive && h == 0) {
             rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
             // The super-block's 5 header lines ride along the first loads.
             if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
           }
-          const __m256i lo = _mm256_and_si256(v, m4);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          __m256i lo = _mm256_and_si256(v, m4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kFive) {
+            const __m256i hb = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(g + kHighBits + 64 * s + 32 * h));
+            lo = _mm256_or_si256(lo, bit_to_16(hb, 2 * p, sixteen));
+            hi = _mm256_or_si256(hi, bit_to_16(hb, 2 * p + 1, sixteen));
+          }
           for (int t = 0; t < NT; ++t) {
             const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
             lo16[t] = _mm256_add_epi16(
@@ -44,16 +72,22 @@ struct Q4_KAvx2 {
             hi16[t] = _mm256_add_epi16(
                 hi16[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rows16_load_i32(aq + 32))));
           }
+          if ((s + 1) % kSlicesPer16Bits == 0) {
+            for (int t = 0; t < NT; ++t) {
+              lo32[t] = _mm256_add_epi32(lo32[t], _mm256_madd_epi16(lo16[t], ones));
+              hi32[t] = _mm256_add_epi32(hi32[t], _mm256_madd_epi16(hi16[t], ones));
+              lo16[t] = hi16[t] = _mm256_setzero_si256();
+            }
+          }
         }
         const __m256i sc_lo = _mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 8 * h)));
         const __m256i sc_hi = _mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16 + 8 * h)));
         for (int t = 0; t < NT; ++t) {
-          s1[t][h] = _mm256_add_epi32(
-              s1[t][h],
-              _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, _mm256_madd_epi16(lo16[t], ones)),
-                               _mm256_mullo_epi32(sc_hi, _mm256_madd_epi16(hi16[t], ones))));
+          s1[t][h] =
+              _mm256_add_epi32(s1[t][h], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, lo32[t]),
+                                                          _mm256_mullo_epi32(sc_hi, hi32[t])));
         }
       }
       for (int h = 0; h < 2; ++h) {
@@ -81,6 +115,9 @@ struct Q4_KAvx2 {
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_k_dot_avx2 = rows16_dot<Rows16Blocks<Q4_KAvx2, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q4_k_dot_avx2 =
+    rows16_dot<Rows16Blocks<Q4_KAvx2<kRows16Q4_KQuants, -1>, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q5_k_dot_avx2 =
+    rows16_dot<Rows16Blocks<Q4_KAvx2<kRows16Q5_KQuants, kRows16Q5_KHighBits>, Rows16Q5_K>>;
 
 }  // namespace hearth::quant

@@ -1,9 +1,13 @@
-// Q4_K row-interleaved kernel, AVX-512 VNNI: one row per 32-bit lane. A 64-byte load holds 4
-// GGUF quant bytes of each of 16 rows; its low nibbles (& 0x0F) belong to sub-block 2p and
-// its high nibbles (& 0xF0, i.e. 16x the nibble) to sub-block 2p + 1, each one vpdpbusd
-// against the broadcast 4 activation quants; the x16 is shifted out exactly afterwards.
-// Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block sums) apply
-// lane-wise. Same integer sums and float steps per lane as the scalar reference (rows16_q4_k.cpp).
+// Q4_K and Q5_K row-interleaved kernels, AVX-512 VNNI: one row per 32-bit lane. A 64-byte load
+// holds 4 GGUF quant bytes of each of 16 rows; its low nibbles belong to sub-block 2p and its
+// high nibbles to sub-block 2p + 1, each one vpdpbusd against the broadcast 4 activation quants.
+// Q4_K takes the high nibbles as they sit (& 0xF0, i.e. 16x the nibble) and shifts the x16 out
+// of the sum exactly afterwards. Q5_K shifts them down instead and adds each element's fifth
+// bit: the high-bit slice beside the load (the same elements' GGUF qh bytes) gives, by one
+// vptestmb per sub-block, a byte mask of the elements whose bit is set, and a masked byte add
+// puts the 16 in. Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
+// sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
+// (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -11,29 +15,51 @@ namespace hearth::quant {
 namespace {
 
 // One prefetch per line consumed, this far ahead (rows16_prefetch_beside): side by side at 2
-// threads (bench/ab_kernels.sh) 3 KiB streamed better than 4 KiB and 6 KiB.
+// threads (bench/ab_kernels.sh) 3 KiB streamed better than 4 KiB and 6 KiB (Q4_K).
 constexpr int kPrefetchBytes = 3072;
 
+// kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block
+// column (rows16_kernels.h); kHighBits < 0 for Q4_K.
+template <int kQuants, int kHighBits>
 struct Q4_KAvx512 {
+  static constexpr bool kFive = kHighBits >= 0;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i sixteen = _mm512_set1_epi8(0x10);
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     __m512i s1[NT];
     for (int t = 0; t < NT; ++t) s1[t] = _mm512_setzero_si512();
+      // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
+      // registers every turn.
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      __m512i lo_sum[NT], hi_sum[NT];  // sub-block 2p, and 16x sub-block 2p + 1
+      __m512i lo_sum[NT], hi_sum[NT];  // sub-block 2p, and (16x for Q4_K) sub-block 2p + 1
       for (int t = 0; t < NT; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
-      const uint8_t* qp = g + 320 + 512 * p;
+      const uint8_t* qp = g + kQuants + 512 * p;
+#pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
-        rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
-        rows16_store_beside<NT>(v);
-        // The super-block's 5 header lines (scales, mins, d) ride along the first loads.
-        if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
-        const __m512i lo = _mm512_and_si512(v, m_lo);
-        const __m512i hi = _mm512_and_si512(v, m_hi);
+        // Q5_K streams on the hardware prefetcher alone: with the tied prefetches Q4_K takes,
+        // it read DRAM at half the rate (docs/kernels.md, "Q4_0 and Q5_K").
+        if constexpr (!kFive) {
+          rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
+          rows16_store_beside<NT>(v);
+          // The super-block's 5 header lines ride along the first loads.
+          if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+        }
+        __m512i lo = _mm512_and_si512(v, m_lo);
+        __m512i hi;
+        if constexpr (kFive) {
+          const __m512i h = _mm512_loadu_si512(g + kHighBits + 64 * s);
+          const auto bit = [](int j) { return _mm512_set1_epi8(static_cast<char>(1 << j)); };
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(h, bit(2 * p)), lo, sixteen);
+          hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(h, bit(2 * p + 1)), hi, sixteen);
+        } else {
+          hi = _mm512_and_si512(v, m_hi);
+        }
         for (int t = 0; t < NT; ++t) {
           const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
           lo_sum[t] = _mm512_dpbusd_epi32(lo_sum[t], lo, _mm512_set1_epi32(rows16_load_i32(aq)));
@@ -46,9 +72,9 @@ struct Q4_KAvx512 {
       const __m512i sc_hi = _mm512_cvtepu8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16)));
       for (int t = 0; t < NT; ++t) {
-        s1[t] = _mm512_add_epi32(
-            s1[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
-                                    _mm512_mullo_epi32(sc_hi, _mm512_srai_epi32(hi_sum[t], 4))));
+        const __m512i hi_sum1 = kFive ? hi_sum[t] : _mm512_srai_epi32(hi_sum[t], 4);
+        s1[t] = _mm512_add_epi32(s1[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
+                                                         _mm512_mullo_epi32(sc_hi, hi_sum1)));
       }
     }
     __m512i s2[NT];
@@ -74,6 +100,9 @@ struct Q4_KAvx512 {
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_k_dot_avx512 = rows16_dot<Rows16Blocks<Q4_KAvx512, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q4_k_dot_avx512 =
+    rows16_dot<Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1>, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q5_k_dot_avx512 =
+    rows16_dot<Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits>, Rows16Q5_K>>;
 
 }  // namespace hearth::quant

@@ -33,17 +33,7 @@ void unpack_block(const uint8_t* g, int r, BlockQ8_0& b) {
 }
 
 void prepare_act(int64_t cols, const void* act_row, void* dst) {
-  const auto* a = static_cast<const BlockQ8_0*>(act_row);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < cols / kQK0; ++b, out += L::kActBlockBytes) {
-    const float d = half_to_float(a[b].d);
-    int32_t sum = 0;
-    for (int e = 0; e < kQK0; ++e) sum += a[b].qs[e];
-    const int32_t corr = -128 * sum;
-    std::memcpy(out, &d, 4);
-    std::memcpy(out + 4, &corr, 4);
-    std::memcpy(out + 8, a[b].qs, kQK0);
-  }
+  rows16_prepare_q8_0<L>(cols, act_row, dst, -128);
 }
 
 // One block column's step of the scalar kernel, for row r and one token (ab: its prepared

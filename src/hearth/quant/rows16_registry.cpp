@@ -30,6 +30,12 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr}},
+    {gguf::TensorType::kQ4_0,
+     &kRows16Q4_0Scalar,
+     {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr}},
+    {gguf::TensorType::kQ5_K,
+     &kRows16Q5_KScalar,
+     {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
@@ -38,12 +44,16 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, nullptr, nullptr, &rows16_q8_0_dot_neon, &rows16_q8_0_dot_dotprod}},
     {gguf::TensorType::kQ4_K, &kRows16Q4_KScalar, {}},
     {gguf::TensorType::kQ6_K, &kRows16Q6_KScalar, {}},
+    {gguf::TensorType::kQ4_0, &kRows16Q4_0Scalar, {}},
+    {gguf::TensorType::kQ5_K, &kRows16Q5_KScalar, {}},
 };
 #else
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0, &kRows16Q8_0Scalar, {}},
     {gguf::TensorType::kQ4_K, &kRows16Q4_KScalar, {}},
     {gguf::TensorType::kQ6_K, &kRows16Q6_KScalar, {}},
+    {gguf::TensorType::kQ4_0, &kRows16Q4_0Scalar, {}},
+    {gguf::TensorType::kQ5_K, &kRows16Q5_KScalar, {}},
 };
 #endif
 constexpr size_t kRows16Types = std::size(kRows16Table);

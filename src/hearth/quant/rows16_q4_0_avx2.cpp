@@ -1,0 +1,60 @@
+// Q4_0 row-interleaved kernel for AVX2 without VNNI: one row per 32-bit lane, rows 0-7 and
+// 8-15 in two 256-bit halves. Nibbles (0..15) times activation bytes through vpmaddubsw give
+// 16-bit pair sums of at most 2 * 15 * 127; a block's 8 of them (4 slices, low and high
+// nibbles) add up in 16 bits (at most 30480) before one vpmaddwd by ones widens them. Same
+// integer sums and float steps per lane as the scalar reference (rows16_q4_0.cpp), so the
+// same bits.
+#include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
+
+namespace hearth::quant {
+namespace {
+
+// One prefetch per line, tied beside the loads, as the Q8_0 kernel (not measured on AVX2
+// hardware).
+constexpr int kPrefetchBytes = 4096;
+
+struct Q4_0Avx2 {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+
+  template <int NT>
+  [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    __m256i lo[4][2], hi[4][2];  // (slice, half)
+    for (int s = 0; s < 4; ++s) {
+      for (int h = 0; h < 2; ++h) {
+        __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 + 64 * s + 32 * h));
+        // A block column is 288 bytes (4.5 lines): 5 prefetches cover it.
+        if (h == 0) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+        if (h == 0 && s == 3) rows16_prefetch_beside(v, g + kPrefetchBytes + 256);
+        lo[s][h] = _mm256_and_si256(v, m4);
+        hi[s][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+    }
+    const __m256 dw[2] = {Rows16Lanes::f16(g, 0), Rows16Lanes::f16(g, 1)};
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* aq = ab[t] + 8;
+      const __m256i corr = _mm256_set1_epi32(rows16_load_i32(ab[t] + 4));
+      __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int s = 0; s < 4; ++s) {
+        const __m256i a_lo = _mm256_set1_epi32(rows16_load_i32(aq + 4 * s));
+        const __m256i a_hi = _mm256_set1_epi32(rows16_load_i32(aq + 16 + 4 * s));
+        for (int h = 0; h < 2; ++h) {
+          p16[h] = _mm256_add_epi16(p16[h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[s][h], a_lo),
+                                                             _mm256_maddubs_epi16(hi[s][h], a_hi)));
+        }
+      }
+      const float da = rows16_load_f32(ab[t]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i isum = _mm256_add_epi32(corr, _mm256_madd_epi16(p16[h], ones));
+        acc[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum, acc[t][h]);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Rows16DotKernel* const rows16_q4_0_dot_avx2 = rows16_dot<Rows16Blocks<Q4_0Avx2, Rows16Q4_0>>;
+
+}  // namespace hearth::quant

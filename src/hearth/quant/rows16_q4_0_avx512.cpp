@@ -1,0 +1,53 @@
+// Q4_0 row-interleaved kernel, AVX-512 VNNI: one row per 32-bit lane. A 64-byte load holds 4
+// GGUF quant bytes of each of 16 rows; its low nibbles (& 0x0F) are elements 4s..4s+3 and its
+// high nibbles (& 0xF0, i.e. 16x the nibble) elements 16+4s..16+4s+3, each one vpdpbusd against
+// the broadcast 4 activation quants into a chain of its own; the x16 is shifted out exactly
+// at the end of the block. Same integer sums and float steps per lane as the scalar reference
+// (rows16_q4_0.cpp), so the same bits.
+#include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
+
+namespace hearth::quant {
+namespace {
+
+// One prefetch per line consumed, this far ahead, tied beside the loads
+// (rows16_prefetch_beside), as the Q8_0 kernel.
+constexpr int kPrefetchBytes = 4096;
+
+struct Q4_0Avx512 {
+  const __m512i m_lo = _mm512_set1_epi8(0x0f);
+  const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+
+  template <int NT>
+  [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    // A block column is 288 bytes (4.5 lines): 5 prefetches cover it.
+    __m512i lo[4], hi[4];
+    for (int s = 0; s < 4; ++s) {
+      __m512i v = _mm512_loadu_si512(g + 32 + 64 * s);
+      rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+      if (s == 3) rows16_prefetch_beside(v, g + kPrefetchBytes + 256);
+      rows16_store_beside<NT>(v);
+      lo[s] = _mm512_and_si512(v, m_lo);
+      hi[s] = _mm512_and_si512(v, m_hi);
+    }
+    const __m512 dw = Rows16Lanes::f16(g, 0);
+    for (int t = 0; t < NT; ++t) {
+      const uint8_t* aq = ab[t] + 8;
+      __m512i s_lo = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+      __m512i s_hi = _mm512_setzero_si512();
+      for (int s = 0; s < 4; ++s) {
+        s_lo = _mm512_dpbusd_epi32(s_lo, lo[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));
+        s_hi =
+            _mm512_dpbusd_epi32(s_hi, hi[s], _mm512_set1_epi32(rows16_load_i32(aq + 16 + 4 * s)));
+      }
+      const __m512i isum = _mm512_add_epi32(s_lo, _mm512_srai_epi32(s_hi, 4));
+      acc[t][0] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), isum, acc[t][0]);
+    }
+  }
+};
+
+}  // namespace
+
+Rows16DotKernel* const rows16_q4_0_dot_avx512 = rows16_dot<Rows16Blocks<Q4_0Avx512, Rows16Q4_0>>;
+
+}  // namespace hearth::quant

@@ -1,0 +1,32 @@
+// Q5_K row-interleaved layout: repack, unpack, activation preparation and the scalar
+// reference kernel (layout in rows16_kernels.h: Q4_K's with the high bits before the low 4
+// bits; the pieces Q4_K shares are in rows16_common.h).
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
+#include "hearth/quant/rows16_kernels.h"
+
+namespace hearth::quant {
+namespace {
+
+using L = Rows16Q5_K;
+constexpr int kHighBits = kRows16Q5_KHighBits;
+
+void pack_block(const BlockQ5_K& b, uint8_t* g, int r) {
+  rows16_pack_q4_k_part<kRows16Q5_KQuants>(b, g, r);
+  for (int s = 0; s < 8; ++s) std::memcpy(g + kHighBits + 64 * s + 4 * r, b.qh + 4 * s, 4);
+}
+
+void unpack_block(const uint8_t* g, int r, BlockQ5_K& b) {
+  rows16_unpack_q4_k_part<kRows16Q5_KQuants>(g, r, b);
+  for (int s = 0; s < 8; ++s) std::memcpy(b.qh + 4 * s, g + kHighBits + 64 * s + 4 * r, 4);
+}
+
+}  // namespace
+
+constinit const Rows16 kRows16Q5_KScalar =
+    rows16_scalar<L, BlockQ5_K, pack_block, unpack_block, rows16_prepare_q4_k<L>,
+                  rows16_q4_k_block_dot<kRows16Q5_KQuants, kHighBits>>();
+
+}  // namespace hearth::quant
