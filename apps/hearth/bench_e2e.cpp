@@ -13,6 +13,9 @@
 // a 1 GiB buffer just before it (compute::time_parallel_read on the engine's pool): "mem
 // GB/s" is the median of those reads and "ratio" the median per-pair ratio of decode speed to
 // its own roofline, so a machine shared with other work moves both halves of a pair alike.
+// "other" is the share of decode time outside the weight products (attention, norms, rope,
+// quantizing activations: compute::ThreadPool::run_weights) and "us/layer" that time per token
+// and layer, both medians over the runs.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -86,7 +89,9 @@ struct Row {
   uint64_t kv_bytes_per_token = 0;  // KV cache bytes a decoded token reads at this depth
   double prefill_tok_s = 0, decode_tok_s = 0;
   double mem_read_gbps = 0, roofline_tok_s = 0;
-  double ratio = 0;                               // median per-run decode / roofline
+  double ratio = 0;           // median per-run decode / roofline
+  double other_share = 0;     // median share of decode time outside the weight products
+  double other_us_layer = 0;  // that time per decoded token and layer, median
   std::vector<double> prefill_runs, decode_runs;  // tok/s of each timed run
 };
 
@@ -195,7 +200,7 @@ int run_bench_e2e(const Args& args) {
         }
         row.prefill_tok_s = median(row.prefill_runs);
       }
-      std::vector<double> gbps_runs, ratio_runs;  // per timed decode run
+      std::vector<double> gbps_runs, ratio_runs, other_runs, other_us_runs;  // per decode run
       if (gen_tokens > 0) {
         const auto ids = random_tokens(gen_tokens, hp.vocab, seed + 1);
         for (int r = -1; r < reps; ++r) {
@@ -203,17 +208,23 @@ int run_bench_e2e(const Args& args) {
           engine.truncate(kSeq, depth);
           // A warm-up of a few tokens is enough to page the weights in and spin the pool up.
           const int64_t n = r < 0 ? std::min<int64_t>(gen_tokens, 4) : gen_tokens;
+          const double w0 = engine.pool().weight_seconds();
           const double t0 = now_seconds();
           for (int64_t i = 0; i < n; ++i)
             engine.eval(kSeq, std::span<const int32_t>(&ids[static_cast<size_t>(i)], 1),
                         logits.data());
           const double s = now_seconds() - t0;
+          const double other = std::max(0.0, s - (engine.pool().weight_seconds() - w0));
           if (r < 0) continue;
+          other_runs.push_back(other / s);
+          other_us_runs.push_back(other * 1e6 / static_cast<double>(n * hp.n_layers));
           row.decode_runs.push_back(static_cast<double>(n) / s);
           gbps_runs.push_back(gbps);
           ratio_runs.push_back(row.decode_runs.back() / (gbps * 1e9 / token_bytes));
         }
         row.decode_tok_s = median(row.decode_runs);
+        row.other_share = median(other_runs);
+        row.other_us_layer = median(other_us_runs);
       } else {
         gbps_runs.push_back(probe_gbps());
       }
@@ -225,16 +236,18 @@ int run_bench_e2e(const Args& args) {
     engine.drop(kSeq);
   }
 
-  fmt::print("\nKV cache {}/{}\n{:>7} {:>7} {:>13} {:>12} {:>10} {:>9} {:>13} {:>8}\n",
+  fmt::print("\nKV cache {}/{}\n{:>7} {:>7} {:>13} {:>12} {:>10} {:>9} {:>13} {:>8} {:>6} {:>9}\n",
              cache_type_k, cache_type_v, "threads", "depth",
              fmt::format("pp{} tok/s", prompt_tokens), fmt::format("tg{} tok/s", gen_tokens),
-             "mem GB/s", "KV MiB/t", "roofline t/s", "ratio");
+             "mem GB/s", "KV MiB/t", "roofline t/s", "ratio", "other", "us/layer");
   nlohmann::json jrows = nlohmann::json::array();
   for (const Row& r : rows) {
     const double ratio = r.ratio;
-    fmt::print("{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f}\n", r.threads,
-               r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
-               static_cast<double>(r.kv_bytes_per_token) / (1 << 20), r.roofline_tok_s, ratio);
+    fmt::print(
+        "{:>7} {:>7} {:>13.2f} {:>12.2f} {:>10.1f} {:>9.1f} {:>13.2f} {:>8.2f} {:>6.3f} {:>9.1f}\n",
+        r.threads, r.depth, r.prefill_tok_s, r.decode_tok_s, r.mem_read_gbps,
+        static_cast<double>(r.kv_bytes_per_token) / (1 << 20), r.roofline_tok_s, ratio,
+        r.other_share, r.other_us_layer);
     jrows.push_back({{"threads", r.threads},
                      {"depth", r.depth},
                      {"kv_bytes_per_token", r.kv_bytes_per_token},
@@ -246,7 +259,9 @@ int run_bench_e2e(const Args& args) {
                      {"decode_runs", r.decode_runs},
                      {"mem_read_gbps", r.mem_read_gbps},
                      {"roofline_tok_s", r.roofline_tok_s},
-                     {"decode_roofline_ratio", ratio}});
+                     {"decode_roofline_ratio", ratio},
+                     {"decode_other_share", r.other_share},
+                     {"decode_other_us_per_layer", r.other_us_layer}});
   }
   if (json) {
     nlohmann::json out = {{"model", model_path},

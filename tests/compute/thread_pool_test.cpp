@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "hearth/base/error.h"
@@ -110,6 +112,23 @@ TEST(ThreadPool, ConcurrentCallersAreSerialized) {
   b.join();
   EXPECT_EQ(total.load(), 2 * 300 * 2);
   EXPECT_EQ(max_active.load(), 1);
+}
+
+// run_weights() counts its jobs' wall time, the slowest thread's included; run() counts
+// nothing. The matvec and matmul dispatches go through it, which is how `hearth bench e2e`
+// tells the weight products from the rest of a token.
+TEST(ThreadPool, RunWeightsCountsOnlyItsOwnJobs) {
+  ThreadPool pool(2);
+  EXPECT_EQ(pool.weight_seconds(), 0.0);
+  pool.run([](int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+  EXPECT_EQ(pool.weight_seconds(), 0.0);
+  pool.run_weights([](int i, int) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(i == 1 ? 40 : 5));
+  });
+  EXPECT_GE(pool.weight_seconds(), 0.040);
+  const double after_one = pool.weight_seconds();
+  pool.run_weights([](int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(10)); });
+  EXPECT_GE(pool.weight_seconds() - after_one, 0.010);
 }
 
 }  // namespace

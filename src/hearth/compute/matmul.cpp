@@ -80,9 +80,7 @@ const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const v
 class GuidedRanges {
  public:
   GuidedRanges(int64_t total, int n_threads, int64_t min_units)
-      : total_(total),
-        divisor_(n_threads),
-        min_units_(std::max<int64_t>(1, min_units)) {}
+      : total_(total), divisor_(n_threads), min_units_(std::max<int64_t>(1, min_units)) {}
 
   bool next(int64_t& begin, int64_t& end) {
     int64_t pos = pos_.load(std::memory_order_relaxed);
@@ -118,7 +116,7 @@ void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const int64_t n_groups = w.rows / quant::kRows16;
   // Smallest range: ~64 KiB of weights (two groups at 4096 columns).
   GuidedRanges ranges(n_groups, pool.size(), static_cast<int64_t>((size_t{64} << 10) / gb));
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     int64_t g0, g1;
     while (ranges.next(g0, g1)) {
       for (int64_t g = g0; g < g1; ++g) {
@@ -142,7 +140,7 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
   std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     for (;;) {
       const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
       if (g >= n_groups) break;
@@ -222,7 +220,7 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
   // a thread being descheduled); the smallest is ~64 KiB of weights.
   GuidedRanges ranges(
       w.rows, nt, std::max<int64_t>(4, static_cast<int64_t>((size_t{64} << 10) / p.w_row_bytes)));
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     int64_t r0, r1;
     while (ranges.next(r0, r1)) {
       const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
@@ -335,7 +333,7 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
                       std::max<int64_t>(1, (int64_t{64} << 10) / unit_bytes));
   const Item* its = items.data();
   const int64_t* starts = unit_start.data();
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     int64_t u0, u1;
     while (ranges.next(u0, u1)) {
       int k = static_cast<int>(std::upper_bound(starts, starts + n + 1, u0) - starts) - 1;
@@ -425,7 +423,7 @@ void matmul_packed(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const int64_t n_items = (w.rows + rows_per_item - 1) / rows_per_item;
   const int64_t quads_end = n_tokens / 4 * 4;
   std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     thread_local std::vector<uint8_t> wscratch;
     if (wscratch.size() < pwb * static_cast<size_t>(rows_per_item)) {
       wscratch.resize(pwb * static_cast<size_t>(rows_per_item));
@@ -503,7 +501,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
   const int64_t n_token_tiles = (n_tokens + token_tile - 1) / token_tile;
   const int64_t n_items = n_row_blocks * n_token_tiles;
   std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
+  pool.run_weights([&](int, int) {
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
       if (item >= n_items) break;

@@ -1,5 +1,6 @@
 #include "hearth/compute/thread_pool.h"
 
+#include <chrono>
 #include <string>
 
 #include "hearth/base/error.h"
@@ -105,6 +106,14 @@ void ThreadPool::run(const std::function<void(int thread_index, int n_threads)>&
     e = nullptr;
   }
   if (first) std::rethrow_exception(first);
+}
+
+void ThreadPool::run_weights(const std::function<void(int thread_index, int n_threads)>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  run(fn);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  weight_ns_.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
 }
 
 }  // namespace hearth::compute

@@ -30,6 +30,15 @@ class ThreadPool {
   // Concurrent calls from different threads are serialized.
   void run(const std::function<void(int thread_index, int n_threads)>& fn);
 
+  // run() for the weight products (matvec, matmul): their wall time, the threads' waits for
+  // each other included, adds up in weight_seconds(). What a token spends outside them is the
+  // rest of its work (attention, norms, rope, quantizing activations), which
+  // `hearth bench e2e` reports beside it.
+  void run_weights(const std::function<void(int thread_index, int n_threads)>& fn);
+  double weight_seconds() const {
+    return static_cast<double>(weight_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  }
+
  private:
   void worker_loop(int index);
 
@@ -42,6 +51,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};                         // workers still running the job
   std::atomic<int> sleepers_{0};                        // workers blocked in wait()
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> weight_ns_{0};  // run_weights() wall time, summed
 };
 
 }  // namespace hearth::compute
