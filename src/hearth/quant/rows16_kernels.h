@@ -109,6 +109,10 @@ extern Rows16DotKernel* const rows16_q5_k_dot_avx512;
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;
 extern Rows16DotKernel* const rows16_q8_0_dot_dotprod;
+extern Rows16DotKernel* const rows16_q4_k_dot_neon;
+extern Rows16DotKernel* const rows16_q4_k_dot_dotprod;
+extern Rows16DotKernel* const rows16_q6_k_dot_neon;
+extern Rows16DotKernel* const rows16_q6_k_dot_dotprod;
 #endif
 
 }  // namespace hearth::quant
