@@ -153,36 +153,6 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   });
 }
 
-// Software prefetch into L1, kL1PrefetchBytes ahead, one row's worth of lines per row so each
-// line is requested once. Worth it for the K-quants, whose decode work is heavy enough that
-// the hardware prefetcher alone lets work and DRAM misses serialize; not for Q8_0, whose
-// light kernel the hardware prefetcher keeps fed, and where the extra prefetch instructions
-// only compete for fill buffers. Measured on the quiet 2-core machine, whole-model decode
-// (llama3-1b-shape, tok/s at 1 / 2 threads, two runs each): q4_k_m with L1 prefetch
-// 15.7 / 28.1, without 10.9 / 19.0; q8_0 with L1 + L2 (8 KiB) prefetch 8.1 / 15.6, L1 only
-// 10.2 / 19.2, none 10.6 / 19.7. (Earlier measurements of these choices were confounded: GCC
-// had deleted the prefetch loops, see prefetch_line.)
-constexpr size_t kL1PrefetchBytes = 1024;
-
-bool software_prefetch(gguf::TensorType type) {
-  return type != gguf::TensorType::kQ8_0;
-}
-
-// A loop whose only statements are __builtin_prefetch has no side effects in GCC's eyes, and
-// C++ lets it assume such a loop ends, so GCC 12 -O3 deleted this whole loop once the
-// surrounding code changed (Q4_K_M decode lost 20%). The empty asm statement taking the
-// address is a side effect it must keep; it emits no instruction.
-template <int kLocality>
-inline void prefetch_line(const uint8_t* p) {
-  __builtin_prefetch(p, 0, kLocality);
-  asm volatile("" : : "r"(p));
-}
-
-inline void prefetch_ahead(const uint8_t* row, size_t row_bytes, const uint8_t* end) {
-  const uint8_t* stop = std::min(row + kL1PrefetchBytes + row_bytes, end);
-  for (const uint8_t* p = row + kL1PrefetchBytes; p < stop; p += 64) prefetch_line<3>(p);
-}
-
 }  // namespace
 
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y) {
@@ -214,20 +184,18 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     vec_dot = pd->dot;
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const bool prefetch = software_prefetch(w.type);
   const int nt = pool.size();
   // Guided ranges of contiguous rows (long streams first, small ones last; they also absorb
-  // a thread being descheduled); the smallest is ~64 KiB of weights.
+  // a thread being descheduled); the smallest is ~64 KiB of weights. The rows stream on the
+  // hardware prefetcher alone: side by side, a burst of software prefetches a row ahead made
+  // these kernels slower, most on long rows (docs/kernels.md, "GGUF-layout streaming").
   GuidedRanges ranges(
       w.rows, nt, std::max<int64_t>(4, static_cast<int64_t>((size_t{64} << 10) / p.w_row_bytes)));
   pool.run_weights([&](int, int) {
     int64_t r0, r1;
     while (ranges.next(r0, r1)) {
-      const uint8_t* end = wbytes + static_cast<size_t>(r1) * p.w_row_bytes;
       for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* row = wbytes + static_cast<size_t>(r) * p.w_row_bytes;
-        if (prefetch) prefetch_ahead(row, p.w_row_bytes, end);
-        vec_dot(w.cols, row, act, y + r);
+        vec_dot(w.cols, wbytes + static_cast<size_t>(r) * p.w_row_bytes, act, y + r);
       }
     }
   });
@@ -352,12 +320,8 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
           }
           continue;
         }
-        const uint8_t* end = wbytes + static_cast<size_t>(r1) * it.p.w_row_bytes;
-        const bool prefetch = software_prefetch(w.type);
         for (int64_t r = r0; r < r1; ++r) {
-          const uint8_t* row = wbytes + static_cast<size_t>(r) * it.p.w_row_bytes;
-          if (prefetch) prefetch_ahead(row, it.p.w_row_bytes, end);
-          it.dot(w.cols, row, it.act, ys[k] + r);
+          it.dot(w.cols, wbytes + static_cast<size_t>(r) * it.p.w_row_bytes, it.act, ys[k] + r);
         }
       }
     }
