@@ -122,9 +122,8 @@ TEST(ThreadPool, RunWeightsCountsOnlyItsOwnJobs) {
   EXPECT_EQ(pool.weight_seconds(), 0.0);
   pool.run([](int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
   EXPECT_EQ(pool.weight_seconds(), 0.0);
-  pool.run_weights([](int i, int) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(i == 1 ? 40 : 5));
-  });
+  pool.run_weights(
+      [](int i, int) { std::this_thread::sleep_for(std::chrono::milliseconds(i == 1 ? 40 : 5)); });
   EXPECT_GE(pool.weight_seconds(), 0.040);
   const double after_one = pool.weight_seconds();
   pool.run_weights([](int, int) { std::this_thread::sleep_for(std::chrono::milliseconds(10)); });

@@ -1,9 +1,7 @@
 // Q4_0 row-interleaved layout: repack, unpack, activation preparation and the scalar
 // reference kernel (layout in rows16_kernels.h).
-#include <cmath>
 #include <cstring>
 
-#include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
@@ -29,27 +27,21 @@ void prepare_act(int64_t cols, const void* act_row, void* dst) {
   rows16_prepare_q8_0<L>(cols, act_row, dst, -8);
 }
 
-// One block column's step of the scalar kernel, for row r and one token (ab: its prepared
-// activation block).
-float block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
-  float da;
-  int32_t isum;
-  std::memcpy(&da, ab, 4);
-  std::memcpy(&isum, ab + 4, 4);
-  const auto* aq = reinterpret_cast<const int8_t*>(ab + 8);
+// Row r's quants of block column g against one token's activation quants aq: the scalar
+// kernel's integer sum (rows16_q8_0_block_dot adds the block's correction and scales it).
+int32_t quant_sum(const uint8_t* g, int r, const int8_t* aq) {
+  int32_t isum = 0;
   for (int e = 0; e < 16; ++e) {
     const uint8_t byte = g[32 + 64 * (e / 4) + 4 * r + e % 4];
     isum += (byte & 0x0f) * aq[e] + (byte >> 4) * aq[16 + e];
   }
-  uint16_t dw;
-  std::memcpy(&dw, g + 2 * r, 2);
-  const float scale = half_to_float(dw) * da;
-  return std::fma(scale, static_cast<float>(isum), acc);
+  return isum;
 }
 
 }  // namespace
 
 constinit const Rows16 kRows16Q4_0Scalar =
-    rows16_scalar<L, BlockQ4_0, pack_block, unpack_block, prepare_act, block_dot>();
+    rows16_scalar<L, BlockQ4_0, pack_block, unpack_block, prepare_act,
+                  rows16_q8_0_block_dot<quant_sum>>();
 
 }  // namespace hearth::quant
