@@ -113,6 +113,10 @@ extern Rows16DotKernel* const rows16_q4_k_dot_neon;
 extern Rows16DotKernel* const rows16_q4_k_dot_dotprod;
 extern Rows16DotKernel* const rows16_q6_k_dot_neon;
 extern Rows16DotKernel* const rows16_q6_k_dot_dotprod;
+extern Rows16DotKernel* const rows16_q4_0_dot_neon;
+extern Rows16DotKernel* const rows16_q4_0_dot_dotprod;
+extern Rows16DotKernel* const rows16_q5_k_dot_neon;
+extern Rows16DotKernel* const rows16_q5_k_dot_dotprod;
 #endif
 
 }  // namespace hearth::quant

@@ -1,10 +1,10 @@
-// The loop the AArch64 rows16 K-quant kernels (rows16_q4_k_neon.h, rows16_q6_k_neon.h) share,
-// and the float steps they take per lane. The 16 rows of a group are four "quads": quad q
-// holds rows 4q .. 4q + 3, 4 quant bytes of each in a 128-bit weight vector and one row per
-// 32-bit lane in its sums, so every per-row scale applies lane-wise and no horizontal
-// reduction runs per block. A kernel writes only `block`, one block column's products against
-// NT tokens' activation blocks. Include only from the rows16 *_neon.cpp / *_dotprod.cpp files:
-// everything sits in an unnamed namespace, so each file (built with its own ISA flags) gets
+// The loop the AArch64 rows16 kernels (rows16_q4_k_neon.h, rows16_q6_k_neon.h,
+// rows16_q4_0_neon.h) share, and the float steps they take per lane. The 16 rows of a group are
+// four "quads": quad q holds rows 4q .. 4q + 3, 4 quant bytes of each in a 128-bit weight vector
+// and one row per 32-bit lane in its sums, so every per-row scale applies lane-wise and no
+// horizontal reduction runs per block. A kernel writes only `block`, one block column's products
+// against NT tokens' activation blocks. Include only from the rows16 *_neon.cpp / *_dotprod.cpp
+// files: everything sits in an unnamed namespace, so each file (built with its own ISA flags) gets
 // its own copy.
 //
 // The kernels unroll every loop over tokens and quads with `#pragma GCC unroll`: their

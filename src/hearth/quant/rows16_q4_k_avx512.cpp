@@ -42,7 +42,7 @@ struct Q4_KAvx512 {
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
         // Q5_K streams on the hardware prefetcher alone: with the tied prefetches Q4_K takes,
-        // it read DRAM at half the rate (docs/kernels.md, "Q4_0 and Q5_K").
+        // it read DRAM at half the rate (docs/kernels.md, Q5_K in "Two layouts").
         if constexpr (!kFive) {
           rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
           rows16_store_beside<NT>(v);

@@ -1,34 +1,33 @@
-// Q4_K rows16 kernel with ARMv8.2 SDOT (see rows16_q4_k_neon.h). Nibbles (0..15) are valid
-// signed bytes, so one SDOT multiplies 4 nibbles of each row of a quad by 4 activation
-// quants, taken by lane from a 16-byte load (no broadcast). Per 16 weight bytes: a mask and
-// a shift, then per token two SDOTs.
+// Q4_K and Q5_K rows16 kernels with ARMv8.2 SDOT (see rows16_q4_k_neon.h). The quants (0..15,
+// or 0..31 with Q5_K's fifth bit) are valid signed bytes, so one SDOT multiplies 4 quants of
+// each row of a quad by 4 activation quants, taken by lane from a 16-byte load (no
+// broadcast). Per 16 weight bytes: a mask and a shift (Q5_K: and a load, two compares and two
+// bit selects for the fifth bits), then per token two SDOTs.
 #include "hearth/quant/rows16_q4_k_neon.h"
 
 namespace hearth::quant {
 namespace {
 
-struct SdotNibbles {
-  // Slice 4c + Lane: its nibbles against activation bytes 4 Lane .. 4 Lane + 3 of al / ah.
-  template <int Lane, int NT, int Q>
-  [[gnu::always_inline]] static void slice(const uint8_t* qp, const int8x16_t (&al)[NT],
+struct SdotPairs {
+  // Slice 4c + Lane: its quants against activation bytes 4 Lane .. 4 Lane + 3 of al / ah.
+  template <int Lane, int NT, int Q, typename Slices>
+  [[gnu::always_inline]] static void slice(const Slices& w, int c, const int8x16_t (&al)[NT],
                                            const int8x16_t (&ah)[NT], int32x4_t (&lo)[NT][Q],
                                            int32x4_t (&hi)[NT][Q]) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    int8x16_t wl[Q], wh[Q];
+    w.get(4 * c + Lane, wl, wh);
 #pragma GCC unroll 4
     for (int k = 0; k < Q; ++k) {
-      const uint8x16_t w = vld1q_u8(qp + 64 * Lane + 16 * k);
-      const int8x16_t wl = vreinterpretq_s8_u8(vandq_u8(w, m4));
-      const int8x16_t wh = vreinterpretq_s8_u8(vshrq_n_u8(w, 4));
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
-        lo[t][k] = vdotq_laneq_s32(lo[t][k], wl, al[t], Lane);
-        hi[t][k] = vdotq_laneq_s32(hi[t][k], wh, ah[t], Lane);
+        lo[t][k] = vdotq_laneq_s32(lo[t][k], wl[k], al[t], Lane);
+        hi[t][k] = vdotq_laneq_s32(hi[t][k], wh[k], ah[t], Lane);
       }
     }
   }
 
-  template <int NT, int Q>
-  [[gnu::always_inline]] static void pair(const uint8_t* qp, const uint8_t* const (&aq)[NT],
+  template <int NT, int Q, typename Slices>
+  [[gnu::always_inline]] static void pair(const Slices& w, const uint8_t* const (&aq)[NT],
                                           int32x4_t (&lo)[NT][Q], int32x4_t (&hi)[NT][Q]) {
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
@@ -43,18 +42,17 @@ struct SdotNibbles {
         al[t] = vld1q_s8(reinterpret_cast<const int8_t*>(aq[t] + 16 * c));
         ah[t] = vld1q_s8(reinterpret_cast<const int8_t*>(aq[t] + 32 + 16 * c));
       }
-      const uint8_t* qc = qp + 256 * c;
-      slice<0>(qc, al, ah, lo, hi);
-      slice<1>(qc, al, ah, lo, hi);
-      slice<2>(qc, al, ah, lo, hi);
-      slice<3>(qc, al, ah, lo, hi);
+      slice<0>(w, c, al, ah, lo, hi);
+      slice<1>(w, c, al, ah, lo, hi);
+      slice<2>(w, c, al, ah, lo, hi);
+      slice<3>(w, c, al, ah, lo, hi);
     }
   }
 };
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_k_dot_dotprod =
-    rows16_dot<Rows16NeonBlocks<Rows16Q4_KNeon<SdotNibbles>, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q4_k_dot_dotprod = rows16_dot<Rows16Q4_KNeonBlocks<SdotPairs>>;
+Rows16DotKernel* const rows16_q5_k_dot_dotprod = rows16_dot<Rows16Q5_KNeonBlocks<SdotPairs>>;
 
 }  // namespace hearth::quant

@@ -1,13 +1,15 @@
-// Q4_K row-interleaved kernel for AArch64, written once over a `Nibbles` policy and compiled
-// by rows16_q4_k_neon.cpp (baseline Advanced SIMD) and rows16_q4_k_dotprod.cpp (SDOT). A
-// 16-byte vector holds 4 GGUF quant bytes of each row of a quad (layout in rows16_kernels.h);
-// its low nibbles belong to sub-block 2p, its high nibbles to 2p + 1.
-// Nibbles::pair<NT, Q>(qp, aq, lo, hi) gives, for the Q quads at qp (16 bytes apart, 8 slices
-// 64 bytes apart) and each token t, the exact int32 sum of each row's 32 products against
-// the activation quants at aq[t] (low nibbles) and aq[t] + 32 (high nibbles). The rest is
-// lane-wise and shared: u8 scales multiply the sums, u8 min pairs meet the activation's int16
-// sub-block sums in widening multiply-adds, and the float steps are the scalar reference's
-// (kRows16Q4_KScalar), per lane and in order: same bits.
+// Q4_K and Q5_K row-interleaved kernel for AArch64, written once over a `Pairs` policy and
+// compiled by rows16_q4_k_neon.cpp (baseline Advanced SIMD) and rows16_q4_k_dotprod.cpp
+// (SDOT), each for both types. A 16-byte vector holds 4 GGUF quant bytes of each row of a quad
+// (layout in rows16_kernels.h); its low nibbles belong to sub-block 2p, its high nibbles to
+// 2p + 1. Q5_K's fifth bits come from the high-bit slice of the same elements, placed into
+// bit 4 by Rows16Q4_KSlices, so the policies see 4- or 5-bit quants and nothing else.
+// Pairs::pair<NT, Q>(w, aq, lo, hi) gives, for the Q quads of w (a Rows16Q4_KSlices) and each
+// token t, the exact int32 sum of each row's 32 products against the activation quants at
+// aq[t] (sub-block 2p) and aq[t] + 32 (sub-block 2p + 1). The rest is lane-wise and shared:
+// u8 scales multiply the sums, u8 min pairs meet the activation's int16 sub-block sums in
+// widening multiply-adds, and the float steps are the scalar reference's
+// (rows16_q4_k_block_dot), per lane and in order: same bits.
 #pragma once
 
 #include "hearth/quant/rows16_kernels.h"
@@ -16,10 +18,50 @@
 namespace hearth::quant {
 namespace {
 
-template <typename Nibbles>
+// One pair's 8 slices of Q quads of a block column: the low 4 bits at qp (Q quads 16 bytes
+// apart, slices 64 bytes apart) and, for Q5_K (kHighBits >= 0), the high-bit slices of the
+// same elements at hp, laid out alike.
+template <int kHighBits, int Q>
+struct Rows16Q4_KSlices {
+  static constexpr bool kFive = kHighBits >= 0;
+  const uint8_t* qp;
+  const uint8_t* hp;  // Q5_K only
+  uint8x16_t bit_lo;  // Q5_K: 1 << 2p in every byte, the fifth bit of sub-block 2p
+  uint8x16_t bit_hi;  // 1 << (2p + 1), that of sub-block 2p + 1
+
+  // Slice s's quants (0..15, or 0..31 for Q5_K, so valid signed bytes) of sub-block 2p in
+  // wl[k] and of 2p + 1 in wh[k], quad k.
+  [[gnu::always_inline]] void get(int s, int8x16_t (&wl)[Q], int8x16_t (&wh)[Q]) const {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < Q; ++k) {
+      const uint8x16_t w = vld1q_u8(qp + 64 * s + 16 * k);
+      uint8x16_t lo = vandq_u8(w, m4);
+      uint8x16_t hi = vshrq_n_u8(w, 4);
+      if constexpr (kFive) {
+        // cmtst sets a byte to 0xff where its element's fifth bit is set; a bit select with
+        // 0x10 as the selector copies only bit 4 of that into the quant (whose bit 4 is clear):
+        // two instructions per sub-block, no shifts.
+        const uint8x16_t h = vld1q_u8(hp + 64 * s + 16 * k);
+        const uint8x16_t sixteen = vdupq_n_u8(0x10);
+        lo = vbslq_u8(sixteen, vtstq_u8(h, bit_lo), lo);
+        hi = vbslq_u8(sixteen, vtstq_u8(h, bit_hi), hi);
+      }
+      wl[k] = vreinterpretq_s8_u8(lo);
+      wh[k] = vreinterpretq_s8_u8(hi);
+    }
+  }
+};
+
+// kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block column
+// (rows16_kernels.h); kHighBits < 0 for Q4_K.
+template <typename Pairs, int kQuants, int kHighBits>
 struct Rows16Q4_KNeon {
-  // One prefetch per 64-byte line consumed, this far ahead (not measured: no ARM hardware
-  // here; the distance the x86 Q6_K kernels use).
+  static constexpr bool kFive = kHighBits >= 0;
+  // Q4_K: one prefetch per 64-byte line consumed, this far ahead (not measured: no ARM
+  // hardware here; the distance the x86 Q6_K kernels use). Q5_K streams on the hardware
+  // prefetcher alone, as its x86 kernels do (there the prefetches Q4_K takes halved its DRAM
+  // read rate); not measured on ARM either.
   static constexpr int kPrefetchBytes = 2048;
 
   template <int NT>
@@ -37,8 +79,8 @@ struct Rows16Q4_KNeon {
         for (int k = 0; k < Q; ++k) s1[t][k] = vdupq_n_s32(0);
       }
       for (int p = 0; p < 4; ++p) {
-        const uint8_t* qp = g + 320 + 512 * p + 16 * q0;
-        if (q0 == 0) {
+        const uint8_t* qp = g + kQuants + 512 * p + 16 * q0;
+        if (!kFive && q0 == 0) {
 #pragma GCC unroll 8
           for (int s = 0; s < 8; ++s) __builtin_prefetch(qp + 64 * s + kPrefetchBytes);
           // The super-block's 5 header lines (d, dmin, scales, mins).
@@ -47,11 +89,14 @@ struct Rows16Q4_KNeon {
             for (int h = 0; h < 5; ++h) __builtin_prefetch(g + 64 * h + kPrefetchBytes);
           }
         }
+        const Rows16Q4_KSlices<kHighBits, Q> w{qp, kFive ? g + kHighBits + 16 * q0 : nullptr,
+                                               vdupq_n_u8(static_cast<uint8_t>(1 << (2 * p))),
+                                               vdupq_n_u8(static_cast<uint8_t>(2 << (2 * p)))};
         const uint8_t* aq[NT];
 #pragma GCC unroll 4
         for (int t = 0; t < NT; ++t) aq[t] = ab[t] + 32 + 64 * p;
         int32x4_t lo[NT][Q], hi[NT][Q];
-        Nibbles::template pair<NT, Q>(qp, aq, lo, hi);
+        Pairs::template pair<NT, Q>(w, aq, lo, hi);
         int32x4_t sc_lo[Q], sc_hi[Q];
         rows16_neon_widen_u8(g + 64 + 32 * p + 4 * q0, sc_lo);
         rows16_neon_widen_u8(g + 64 + 32 * p + 16 + 4 * q0, sc_hi);
@@ -108,6 +153,14 @@ struct Rows16Q4_KNeon {
     }
   }
 };
+
+// The two layouts' kernels over policy Pairs.
+template <typename Pairs>
+using Rows16Q4_KNeonBlocks =
+    Rows16NeonBlocks<Rows16Q4_KNeon<Pairs, kRows16Q4_KQuants, -1>, Rows16Q4_K>;
+template <typename Pairs>
+using Rows16Q5_KNeonBlocks =
+    Rows16NeonBlocks<Rows16Q4_KNeon<Pairs, kRows16Q5_KQuants, kRows16Q5_KHighBits>, Rows16Q5_K>;
 
 }  // namespace
 }  // namespace hearth::quant

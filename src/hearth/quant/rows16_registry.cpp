@@ -48,8 +48,12 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, nullptr, nullptr, &rows16_q6_k_dot_neon, &rows16_q6_k_dot_dotprod}},
-    {gguf::TensorType::kQ4_0, &kRows16Q4_0Scalar, {}},
-    {gguf::TensorType::kQ5_K, &kRows16Q5_KScalar, {}},
+    {gguf::TensorType::kQ4_0,
+     &kRows16Q4_0Scalar,
+     {nullptr, nullptr, nullptr, &rows16_q4_0_dot_neon, &rows16_q4_0_dot_dotprod}},
+    {gguf::TensorType::kQ5_K,
+     &kRows16Q5_KScalar,
+     {nullptr, nullptr, nullptr, &rows16_q5_k_dot_neon, &rows16_q5_k_dot_dotprod}},
 };
 #else
 constexpr Rows16Row kRows16Table[] = {
