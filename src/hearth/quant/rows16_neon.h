@@ -47,6 +47,60 @@ inline float32x4_t rows16_neon_fma_scaled(float32x4_t acc, float32x4_t w, float 
   return vfmaq_f32(acc, vmulq_n_f32(w, a), vcvtq_f32_s32(isum));
 }
 
+// x[0..1] += the 16 products of w and b, low and high halves widened to 16 bits (smlal).
+[[gnu::always_inline]] inline void rows16_neon_mlal16(int16x8_t& lo, int16x8_t& hi, int8x16_t w,
+                                                      int8x16_t b) {
+  lo = vmlal_s8(lo, vget_low_s8(w), vget_low_s8(b));
+  hi = vmlal_high_s8(hi, w, b);
+}
+
+// The 4 activation bytes of lane `Lane` of a, in every lane (what each slice multiplies).
+template <int Lane>
+[[gnu::always_inline]] inline int8x16_t rows16_neon_lane_bytes(int32x4_t a) {
+  return vreinterpretq_s8_s32(vdupq_laneq_s32(a, Lane));
+}
+
+// One slice's products for the widening (plain NEON) Q4_0 and Q4_K kernels: for each token
+// and quad k, the low-nibble vector wl[k] against bytes of lane Lane of al, into sum slots 0-1,
+// and the high-nibble wh[k] against ah's, into slots kHigh and kHigh + 1 (Q4_0 adds both
+// halves of its block into the same slots, Q4_K keeps its two sub-blocks apart).
+template <int Lane, int kHigh, int NT, int Q, int N>
+[[gnu::always_inline]] inline void rows16_neon_nibble_products(const int8x16_t (&wl)[Q],
+                                                               const int8x16_t (&wh)[Q],
+                                                               const int32x4_t (&al)[NT],
+                                                               const int32x4_t (&ah)[NT],
+                                                               int16x8_t (&sum)[NT][Q][N]) {
+#pragma GCC unroll 4
+  for (int t = 0; t < NT; ++t) {
+    const int8x16_t bl = rows16_neon_lane_bytes<Lane>(al[t]);
+    const int8x16_t bh = rows16_neon_lane_bytes<Lane>(ah[t]);
+#pragma GCC unroll 4
+    for (int k = 0; k < Q; ++k) {
+      rows16_neon_mlal16(sum[t][k][0], sum[t][k][1], wl[k], bl);
+      rows16_neon_mlal16(sum[t][k][kHigh], sum[t][k][kHigh + 1], wh[k], bh);
+    }
+  }
+}
+
+// The step that ends a block column of Q4_0 and Q6_K: for quads q0 .. q0 + Q - 1 and every
+// token, acc = fma(d_w * d_a, float(isum), acc), d_w the quad's fp16 scales at g + 8q and d_a
+// the token's float at the head of its activation block.
+template <int NT, int Q>
+[[gnu::always_inline]] inline void rows16_neon_scale_quads(const uint8_t* g, int q0,
+                                                           const uint8_t* const (&ab)[NT],
+                                                           const int32x4_t (&isum)[NT][Q],
+                                                           float32x4_t (&acc)[NT][4]) {
+#pragma GCC unroll 4
+  for (int k = 0; k < Q; ++k) {
+    const int q = q0 + k;
+    const float32x4_t dw = rows16_neon_f16x4(g + 8 * q);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      acc[t][q] = rows16_neon_fma_scaled(acc[t][q], dw, rows16_load_f32(ab[t]), isum[t][k]);
+    }
+  }
+}
+
 // Per lane: fma(-(w * a), float(isum), acc); fmls negates the rounded product exactly.
 inline float32x4_t rows16_neon_fms_scaled(float32x4_t acc, float32x4_t w, float a, int32x4_t isum) {
   return vfmsq_f32(acc, vmulq_n_f32(w, a), vcvtq_f32_s32(isum));

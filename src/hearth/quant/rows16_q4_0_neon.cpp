@@ -24,19 +24,7 @@ struct WideningNibbles {
     int8x16_t wl[Q], wh[Q];
 #pragma GCC unroll 4
     for (int k = 0; k < Q; ++k) rows16_q4_0_nibbles(qv + 64 * Lane + 16 * k, wl[k], wh[k]);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const int8x16_t bl = vreinterpretq_s8_s32(vdupq_laneq_s32(al[t], Lane));
-      const int8x16_t bh = vreinterpretq_s8_s32(vdupq_laneq_s32(ah[t], Lane));
-#pragma GCC unroll 4
-      for (int k = 0; k < Q; ++k) {
-        int16x8_t(&x)[2] = sum[t][k];
-        x[0] = vmlal_s8(x[0], vget_low_s8(wl[k]), vget_low_s8(bl));
-        x[1] = vmlal_high_s8(x[1], wl[k], bl);
-        x[0] = vmlal_s8(x[0], vget_low_s8(wh[k]), vget_low_s8(bh));
-        x[1] = vmlal_high_s8(x[1], wh[k], bh);
-      }
-    }
+    rows16_neon_nibble_products<Lane, 0>(wl, wh, al, ah, sum);
   }
 
   template <int NT, int Q>

@@ -25,19 +25,7 @@ struct WideningPairs {
                                            const int32x4_t (&ah)[NT], Sums<NT, Q>& sum) {
     int8x16_t wl[Q], wh[Q];
     w.get(4 * c + Lane, wl, wh);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const int8x16_t bl = vreinterpretq_s8_s32(vdupq_laneq_s32(al[t], Lane));
-      const int8x16_t bh = vreinterpretq_s8_s32(vdupq_laneq_s32(ah[t], Lane));
-#pragma GCC unroll 4
-      for (int k = 0; k < Q; ++k) {
-        int16x8_t(&x)[4] = sum[t][k];
-        x[0] = vmlal_s8(x[0], vget_low_s8(wl[k]), vget_low_s8(bl));
-        x[1] = vmlal_high_s8(x[1], wl[k], bl);
-        x[2] = vmlal_s8(x[2], vget_low_s8(wh[k]), vget_low_s8(bh));
-        x[3] = vmlal_high_s8(x[3], wh[k], bh);
-      }
-    }
+    rows16_neon_nibble_products<Lane, 2>(wl, wh, al, ah, sum);
   }
 
   // Each row's int32 sum from its 4 int16 lanes in rows01 (rows 0-1) and rows23 (rows 2-3).

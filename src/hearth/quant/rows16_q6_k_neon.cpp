@@ -13,9 +13,7 @@ struct WideningSets {
   // Set K's products: its 4 quants of each row against activation bytes 4K .. 4K + 3.
   template <int K>
   [[gnu::always_inline]] static void set(int16x8_t& lo, int16x8_t& hi, int8x16_t q, int32x4_t a) {
-    const int8x16_t ak = vreinterpretq_s8_s32(vdupq_laneq_s32(a, K));
-    lo = vmlal_s8(lo, vget_low_s8(q), vget_low_s8(ak));
-    hi = vmlal_high_s8(hi, q, ak);
+    rows16_neon_mlal16(lo, hi, q, rows16_neon_lane_bytes<K>(a));
   }
 
   [[gnu::always_inline]] static int32x4_t dot(int32x4_t corr, const int8x16_t (&q)[4],

@@ -68,15 +68,7 @@ struct Rows16Q6_KNeon {
           }
         }
       }
-#pragma GCC unroll 4
-      for (int k = 0; k < Q; ++k) {
-        const int q = q0 + k;
-        const float32x4_t dw = rows16_neon_f16x4(g + 8 * q);
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) {
-          acc[t][q] = rows16_neon_fma_scaled(acc[t][q], dw, rows16_load_f32(ab[t]), s[t][k]);
-        }
-      }
+      rows16_neon_scale_quads<NT, Q>(g, q0, ab, s, acc);
     }
   }
 };
