@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 19's kernel bar, checked: runs `hearth bench kernels --threads THREADS --json` ROUNDS
+# times and prints, per type, layout and shape, the median over the rounds of
+#   matvec: the ratio to the read bandwidth measured beside it (bar 0.9, both layouts),
+#   matmul: the fraction of the int8 multiply-add peak measured in the same run (bar 0.7,
+#           the layout the engine uses: rows16 where the type has it),
+# each with "ok" or "below". Exits 0 whatever the figures (it reports, it does not gate).
+#
+#   bench/check_kernels.sh [-r ROUNDS] [-t TYPES] [-j THREADS] [HEARTH]
+#
+# Needs python3. Run it on a quiet machine: one run moves by +-0.03 (matvec) and more on a
+# shared host; the median of several rounds is what to quote.
+set -euo pipefail
+
+rounds=3 types=q4_k,q5_k,q6_k,q8_0,q4_0 threads=2
+while getopts "r:t:j:" opt; do
+  case $opt in
+    r) rounds=$OPTARG ;;
+    t) types=$OPTARG ;;
+    j) threads=$OPTARG ;;
+    *) echo "usage: $0 [-r ROUNDS] [-t TYPES] [-j THREADS] [HEARTH]" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+hearth=${1:-$(dirname "$0")/../build/bin/hearth}
+[ -x "$hearth" ] || { echo "$0: $hearth is not an executable" >&2; exit 2; }
+
+for ((i = 1; i <= rounds; i++)); do
+  "$hearth" bench kernels --types "$types" --threads "$threads" --json 2>/dev/null | tail -n 1
+done | python3 -c '
+import json, statistics, sys
+runs = {}
+for line in sys.stdin:
+    for r in json.loads(line)["rows"]:
+        layout = r.get("layout", "gguf")
+        shape = "x".join(str(d) for d in r["shape"])
+        if r["op"] == "matvec":
+            key, value, bar = ("matvec", r["type"], layout, shape), r["ratio"], 0.9
+        else:
+            key, value, bar = ("matmul", r["type"], layout, shape + "x" + str(r["tokens"])), \
+                r["peak_fraction"], 0.7
+        runs.setdefault(key, (bar, []))[1].append(value)
+# Matmul is held to the bar in the layout the engine prefills with: rows16 where it exists.
+has_rows16 = {k[1] for k in runs if k[2] == "rows16"}
+for key in sorted(runs):
+    op, typ, layout, shape = key
+    bar, values = runs[key]
+    if op == "matmul" and layout == "gguf" and typ in has_rows16:
+        continue
+    m = statistics.median(values)
+    print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}".format(
+        op, typ, layout, shape, m, bar, "ok" if m >= bar else "below",
+        " ".join("{:.2f}".format(v) for v in values)))
+'
