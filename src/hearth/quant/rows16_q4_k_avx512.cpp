@@ -31,8 +31,8 @@ struct Q4_KAvx512 {
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     __m512i s1[NT];
     for (int t = 0; t < NT; ++t) s1[t] = _mm512_setzero_si512();
-      // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
-      // registers every turn.
+    // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
+    // registers every turn.
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       __m512i lo_sum[NT], hi_sum[NT];  // sub-block 2p, and (16x for Q4_K) sub-block 2p + 1
@@ -42,7 +42,7 @@ struct Q4_KAvx512 {
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
         // Q5_K streams on the hardware prefetcher alone: with the tied prefetches Q4_K takes,
-        // it read DRAM at half the rate (docs/kernels.md, Q5_K in "Two layouts").
+        // it read DRAM more slowly (docs/kernels.md, Q5_K in "Two layouts").
         if constexpr (!kFive) {
           rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
           rows16_store_beside<NT>(v);
