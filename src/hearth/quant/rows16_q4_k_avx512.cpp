@@ -31,9 +31,9 @@ struct Q4_KAvx512 {
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     __m512i s1[NT];
     for (int t = 0; t < NT; ++t) s1[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
     // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
     // registers every turn.
-#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       __m512i lo_sum[NT], hi_sum[NT];  // sub-block 2p, and (16x for Q4_K) sub-block 2p + 1
       for (int t = 0; t < NT; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
