@@ -1,7 +1,7 @@
 // The row-interleaved (rows16) layouts, per type: repack/unpack round trip, the scalar kernel
 // against a double-precision product of the dequantized rows, and every ISA's kernel (NEON
 // and SDOT under qemu in `make test-arm`; the scalar one where an ISA has none) bitwise
-// equal to the scalar kernel for 1..4 tokens, on random bytes (every quant and scale bit
+// equal to the scalar kernel for 1..10 tokens, on random bytes (every quant and scale bit
 // pattern a file may hold) and on extreme quants.
 #include <gtest/gtest.h>
 
@@ -220,18 +220,21 @@ INSTANTIATE_TEST_SUITE_P(Types, Rows16Layout, ::testing::ValuesIn(rows16_types()
 
 class Rows16Isa : public ::testing::TestWithParam<std::tuple<Isa, T>> {
  protected:
-  // Every token of an n-token call (n = 1..4) against the scalar kernel's one-token bits,
-  // outputs out_stride = 20 floats apart (the 4 between row sets must stay untouched).
+  static constexpr int kTokens = 10;
+
+  // Every token of an n-token call (n = 1..10: one pass of a 4- or 8-token kernel, and more
+  // than one) against the scalar kernel's one-token bits, outputs out_stride = 20 floats apart
+  // (the 4 between row sets must stay untouched).
   void expect_scalar_bits(const Group& g) {
     const auto [isa, type] = GetParam();
     const TypeTraits& tr = traits_for_isa(type, isa);
     ASSERT_NE(tr.rows16, nullptr);
     constexpr size_t kOutStride = 20;
-    for (int n = 1; n <= 4; ++n) {
-      std::vector<float> got(4 * kOutStride, -7.0f);
+    for (int n = 1; n <= kTokens; ++n) {
+      std::vector<float> got(kTokens * kOutStride, -7.0f);
       tr.rows16->dot(g.cols, g.group.data(), g.prepared.data(), g.prepared_stride, n, got.data(),
                      kOutStride);
-      for (int t = 0; t < 4; ++t) {
+      for (int t = 0; t < kTokens; ++t) {
         if (t < n) {
           const auto want = scalar_dot(type, g, t);
           EXPECT_EQ(0, std::memcmp(got.data() + t * kOutStride, want.data(), 16 * sizeof(float)))
@@ -250,7 +253,7 @@ class Rows16Isa : public ::testing::TestWithParam<std::tuple<Isa, T>> {
 TEST_P(Rows16Isa, EveryTokenCountGivesTheScalarBits) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
-  for (int64_t cols : lengths(type)) expect_scalar_bits(make_group(type, cols, 4, 11));
+  for (int64_t cols : lengths(type)) expect_scalar_bits(make_group(type, cols, kTokens, 11));
 }
 
 // All quants at their largest (or smallest) stored values against activations at +-127:
@@ -259,7 +262,7 @@ TEST_P(Rows16Isa, ExtremeQuantsGiveTheScalarBits) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
   for (Fill fill : {Fill::kAllMax, Fill::kAllMin}) {
-    expect_scalar_bits(make_group(type, 4096, 4, 21, fill));
+    expect_scalar_bits(make_group(type, 4096, kTokens, 21, fill));
   }
 }
 

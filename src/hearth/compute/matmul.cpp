@@ -127,7 +127,8 @@ void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
 }
 
 // Rows16 matmul: every token's activation prepared once, then each group of 16 rows is
-// visited once and walks all tokens four at a time (weights decoded once per four tokens).
+// visited once and walks all tokens kRows16CallTokens at a time (the kernel decodes the
+// weights once per 4 or 8 of them, rows16_max_tokens).
 // Each token's bits are matvec's (Rows16 contract).
 void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const uint8_t* act,
                    int64_t n_tokens, float* y) {
@@ -144,8 +145,8 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
     for (;;) {
       const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
       if (g >= n_groups) break;
-      for (int64_t t = 0; t < n_tokens; t += 4) {
-        const int n = static_cast<int>(std::min<int64_t>(4, n_tokens - t));
+      for (int64_t t = 0; t < n_tokens; t += quant::kRows16CallTokens) {
+        const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, n_tokens - t));
         r16.dot(w.cols, groups + static_cast<size_t>(g) * gb, acts + static_cast<size_t>(t) * ab,
                 ab, n, y + t * w.rows + g * quant::kRows16, static_cast<size_t>(w.rows));
       }

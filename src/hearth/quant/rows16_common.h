@@ -3,6 +3,7 @@
 // external linkage would let the linker keep, say, the AVX-512 build for every caller.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -38,10 +39,11 @@ inline void rows16_prefetch_beside(V& v, const uint8_t* ahead) {
 }
 #endif
 
-// Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..4; larger counts take 4),
-// so kernels can keep one accumulator set per token in registers.
-template <typename Fn>
+// Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..kMax), so kernels can keep
+// one accumulator set per token in registers.
+template <int kMax, typename Fn>
 inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
+  static_assert(kMax == 4 || kMax == 8);
   switch (n_tokens) {
     case 1:
       return fn(std::integral_constant<int, 1>{});
@@ -49,25 +51,54 @@ inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
       return fn(std::integral_constant<int, 2>{});
     case 3:
       return fn(std::integral_constant<int, 3>{});
-    default:
+    case 4:
       return fn(std::integral_constant<int, 4>{});
+  }
+  if constexpr (kMax == 8) {
+    switch (n_tokens) {
+      case 5:
+        return fn(std::integral_constant<int, 5>{});
+      case 6:
+        return fn(std::integral_constant<int, 6>{});
+      case 7:
+        return fn(std::integral_constant<int, 7>{});
+      case 8:
+        return fn(std::integral_constant<int, 8>{});
+    }
+  }
+}
+
+// Tokens a kernel struct K takes per pass over the weights: K::kMaxTokens (4 or 8) if it
+// declares one, else 4. More tokens per pass share each decoded weight vector among more
+// vpdpbusd; only kernels with registers to spare and decode work to share gain from 8.
+template <typename K>
+constexpr int rows16_max_tokens() {
+  if constexpr (requires { K::kMaxTokens; }) {
+    return K::kMaxTokens;
+  } else {
+    return 4;
   }
 }
 
 // The Rows16::dot entry for a kernel struct K with
 //   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
 //                                     size_t act_stride, float* out, size_t out_stride);
-// The kernel files export a pointer to it (rows16_kernels.h). Kept out of line so each kernel
-// is one function of its own: inlined into a caller with all four token counts, the Q4_K AVX2
-// matvec streamed measurably slower.
+// The kernel files export a pointer to it (rows16_kernels.h). Tokens beyond the kernel's
+// rows16_max_tokens take further passes. Kept out of line so each kernel is one function of
+// its own: inlined into a caller with all four token counts, the Q4_K AVX2 matvec streamed
+// measurably slower.
 template <typename K>
 [[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
                                   size_t act_stride, int n_tokens, float* out, size_t out_stride) {
-  rows16_by_tokens(n_tokens, [&](auto nt) {
-    K::template run<decltype(nt)::value>(cols, static_cast<const uint8_t*>(group),
-                                         static_cast<const uint8_t*>(acts), act_stride, out,
-                                         out_stride);
-  });
+  constexpr int kMax = rows16_max_tokens<K>();
+  for (int t = 0; t < n_tokens; t += kMax) {
+    rows16_by_tokens<kMax>(std::min(kMax, n_tokens - t), [&](auto nt) {
+      K::template run<decltype(nt)::value>(
+          cols, static_cast<const uint8_t*>(group),
+          static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
+          out + static_cast<size_t>(t) * out_stride, out_stride);
+    });
+  }
 }
 
 // Rows16::group_bytes and Rows16::act_bytes of a layout L (rows16_kernels.h).

@@ -15,6 +15,10 @@ namespace {
 constexpr int kPrefetchBytes = 4096;
 
 struct Q4_0Avx512 {
+  // 8 tokens per pass over the weights (rows16_max_tokens): the kernel alone ran faster with
+  // 8 than with 4 in a throwaway probe; the whole matmul moved within the host's noise
+  // (docs/kernels.md, "Tokens per pass").
+  static constexpr int kMaxTokens = 8;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
 

@@ -2,10 +2,9 @@
 // holds 4 GGUF quant bytes of each of 16 rows; its low nibbles belong to sub-block 2p and its
 // high nibbles to sub-block 2p + 1, each one vpdpbusd against the broadcast 4 activation quants.
 // Q4_K takes the high nibbles as they sit (& 0xF0, i.e. 16x the nibble) and shifts the x16 out
-// of the sum exactly afterwards. Q5_K shifts them down instead and adds each element's fifth
-// bit: the high-bit slice beside the load (the same elements' GGUF qh bytes) gives, by one
-// vptestmb per sub-block, a byte mask of the elements whose bit is set, and a masked byte add
-// puts the 16 in. Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
+// of the sum exactly afterwards. Q5_K shifts them down instead and ors in each element's
+// fifth bit from the high-bit slice beside the load (the same elements' GGUF qh bytes),
+// shifted onto bit 4. Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
 // sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
 // (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
@@ -23,6 +22,10 @@ constexpr int kPrefetchBytes = 3072;
 template <int kQuants, int kHighBits>
 struct Q4_KAvx512 {
   static constexpr bool kFive = kHighBits >= 0;
+  // Q5_K takes 8 tokens per pass over the weights (rows16_max_tokens), which shares its
+  // heavier decode among more vpdpbusd; Q4_K, whose decode is two ands per load, gained
+  // nothing from 8 (docs/kernels.md, "Tokens per pass").
+  static constexpr int kMaxTokens = kFive ? 8 : 4;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i sixteen = _mm512_set1_epi8(0x10);
@@ -53,10 +56,18 @@ struct Q4_KAvx512 {
         __m512i hi;
         if constexpr (kFive) {
           const __m512i h = _mm512_loadu_si512(g + kHighBits + 64 * s);
-          const auto bit = [](int j) { return _mm512_set1_epi8(static_cast<char>(1 << j)); };
-          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(h, bit(2 * p)), lo, sixteen);
+          // h shifted so that bit j of each byte lands on its bit 4 (a 16-bit shift by at most
+          // 4 moves bit 4 of a byte only within that byte), then or'ed in under the 0x10 mask:
+          // one shift and one vpternlogd per sub-block, with no mask register (vptestmb
+          // competes with vpdpbusd for its ports on the AMD EPYC this was tuned on).
+          const auto bit_at_4 = [&h](int j) {
+            if (j < 4) return _mm512_slli_epi16(h, 4 - j);
+            if (j > 4) return _mm512_srli_epi16(h, j - 4);
+            return h;
+          };
+          lo = _mm512_ternarylogic_epi32(lo, bit_at_4(2 * p), sixteen, 0xF8);  // lo | (b & 16)
           hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(h, bit(2 * p + 1)), hi, sixteen);
+          hi = _mm512_ternarylogic_epi32(hi, bit_at_4(2 * p + 1), sixteen, 0xF8);
         } else {
           hi = _mm512_and_si512(v, m_hi);
         }

@@ -21,6 +21,10 @@ inline __m512i select_bits(__m512i sel, __m512i a, __m512i b) {
 }
 
 struct Q6_KAvx512 {
+  // 8 tokens per pass over the weights (rows16_max_tokens): the kernel alone ran faster with
+  // 8 than with 4 in a throwaway probe; the whole matmul moved within the host's noise
+  // (docs/kernels.md, "Tokens per pass").
+  static constexpr int kMaxTokens = 8;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i six = _mm512_set1_epi8(0x3f);
   const __m512i low2 = _mm512_set1_epi8(0x03);

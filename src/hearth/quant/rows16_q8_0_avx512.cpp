@@ -13,6 +13,9 @@ namespace {
 constexpr int kPrefetchBytes = 4096;
 
 struct Q8_0Avx512 {
+  // 8 tokens per pass over the weights (rows16_max_tokens): side by side against 4, the
+  // matmul in `hearth bench kernels` gained (docs/kernels.md, "Tokens per pass").
+  static constexpr int kMaxTokens = 8;
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     // A block column is 544 bytes (8.5 lines): 9 prefetches cover it.

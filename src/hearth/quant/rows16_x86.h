@@ -80,10 +80,12 @@ using Rows16Acts = const uint8_t* const (&)[NT];
 
 // Rows16 kernel K of layout L: K is constructed once per call (its vector constants stay in
 // registers) and K::block<NT>(g, ab, acc) adds block column g's products against the tokens'
-// activation blocks ab[0..NT) into acc. block must be always-inline: the compiler then sees one
-// loop per token count, as if written out by hand, and keeps acc in registers.
+// activation blocks ab[0..NT) into acc, for NT up to rows16_max_tokens<K>(). block must
+// be always-inline: the compiler then sees one loop per token count, as if written out by
+// hand, and keeps acc in registers.
 template <typename K, typename L>
 struct Rows16Blocks {
+  static constexpr int kMaxTokens = rows16_max_tokens<K>();
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride) {

@@ -54,11 +54,14 @@ struct PreparedDot {
 // quant/rows16_<type>.cpp. Matrices whose row count is not a multiple of 16 stay in the
 // GGUF layout.
 //
-// Contract: dot() gives each (row, token) the same bits whatever n_tokens (1..4) and
-// whatever ISA, the scalar one included: every lane runs the scalar reference's integer sums
-// and float operations in the same order. (Not the bits of vec_dot on the GGUF rows: the
+// Contract: dot() gives each (row, token) the same bits whatever n_tokens and whatever ISA,
+// the scalar one included: every lane runs the scalar reference's integer sums and float
+// operations in the same order. (Not the bits of vec_dot on the GGUF rows: the
 // accumulation order differs; both are within the type's tolerance of the f32 reference.)
 constexpr int kRows16 = 16;
+// Tokens matmul passes per Rows16::dot call. The AVX-512 kernels of Q8_0, Q4_0, Q5_K and
+// Q6_K decode their weights once for all 8; the others take 4 per pass over the weights.
+constexpr int kRows16CallTokens = 8;
 struct Rows16 {
   size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
   // Repacks rows [0, 16) of src (GGUF rows, src_row_bytes apart) into one group.
@@ -69,7 +72,8 @@ struct Rows16 {
   // Prepares one activation row (in the weight type's vec_dot_type) for dot().
   void (*prepare_act)(int64_t cols, const void* act_row, void* dst);
   // out[t * out_stride + r] = dot(row r of the group, prepared activation t) for r < 16 and
-  // t < n_tokens (1..4); prepared rows act_stride bytes apart.
+  // t < n_tokens (any count; kRows16CallTokens per call is what matmul passes); prepared
+  // rows act_stride bytes apart.
   void (*dot)(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
               float* out, size_t out_stride);
 };
