@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -44,6 +46,31 @@ using gguf::TensorType;
 struct Shape {
   int64_t rows, cols;
 };
+
+// "ROWSxCOLS" with rows a multiple of 16 (a rows16 group) and cols of 256 (a K-quant
+// super-block), each at most 2^20 and together at most 2^28 elements (the f32 source is
+// 1 GiB then); nullopt otherwise.
+std::optional<Shape> parse_shape(const std::string& text) {
+  const size_t x = text.find('x');
+  if (x == std::string::npos || x == 0 || x + 1 == text.size()) return std::nullopt;
+  const auto number = [](std::string_view digits) -> std::optional<int64_t> {
+    if (digits.size() > 7) return std::nullopt;
+    int64_t v = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  };
+  const auto rows = number(std::string_view(text).substr(0, x));
+  const auto cols = number(std::string_view(text).substr(x + 1));
+  constexpr int64_t kMax = int64_t{1} << 20;
+  if (!rows || !cols || *rows <= 0 || *cols <= 0 || *rows > kMax || *cols > kMax ||
+      *rows % 16 != 0 || *cols % 256 != 0 || *rows * *cols > (int64_t{1} << 28)) {
+    return std::nullopt;
+  }
+  return Shape{*rows, *cols};
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -75,8 +102,17 @@ int run_bench_kernels(const Args& args) {
   std::vector<int> thread_counts{1, 2};
   std::vector<std::string> type_names{"q4_k", "q6_k", "q8_0", "q4_0", "q5_k", "f16", "bf16", "f32"};
   int reps = 25;
+  std::vector<std::string> shape_names;
+  std::vector<int64_t> token_counts;
   app.add_flag("--json", json, "print one JSON object as the last line of stdout");
   app.add_flag("--quick", quick, "fewer reps, one matvec shape, matmul at 64 tokens only");
+  app.add_option("--shapes", shape_names,
+                 "matvec shapes ROWSxCOLS, e.g. 4096x8192,4096x14336 (rows a multiple of 16, "
+                 "cols of 256)")
+      ->delimiter(',');
+  app.add_option("--matmul-tokens", token_counts,
+                 "matmul token counts on the 4096x4096 matrix, e.g. 64,512; 0 skips matmul")
+      ->delimiter(',');
   app.add_option("--threads", thread_counts, "thread counts, e.g. 1,2")->delimiter(',');
   app.add_option("--types", type_names, "weight types, e.g. q4_k,q6_k")->delimiter(',');
   app.add_option("--reps", reps, "timed matvec calls per case (median reported)");
@@ -100,11 +136,34 @@ int run_bench_kernels(const Args& args) {
   if (quick) reps = std::min(reps, 9);
   reps = std::max(reps, 1);
 
-  const std::vector<Shape> shapes =
-      quick ? std::vector<Shape>{{14336, 4096}}
-            : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
-  const std::vector<int64_t> matmul_tokens =
+  std::vector<Shape> shapes = quick ? std::vector<Shape>{{14336, 4096}}
+                                    : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  if (!shape_names.empty()) {
+    shapes.clear();
+    for (const auto& name : shape_names) {
+      const auto shape = parse_shape(name);
+      if (!shape) {
+        fmt::print(stderr,
+                   "hearth bench kernels: bad shape '{}' (want ROWSxCOLS, rows a multiple of 16, "
+                   "cols a multiple of 256, at most 268435456 elements)\n",
+                   name);
+        return 2;
+      }
+      shapes.push_back(*shape);
+    }
+  }
+  std::vector<int64_t> matmul_tokens =
       quick ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 512};
+  if (!token_counts.empty()) {
+    matmul_tokens.clear();
+    for (int64_t n : token_counts) {
+      if (n < 0 || n > 4096) {
+        fmt::print(stderr, "hearth bench kernels: bad matmul token count {} (0 to 4096)\n", n);
+        return 2;
+      }
+      if (n > 0) matmul_tokens.push_back(n);
+    }
+  }
   const Shape matmul_shape{4096, 4096};
   const size_t footprint = std::max<size_t>(2 * llc_bytes(), size_t{512} << 20);
 
@@ -235,7 +294,7 @@ int run_bench_kernels(const Args& args) {
   }
 
   // Prefill: weights of one 4096x4096 matrix, activations for n tokens.
-  {
+  if (!matmul_tokens.empty()) {
     const Shape shape = matmul_shape;
     const auto src = random_matrix(shape.rows * shape.cols, 11);
     const int64_t max_tokens = *std::max_element(matmul_tokens.begin(), matmul_tokens.end());
