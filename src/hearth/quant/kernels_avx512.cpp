@@ -418,49 +418,104 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
 constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q8_pack_w, q8_pack_a,
                                  q8_packed_dot_x4};
 
-// Q4_0 x Q8_0, one block per 256-bit vector: the 16 bytes are broadcast to both lanes and
-// the upper lane shifted by 4, giving quants 0..15 in element order; the -8 offset is
-// 8 * sum(a), from a second vpdpbusd with a constant 8.
-void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  const int64_t nb = n / kQK0;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i eight = _mm256_set1_epi8(8);
-  const __m256i nib_shift = _mm256_set_epi64x(4, 4, 0, 0);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    const __m256 scales =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ4_0)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
-    for (int k = 0; k < 8; ++k) {
-      const __m256i q = _mm256_and_si256(
-          _mm256_srlv_epi64(_mm256_broadcastsi128_si256(
-                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i + k].qs))),
-                            nib_shift),
-          m4);
-      const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i + k].qs));
-      const __m256i d = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, aq),
-                                         _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, aq));
-      const __m256 s = _mm256_permutexvar_ps(_mm256_set1_epi32(k), scales);
-      if (k & 1) {
-        acc1 = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(d), acc1);
-      } else {
-        acc0 = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(d), acc0);
-      }
-    }
-  }
+// ---- Q4_0 x Q8_0 ---------------------------------------------------------------------
+// Q4_0 runs on Q8_0's group machinery: per group of 16 blocks (288 bytes of weights), one
+// 64-byte vector per block pair holds both blocks' 32 quants in element order (the 16 quant
+// bytes broadcast to two 128-bit lanes, the second lane shifted down a nibble), one vpdpbusd
+// against the pair's activation, q8_reduce_pairs to one int32 per block in lane order
+// kQ8LaneBlock, the -8 offset as -8 * sum(a) per block, then one lane-wise scale multiply and
+// fma per group; the blocks after the last whole group are summed in scalar order. Lane l of
+// the float sum holds block kQ8LaneBlock[l] of every group, so the plain and the prepared
+// kernels below give the same bits.
+// The 16 scales of a Q4_0 group in lane order (one gather, as q8_group_scales).
+inline __m512 q4_group_scales(const BlockQ4_0* b) {
+  static_assert(sizeof(BlockQ4_0) == 18);
+  const __m512i off = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15),  // kQ8LaneBlock
+      _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ4_0))));
+  const __m512i words = _mm512_i32gather_epi32(off, b, 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+// Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
+// qs(hi) & 15, qs(hi) >> 4.
+inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
+  const __m512i both = _mm512_mask_broadcast_i32x4(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo.qs))), 0xff00,
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi.qs)));
+  const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+  return _mm512_and_si512(_mm512_srlv_epi64(both, shifts), _mm512_set1_epi8(0x0f));
+}
+
+// Scalar Q4_0 dot of blocks [0, nb), the tail after the last whole group, added in order.
+inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   float tail = 0;
-  for (; i < nb; ++i) {
+  for (int64_t i = 0; i < nb; ++i) {
     int32_t isum = 0;
     for (int j = 0; j < kQK0 / 2; ++j) {
       isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
     }
     tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
   }
-  *out = hsum256(_mm256_add_ps(acc0, acc1)) + tail;
+  return tail;
 }
+
+// The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
+// (lane order) and their activation scales; a_group_bytes is the activation's group stride,
+// tail_a where its blocks after the last whole group start.
+template <typename GroupDot>
+[[gnu::always_inline]] inline void q4_0_rows(int64_t n, const void* w, const uint8_t* a,
+                                             size_t a_group_bytes, float* out,
+                                             GroupDot group_dot) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ4_0* xg = x + g * kQ8Group;
+    __m512 ad;
+    const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
+  }
+  const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
+  *out = _mm512_reduce_add_ps(acc) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+}
+
+// Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
+void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
+  const __m512i eight = _mm512_set1_epi8(8);
+  q4_0_rows(n, w, static_cast<const uint8_t*>(a), kQ8Group * sizeof(BlockQ8_0), out,
+            [&](const BlockQ4_0* xg, const uint8_t* ag, __m512* ad) __attribute__((always_inline)) {
+              const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
+              __m512i v[8], s[8];
+              for (int p = 0; p < 8; ++p) {
+                const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
+                v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                           q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
+                s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
+              }
+              *ad = q8_group_scales(yg);
+              return _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
+            });
+}
+
+// On a q8_prepare'd activation (PreparedDot): its -128 * sum(a) per block, divided by 16
+// exactly, is the -8 offset.
+void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  q4_0_rows(n, w, static_cast<const uint8_t*>(a), kQ8PreparedA, out,
+            [&](const BlockQ4_0* xg, const uint8_t* pg, __m512* ad) __attribute__((always_inline)) {
+              __m512i v[8];
+              for (int p = 0; p < 8; ++p) {
+                v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                           q4_block_pair(xg[2 * p], xg[2 * p + 1]),
+                                           _mm512_loadu_si512(pg + 128 + 64 * p));
+              }
+              *ad = _mm512_loadu_ps(pg);
+              return _mm512_add_epi32(q8_reduce_pairs(v),
+                                      _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
+            });
+}
+
+constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q8_prepare, dot_q4_0_prepared};
 
 }  // namespace
 
@@ -480,7 +535,14 @@ const PackedDot* avx512_packed_dot(gguf::TensorType type) {
 }
 
 const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
-  return type == gguf::TensorType::kQ8_0 ? &kQ8PreparedDot : nullptr;
+  switch (type) {
+    case gguf::TensorType::kQ8_0:
+      return &kQ8PreparedDot;
+    case gguf::TensorType::kQ4_0:
+      return &kQ4PreparedDot;
+    default:
+      return nullptr;
+  }
 }
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {
