@@ -453,15 +453,23 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
     return;
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  const auto vec_dot = p.w_traits->vec_dot;
+  auto vec_dot = p.w_traits->vec_dot;
   const auto vec_dot_x4 = p.w_traits->vec_dot_x4;  // four tokens per weight decode, if any
+  size_t act_row_bytes = p.act_row_bytes;
+  if (const quant::PreparedDot* pd = p.w_traits->prepared; pd != nullptr && vec_dot_x4 == nullptr) {
+    // Every token's activation rearranged once for the prepared kernel, as matvec does (same
+    // bits as vec_dot, PreparedDot's contract); Q4_0's plain kernel is compute-bound.
+    act_row_bytes = pd->bytes(w.cols);
+    act = convert_tokens(pool, pd->prepare, w.cols, act, p.act_row_bytes, n_tokens, act_row_bytes);
+    vec_dot = pd->dot;
+  }
   // Tiles: a block of weight rows (<= ~32 KiB, stays in L1/L2) x a tile of tokens (their
   // activations, <= ~256 KiB, stay in L2). Work items walk all token tiles of one row block
   // before the next, so each weight byte comes from DRAM once.
   const int64_t row_block =
       std::clamp<int64_t>(static_cast<int64_t>((32u << 10) / p.w_row_bytes), 1, 64);
   const int64_t token_tile =
-      std::clamp<int64_t>(static_cast<int64_t>((256u << 10) / p.act_row_bytes), 1, n_tokens);
+      std::clamp<int64_t>(static_cast<int64_t>((256u << 10) / act_row_bytes), 1, n_tokens);
   const int64_t n_row_blocks = (w.rows + row_block - 1) / row_block;
   const int64_t n_token_tiles = (n_tokens + token_tile - 1) / token_tile;
   const int64_t n_items = n_row_blocks * n_token_tiles;
@@ -480,13 +488,13 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
         if (vec_dot_x4 != nullptr) {
           for (; t + 4 <= t1; t += 4) {
             float o[4];
-            vec_dot_x4(w.cols, wrow, act + static_cast<size_t>(t) * p.act_row_bytes,
-                       p.act_row_bytes, o);
+            vec_dot_x4(w.cols, wrow, act + static_cast<size_t>(t) * act_row_bytes, act_row_bytes,
+                       o);
             for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + r] = o[k];
           }
         }
         for (; t < t1; ++t) {
-          vec_dot(w.cols, wrow, act + static_cast<size_t>(t) * p.act_row_bytes, y + t * w.rows + r);
+          vec_dot(w.cols, wrow, act + static_cast<size_t>(t) * act_row_bytes, y + t * w.rows + r);
         }
       }
     }
