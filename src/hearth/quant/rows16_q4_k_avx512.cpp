@@ -2,9 +2,9 @@
 // holds 4 GGUF quant bytes of each of 16 rows; its low nibbles belong to sub-block 2p and its
 // high nibbles to sub-block 2p + 1, each one vpdpbusd against the broadcast 4 activation quants.
 // Q4_K takes the high nibbles as they sit (& 0xF0, i.e. 16x the nibble) and shifts the x16 out
-// of the sum exactly afterwards. Q5_K shifts them down instead and ors in each element's
-// fifth bit from the high-bit slice beside the load (the same elements' GGUF qh bytes),
-// shifted onto bit 4. Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
+// of the sum exactly afterwards. Q5_K shifts them down instead and adds each element's fifth
+// bit from the high-bit slice beside the load (the same elements' GGUF qh bytes): fifth_bit.
+// Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
 // sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
 // (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
@@ -29,6 +29,24 @@ struct Q4_KAvx512 {
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i sixteen = _mm512_set1_epi8(0x10);
+
+  // Q5_K: q (quants 0..15) with bit j of each byte of h added as 16. With more than 4 tokens
+  // a 16-bit shift brings bit j onto bit 4 of the same byte and one vpternlogd ors it in
+  // under 0x10 (no vptestmb, which competes with vpdpbusd for its ports on the AMD EPYC this
+  // was tuned on); with 1-4 tokens a vptestmb byte mask and a masked add, because the
+  // shift and or made the one-token matvec, bound by streaming, clearly slower
+  // (docs/kernels.md, "Tokens per pass").
+  template <int NT>
+  [[gnu::always_inline]] __m512i fifth_bit(__m512i q, __m512i h, int j) const {
+    if constexpr (NT > 4) {
+      const __m512i at4 =
+          j < 4 ? _mm512_slli_epi16(h, 4 - j) : (j > 4 ? _mm512_srli_epi16(h, j - 4) : h);
+      return _mm512_ternarylogic_epi32(q, at4, sixteen, 0xF8);  // q | (at4 & 16)
+    } else {
+      const __mmask64 set = _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j)));
+      return _mm512_mask_add_epi8(q, set, q, sixteen);
+    }
+  }
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
@@ -56,18 +74,9 @@ struct Q4_KAvx512 {
         __m512i hi;
         if constexpr (kFive) {
           const __m512i h = _mm512_loadu_si512(g + kHighBits + 64 * s);
-          // h shifted so that bit j of each byte lands on its bit 4 (a 16-bit shift by at most
-          // 4 moves bit 4 of a byte only within that byte), then or'ed in under the 0x10 mask:
-          // one shift and one vpternlogd per sub-block, with no mask register (vptestmb
-          // competes with vpdpbusd for its ports on the AMD EPYC this was tuned on).
-          const auto bit_at_4 = [&h](int j) {
-            if (j < 4) return _mm512_slli_epi16(h, 4 - j);
-            if (j > 4) return _mm512_srli_epi16(h, j - 4);
-            return h;
-          };
-          lo = _mm512_ternarylogic_epi32(lo, bit_at_4(2 * p), sixteen, 0xF8);  // lo | (b & 16)
           hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-          hi = _mm512_ternarylogic_epi32(hi, bit_at_4(2 * p + 1), sixteen, 0xF8);
+          lo = fifth_bit<NT>(lo, h, 2 * p);
+          hi = fifth_bit<NT>(hi, h, 2 * p + 1);
         } else {
           hi = _mm512_and_si512(v, m_hi);
         }
