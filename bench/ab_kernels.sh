@@ -3,9 +3,9 @@
 # hearth binary in turn, ROUNDS times (alternating, so all variants see the same machine
 # drift), and prints per binary, type and shape the median of the per-run matvec/read ratios
 # at the given thread count, or with -o matmul the matmul rows' fractions of the int8 peak
-# (keyed by token count; -l picks the layout as for matvec). Use it to decide between two builds (e.g. a prefetch distance):
-# one run of one binary moves by +-0.03 on this shared machine, six alternating rounds
-# resolve ~0.02.
+# (keyed by token count; -l picks the layout as for matvec). Use it to decide between two
+# builds (e.g. a prefetch distance): one run of one binary moves by +-0.03 on this shared
+# machine, six alternating rounds resolve ~0.02.
 #
 #   bench/ab_kernels.sh [-r ROUNDS] [-t TYPES] [-j THREADS] [-l gguf|rows16|all]
 #                       [-o matvec|matmul] BIN1 BIN2 ...
