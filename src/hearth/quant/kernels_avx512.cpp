@@ -242,16 +242,19 @@ inline __m512i load_block_pair(const BlockQ8_0& lo, const BlockQ8_0& hi) {
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi.qs)), 1);
 }
 
-// (16) f32 scales of a group's blocks in lane order, from the fp16 fields: one gather of the
-// 4 bytes at each lane's block start (d and two quants), narrowed to the 16-bit d. Composing
-// them in general registers cost dozens of scalar ops per group and capped the decode kernel
-// well below the cache's bandwidth.
-inline __m512 q8_group_scales(const BlockQ8_0* b) {
-  const __m512i off = _mm512_setr_epi32(0 * 34, 8 * 34, 4 * 34, 12 * 34, 1 * 34, 9 * 34, 5 * 34,
-                                        13 * 34, 2 * 34, 10 * 34, 6 * 34, 14 * 34, 3 * 34, 11 * 34,
-                                        7 * 34, 15 * 34);  // kQ8LaneBlock[L] * sizeof(BlockQ8_0)
-  static_assert(sizeof(BlockQ8_0) == 34);
-  const __m512i words = _mm512_i32gather_epi32(off, b, 1);
+// (16) f32 scales of a group's blocks (Q8_0 or Q4_0, each starting with its fp16 d) in lane
+// order, from the fp16 fields: one gather of the 4 bytes at each lane's block start (d and two
+// quants), narrowed to the 16-bit d. Composing them in general registers cost dozens of
+// scalar ops per group and capped the decode kernel well below the cache's bandwidth.
+template <typename Block>
+inline __m512 group_scales(const Block* b) {
+  constexpr auto off = [](int lane) {
+    return kQ8LaneBlock[lane] * static_cast<int>(sizeof(Block));
+  };
+  const __m512i offsets =
+      _mm512_setr_epi32(off(0), off(1), off(2), off(3), off(4), off(5), off(6), off(7), off(8),
+                        off(9), off(10), off(11), off(12), off(13), off(14), off(15));
+  const __m512i words = _mm512_i32gather_epi32(offsets, b, 1);
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
 }
 
@@ -272,7 +275,7 @@ size_t q8_prepared_bytes(int64_t n) {
 
 void q8_prepare(int64_t n, const void* act_row, void* dst) {
   Q8PreparedRows::pack(n, act_row, dst, kQ8PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
-    _mm512_storeu_ps(out, q8_group_scales(yg));
+    _mm512_storeu_ps(out, group_scales(yg));
     int32_t corr[16];
     for (int l = 0; l < 16; ++l) {
       int32_t sum = 0;
@@ -323,7 +326,7 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
               _mm512_mask_sub_epi8(aq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), aq);
           v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
         }
-        const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), q8_group_scales(yg));
+        const __m512 sc = _mm512_mul_ps(group_scales(xg), group_scales(yg));
         acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)), acc[0]);
       });
 }
@@ -344,7 +347,7 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
         }
         const __m512i isum =
             _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
-        const __m512 sc = _mm512_mul_ps(q8_group_scales(xg), _mm512_loadu_ps(pg));
+        const __m512 sc = _mm512_mul_ps(group_scales(xg), _mm512_loadu_ps(pg));
         acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[0]);
       });
 }
@@ -380,7 +383,7 @@ void q8_pack_w(int64_t n, const void* w_row, void* dst) {
   Q8PackedRows::pack(n, w_row, dst, kQ8PackedW, [](const BlockQ8_0* xg, uint8_t* out) {
     __m512i corr;
     q8_pack_columns<false>(xg, out + 128, &corr);
-    _mm512_storeu_ps(out, q8_group_scales(xg));
+    _mm512_storeu_ps(out, group_scales(xg));
     _mm512_storeu_si512(out + 64, corr);
   });
 }
@@ -388,7 +391,7 @@ void q8_pack_w(int64_t n, const void* w_row, void* dst) {
 void q8_pack_a(int64_t n, const void* act_row, void* dst) {
   Q8PackedRows::pack(n, act_row, dst, kQ8PackedA, [](const BlockQ8_0* yg, uint8_t* out) {
     q8_pack_columns<true>(yg, out + 64, nullptr);
-    _mm512_storeu_ps(out, q8_group_scales(yg));
+    _mm512_storeu_ps(out, group_scales(yg));
   });
 }
 
@@ -427,16 +430,6 @@ constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q
 // fma per group; the blocks after the last whole group are summed in scalar order. Lane l of
 // the float sum holds block kQ8LaneBlock[l] of every group, so the plain and the prepared
 // kernels below give the same bits.
-// The 16 scales of a Q4_0 group in lane order (one gather, as q8_group_scales).
-inline __m512 q4_group_scales(const BlockQ4_0* b) {
-  static_assert(sizeof(BlockQ4_0) == 18);
-  const __m512i off = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15),  // kQ8LaneBlock
-      _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ4_0))));
-  const __m512i words = _mm512_i32gather_epi32(off, b, 1);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
-}
-
 // Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
 // qs(hi) & 15, qs(hi) >> 4.
 inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
@@ -474,7 +467,7 @@ template <typename GroupDot>
     const BlockQ4_0* xg = x + g * kQ8Group;
     __m512 ad;
     const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
   }
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
   *out = _mm512_reduce_add_ps(acc) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
@@ -493,7 +486,7 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
                                            q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
                 s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
               }
-              *ad = q8_group_scales(yg);
+              *ad = group_scales(yg);
               return _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
             });
 }

@@ -39,32 +39,16 @@ inline void rows16_prefetch_beside(V& v, const uint8_t* ahead) {
 }
 #endif
 
-// Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..kMax), so kernels can keep
-// one accumulator set per token in registers.
-template <int kMax, typename Fn>
+// Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..kMax; any other count
+// takes kMax), so kernels can keep one accumulator set per token in registers.
+template <int kMax, int N = 1, typename Fn>
 inline void rows16_by_tokens(int n_tokens, Fn&& fn) {
-  static_assert(kMax == 4 || kMax == 8);
-  switch (n_tokens) {
-    case 1:
-      return fn(std::integral_constant<int, 1>{});
-    case 2:
-      return fn(std::integral_constant<int, 2>{});
-    case 3:
-      return fn(std::integral_constant<int, 3>{});
-    case 4:
-      return fn(std::integral_constant<int, 4>{});
-  }
-  if constexpr (kMax == 8) {
-    switch (n_tokens) {
-      case 5:
-        return fn(std::integral_constant<int, 5>{});
-      case 6:
-        return fn(std::integral_constant<int, 6>{});
-      case 7:
-        return fn(std::integral_constant<int, 7>{});
-      case 8:
-        return fn(std::integral_constant<int, 8>{});
-    }
+  if constexpr (N == kMax) {
+    fn(std::integral_constant<int, N>{});
+  } else if (n_tokens == N) {
+    fn(std::integral_constant<int, N>{});
+  } else {
+    rows16_by_tokens<kMax, N + 1>(n_tokens, fn);
   }
 }
 
