@@ -146,6 +146,46 @@ TEST_P(MatmulBitwise, EveryTokenEqualsMatvec) {
   }
 }
 
+// Rows long enough for matvec's long-row kernels (row and activation past L1 together): matvec
+// and matvec_many still give each row the bits of the ISA's vec_dot.
+TEST_P(MatmulBitwise, LongRowsEqualVecDotBits) {
+  const auto [isa, type] = GetParam();
+  if (!quant::isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << quant::isa_name(isa);
+  const int64_t rows = 21, cols = 14336;
+  const auto m = make_matrix(type, rows, cols, 31);
+  std::vector<float> x(static_cast<size_t>(cols));  // (cols) f32
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  const auto& tr = quant::traits_for_isa(type, isa);
+  const auto& at = quant::traits_for_isa(tr.vec_dot_type, isa);
+  std::vector<uint8_t> act(*gguf::row_bytes(tr.vec_dot_type, static_cast<uint64_t>(cols)));
+  if (tr.vec_dot_type == T::kF32) {
+    std::memcpy(act.data(), x.data(), act.size());
+  } else {
+    at.quantize(x.data(), act.data(), cols);
+  }
+  const size_t rb = *gguf::row_bytes(type, static_cast<uint64_t>(cols));
+  const WeightView w{type, rows, cols, m.bytes.data()};
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(static_cast<size_t>(rows), NAN), y_many(static_cast<size_t>(rows), NAN);
+    matvec(pool, w, x.data(), y.data(), isa);
+    float* ys[] = {y_many.data()};
+    matvec_many(pool, &w, 1, x.data(), ys, isa);
+    for (int64_t r = 0; r < rows; ++r) {
+      float want = NAN;
+      tr.vec_dot(cols, m.bytes.data() + static_cast<size_t>(r) * rb, act.data(), &want);
+      ASSERT_EQ(std::memcmp(&want, &y[r], sizeof(float)), 0)
+          << quant::isa_name(isa) << " " << gguf::tensor_type_name(type) << " row " << r
+          << ": matvec " << y[r] << ", vec_dot " << want;
+      ASSERT_EQ(std::memcmp(&want, &y_many[r], sizeof(float)), 0)
+          << quant::isa_name(isa) << " " << gguf::tensor_type_name(type) << " row " << r
+          << ": matvec_many " << y_many[r] << ", vec_dot " << want;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllIsas, MatmulBitwise,
     ::testing::Combine(::testing::Values(quant::Isa::kScalar, quant::Isa::kAvx2,

@@ -204,6 +204,34 @@ TEST_P(SimdDot, PreparedKernelMatchesVecDotBits) {
   }
 }
 
+// The long-row decode kernels (vec_dot_long, PreparedDot::dot_long) prefetch ahead and
+// otherwise run vec_dot's arithmetic: bitwise equal to it, at every length (matvec picks them
+// by row length alone).
+TEST_P(SimdDot, LongRowKernelsMatchVecDotBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const auto& simd = traits_for_isa(type, isa);
+  const bool prepared_long = simd.prepared != nullptr && simd.prepared->dot_long != nullptr;
+  if (simd.vec_dot_long == nullptr && !prepared_long) GTEST_SKIP() << "no long-row kernel";
+  for (int64_t n : lengths(type)) {
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      const auto d = make_data(type, n, 700 + seed, seed % 2 == 0);
+      float want = 0, got = 0;
+      simd.vec_dot(n, d.w.data(), d.act.data(), &want);
+      if (prepared_long) {
+        std::vector<uint8_t> prepared(simd.prepared->bytes(n));
+        simd.prepared->prepare(n, d.act.data(), prepared.data());
+        simd.prepared->dot_long(n, d.w.data(), prepared.data(), &got);
+      } else {
+        simd.vec_dot_long(n, d.w.data(), d.act.data(), &got);
+      }
+      EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << ": long "
+          << got << ", vec_dot " << want;
+    }
+  }
+}
+
 // Extreme values: every quant at its largest magnitude and activations at +-127 exercise
 // the 16-bit intermediate sums of the SIMD kernels (saturation would show here).
 TEST_P(SimdDot, ExtremeQuantsDoNotSaturate) {

@@ -53,6 +53,24 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
   return {&tr, &quant::traits_for_isa(tr.vec_dot_type, isa), *wrb, *arb};
 }
 
+// Rows so long that a weight row and the activation row it meets (as the decode kernel reads
+// it) pass this many bytes together: there the hardware prefetcher alone streamed the GGUF
+// layout well below the read bandwidth, so decode takes the kernels' long-row variants
+// (TypeTraits::vec_dot_long, PreparedDot::dot_long), which also prefetch into L2.
+constexpr size_t kLongRowBytes = size_t{20} << 10;
+
+// The GGUF-layout decode kernel for rows of w_row_bytes against an activation of act_bytes
+// in the form `prepared` leaves it (or vec_dot_type's when prepared is nullptr).
+using DotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
+DotFn decode_dot(const quant::TypeTraits& tr, const quant::PreparedDot* prepared,
+                 size_t w_row_bytes, size_t act_bytes) {
+  const bool long_rows = w_row_bytes + act_bytes > kLongRowBytes;
+  if (prepared != nullptr) {
+    return long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot;
+  }
+  return long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot;
+}
+
 // Converts every token's quantized activation row (act_row_bytes apart) into a kernel's
 // layout (out_row_bytes apart) over the pool; the result lives in scratch slot 1.
 const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const void*, void*),
@@ -176,14 +194,16 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     p.act_traits->quantize(x, buf.data(), w.cols);
     act = buf.data();
   }
-  auto vec_dot = p.w_traits->vec_dot;
-  if (const quant::PreparedDot* pd = p.w_traits->prepared) {
+  size_t act_bytes = p.act_row_bytes;
+  const quant::PreparedDot* pd = p.w_traits->prepared;
+  if (pd != nullptr) {
     // Rearranged once here instead of per weight row (same bits, see PreparedDot).
-    auto& pbuf = activation_scratch(pd->bytes(w.cols), 1);
+    act_bytes = pd->bytes(w.cols);
+    auto& pbuf = activation_scratch(act_bytes, 1);
     pd->prepare(w.cols, act, pbuf.data());
     act = pbuf.data();
-    vec_dot = pd->dot;
   }
+  const auto vec_dot = decode_dot(*p.w_traits, pd, p.w_row_bytes, act_bytes);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const int nt = pool.size();
   // Guided ranges of contiguous rows (long streams first, small ones last; they also absorb
@@ -256,7 +276,9 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
       it.rows16 = it.p.w_traits->rows16;
     } else {
       it.prepared = it.p.w_traits->prepared;
-      it.dot = it.prepared != nullptr ? it.prepared->dot : it.p.w_traits->vec_dot;
+      it.dot = decode_dot(*it.p.w_traits, it.prepared, it.p.w_row_bytes,
+                          it.prepared != nullptr ? it.prepared->bytes(ws[k].cols)
+                                                 : it.p.act_row_bytes);
     }
     if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {

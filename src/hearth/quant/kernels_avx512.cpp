@@ -17,6 +17,12 @@
 namespace hearth::quant {
 namespace {
 
+// How far ahead the long-row decode kernels (TypeTraits::vec_dot_long) prefetch their weights
+// into L2 (prefetch_l2_ahead): side by side on 4096x14336 matrices, 6 KiB streamed best at 2
+// threads, clearly ahead of 2 KiB; 4 KiB was slower at one thread, 8 KiB at two
+// (docs/kernels.md, "GGUF-layout streaming").
+constexpr size_t kLongRowL2Ahead = 6144;
+
 // The NT activation rows of a multi-token kernel, a_stride bytes apart.
 template <int NT>
 inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {
@@ -56,7 +62,7 @@ struct Q4KChunks {
 
 // NT activation rows at once (matmul): the weight decode is shared, each token costs one
 // vpmaddubsw and one vpdpwssd per 64 weights.
-template <int NT>
+template <int NT, size_t kL2Ahead = 0>
 void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* ys[NT];
@@ -69,6 +75,7 @@ void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
     acc_min[t] = _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ4_K)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
     const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
@@ -105,10 +112,15 @@ void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q4_k_multi<1>(n, w, a, 0, out);
 }
 
+void dot_q4_k_long(int64_t n, const void* w, const void* a, float* out) {
+  dot_q4_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
+}
+
 // ---- Q5_K x Q8_K ------------------------------------------------------------------
 // As Q4_K; the fifth bit comes from qh (bit 2c for lanes 0..31, 2c+1 for 32..63), added as
 // +16 under a byte mask.
-void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
+template <size_t kL2Ahead>
+void dot_q5_k_rows(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ5_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const Q4KChunks chunks;
@@ -118,6 +130,7 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ5_K)>(x + i);
     float d;
     const uint64_t sc8 = k_scales_mins(x[i], y[i], &d, &acc_min);
     const __m512i sc16 =
@@ -144,12 +157,20 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   *out = _mm512_reduce_add_ps(acc) - hsum256(acc_min);
 }
 
+void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
+  dot_q5_k_rows<0>(n, w, a, out);
+}
+
+void dot_q5_k_long(int64_t n, const void* w, const void* a, float* out) {
+  dot_q5_k_rows<kLongRowL2Ahead>(n, w, a, out);
+}
+
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
 // Quants are used unsigned (0..63) and the -32 offset is applied once per super-block as
 // 32 * sum_g scale[g] * bsums[g]. Per half h: the 64 ql bytes give elements 0..63 (low
 // nibbles) and 64..127 (high); qh is broadcast and shifted per 256-bit half so bits 4-5
 // of each byte hold the right two high bits.
-template <int NT>
+template <int NT, size_t kL2Ahead = 0>
 void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* ys[NT];
@@ -168,6 +189,7 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const float dx = h2f(x[i].d);
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
@@ -207,6 +229,10 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
 
 void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q6_k_multi<1>(n, w, a, 0, out);
+}
+
+void dot_q6_k_long(int64_t n, const void* w, const void* a, float* out) {
+  dot_q6_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
 }
 
 // ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
@@ -333,11 +359,13 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
 
 // The decode kernel on a q8_prepare'd activation row; same integer sums and float steps as
 // dot_q8_0, so the same bits.
-void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+template <size_t kL2Ahead>
+void dot_q8_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   Q8PreparedRows::dot<1>(
       n, w, a, 0,
       out, [&](const uint8_t* wg, const uint8_t* pg, __m512* acc) __attribute__((always_inline)) {
+        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
         const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         __m512i v[8];
         for (int p = 0; p < 8; ++p) {
@@ -352,7 +380,16 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
       });
 }
 
-constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared};
+void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  dot_q8_0_prepared_rows<0>(n, w, a, out);
+}
+
+void dot_q8_0_prepared_long(int64_t n, const void* w, const void* a, float* out) {
+  dot_q8_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
+}
+
+constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared,
+                                     dot_q8_0_prepared_long};
 
 // Byte offsets (from the group's first block) of 4-byte column 0 of each lane's block.
 inline __m512i q8_gather_offsets() {
@@ -456,7 +493,7 @@ inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
 // The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
 // (lane order) and their activation scales; a_group_bytes is the activation's group stride,
 // tail_a where its blocks after the last whole group start.
-template <typename GroupDot>
+template <size_t kL2Ahead = 0, typename GroupDot>
 [[gnu::always_inline]] inline void q4_0_rows(int64_t n, const void* w, const uint8_t* a,
                                              size_t a_group_bytes, float* out,
                                              GroupDot group_dot) {
@@ -465,6 +502,7 @@ template <typename GroupDot>
   __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
+    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
     __m512 ad;
     const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
     acc = _mm512_fmadd_ps(_mm512_mul_ps(group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
@@ -493,8 +531,9 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 
 // On a q8_prepare'd activation (PreparedDot): its -128 * sum(a) per block, divided by 16
 // exactly, is the -8 offset.
-void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
-  q4_0_rows(n, w, static_cast<const uint8_t*>(a), kQ8PreparedA, out,
+template <size_t kL2Ahead>
+void dot_q4_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
+  q4_0_rows<kL2Ahead>(n, w, static_cast<const uint8_t*>(a), kQ8PreparedA, out,
             [&](const BlockQ4_0* xg, const uint8_t* pg, __m512* ad) __attribute__((always_inline)) {
               __m512i v[8];
               for (int p = 0; p < 8; ++p) {
@@ -508,7 +547,16 @@ void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
             });
 }
 
-constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q8_prepare, dot_q4_0_prepared};
+void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  dot_q4_0_prepared_rows<0>(n, w, a, out);
+}
+
+void dot_q4_0_prepared_long(int64_t n, const void* w, const void* a, float* out) {
+  dot_q4_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
+}
+
+constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q8_prepare, dot_q4_0_prepared,
+                                     dot_q4_0_prepared_long};
 
 }  // namespace
 
@@ -535,6 +583,19 @@ const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
       return &kQ4PreparedDot;
     default:
       return nullptr;
+  }
+}
+
+VecDotFn avx512_vec_dot_long(gguf::TensorType type) {
+  switch (type) {
+    case gguf::TensorType::kQ4_K:
+      return dot_q4_k_long;
+    case gguf::TensorType::kQ5_K:
+      return dot_q5_k_long;
+    case gguf::TensorType::kQ6_K:
+      return dot_q6_k_long;
+    default:
+      return nullptr;  // Q8_0 and Q4_0 decode through PreparedDot::dot_long
   }
 }
 

@@ -39,6 +39,7 @@ struct IsaKernels {
   const PackedDot* (*packed)(TensorType) = nullptr;
   VecDotX4Fn (*vec_dot_x4)(TensorType) = nullptr;
   const PreparedDot* (*prepared)(TensorType) = nullptr;
+  VecDotFn (*vec_dot_long)(TensorType) = nullptr;
 };
 
 constexpr IsaKernels kIsaKernels[] = {
@@ -46,7 +47,7 @@ constexpr IsaKernels kIsaKernels[] = {
 #if defined(__x86_64__)
     {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot},
     {Isa::kAvx512, avx512_vec_dot, avx512_act_quantize, avx512_packed_dot, avx512_vec_dot_x4,
-     avx512_prepared_dot},
+     avx512_prepared_dot, avx512_vec_dot_long},
 #endif
 #if defined(__aarch64__)
     {Isa::kNeon, neon_vec_dot},
@@ -83,6 +84,7 @@ Table build_table(Isa isa) {
     if (k.packed != nullptr) t.packed = k.packed(t.type);
     if (k.vec_dot_x4 != nullptr) t.vec_dot_x4 = k.vec_dot_x4(t.type);
     if (k.prepared != nullptr) t.prepared = k.prepared(t.type);
+    if (k.vec_dot_long != nullptr) t.vec_dot_long = k.vec_dot_long(t.type);
   }
   return table;
 }

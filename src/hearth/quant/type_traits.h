@@ -43,6 +43,8 @@ struct PreparedDot {
   size_t (*bytes)(int64_t n);  // bytes of one prepared activation row of n elements
   void (*prepare)(int64_t n, const void* act_row, void* dst);
   void (*dot)(int64_t n, const void* w_row, const void* prepared_act, float* out);
+  // Optional: dot() for long rows, same bits (see TypeTraits::vec_dot_long).
+  void (*dot_long)(int64_t n, const void* w_row, const void* prepared_act, float* out) = nullptr;
 };
 
 // Optional row-interleaved weight layout ("rows16"), made once at model load: 16 consecutive
@@ -93,6 +95,12 @@ struct TypeTraits {
   // bytes) for t = 0..3, decoding the weights once for four activation rows. Prefill uses it.
   void (*vec_dot_x4)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                      float* out) = nullptr;
+  // Optional (nullptr when this ISA has none): vec_dot with the same bits that also prefetches
+  // the weights a few KiB ahead into L2. Matvec uses it on rows so long that the row and the
+  // activation it meets no longer share L1 (compute::matvec's long_rows): there the hardware
+  // prefetcher alone left decode well below the read bandwidth, while on short rows the
+  // extra prefetches cost more than they gave (docs/kernels.md, "GGUF-layout streaming").
+  void (*vec_dot_long)(int64_t n, const void* w_row, const void* act_row, float* out) = nullptr;
   const PackedDot* packed = nullptr;      // optional, see PackedDot
   const PreparedDot* prepared = nullptr;  // optional, see PreparedDot
   // Row-interleaved layout (see Rows16): the scalar kernels in the scalar table, this ISA's

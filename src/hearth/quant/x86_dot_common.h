@@ -30,6 +30,18 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
+// 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)
+// they read, so the prefetches run evenly beside the loads (a burst per row streamed slower).
+// Why matvec wants it for long rows: TypeTraits::vec_dot_long.
+template <size_t kAhead, size_t Bytes>
+[[gnu::always_inline]] inline void prefetch_l2_ahead(const void* p) {
+  if constexpr (kAhead > 0) {
+    const char* q = static_cast<const char*>(p) + kAhead;
+    for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
+  }
+}
+
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
