@@ -29,13 +29,14 @@ inline __m256i word_broadcast_mask(int k) {
 // ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
 // sub-blocks 2c (lo) and 2c + 1 (hi) as bytes.
-template <typename Block, typename Nibbles>
+template <typename Block, typename Nibbles, size_t kL2Ahead = 0>
 void dot_k_nibbles(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
   __m256 acc = _mm256_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     float d;
     const uint64_t sc8 = k_scales_mins(x[i], y[i], &d, &acc_min);
     // (8) scales as words in both 128-bit lanes.
@@ -93,6 +94,7 @@ struct Q5KNibbles {
 
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
 // Unsigned quants 0..63; the -32 offset is 32 * sum_g scale[g] * bsums[g] per super-block.
+template <size_t kL2Ahead = 0>
 void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const auto* y = static_cast<const BlockQ8_K*>(a);
@@ -100,6 +102,7 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const float d = h2f(x[i].d) * y[i].d;
     const __m256i sc_all =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
@@ -152,12 +155,13 @@ inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
 
 // Blocks are processed eight at a time so their scales are converted together; `block_dot`
 // returns the (8) i32 partial sums of block k, `scalar_block` the exact tail blocks.
-template <typename WBlock, typename BlockDot, typename ScalarBlock>
+template <size_t kL2Ahead, typename WBlock, typename BlockDot, typename ScalarBlock>
 inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y,
                                  BlockDot block_dot, ScalarBlock scalar_block) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8) {
+    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(WBlock)>(x + i);
     const __m256 scales =
         _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(WBlock)),
                       load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
@@ -186,10 +190,12 @@ constexpr int kQ8Group = 8;
 // Rows as stored: a group is its 8 blocks, unchanged.
 using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeof(BlockQ8_0)>;
 
+template <size_t kL2Ahead = 0>
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   Q8Rows::dot<1>(
       n, w, a, 0, out,
       [](const uint8_t* wg, const uint8_t* ag, __m256* acc) __attribute__((always_inline)) {
+        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
         const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
         __m256i v[8];  // (8) i32 partial dots of block b
@@ -293,8 +299,9 @@ inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
   return dot_s8_32(_mm256_sub_epi8(nib, _mm256_set1_epi8(8)), loadu(yb.qs));
 }
 
+template <size_t kL2Ahead = 0>
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_blocks_q8_0_act(
+  *out = dot_blocks_q8_0_act<kL2Ahead>(
       n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
       [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
         return h2f(xb.d) * h2f(yb.d) * hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
@@ -307,12 +314,24 @@ const PackedDot* avx2_packed_dot(gguf::TensorType type) {
   return type == gguf::TensorType::kQ8_0 ? &kQ8PackedDot : nullptr;
 }
 
+VecDotFn avx2_vec_dot_long(gguf::TensorType type) {
+  constexpr VecDots kDots{dot_k_nibbles<BlockQ4_K, Q4KNibbles, kLongRowL2Ahead>,
+                          dot_k_nibbles<BlockQ5_K, Q5KNibbles, kLongRowL2Ahead>,
+                          dot_q6_k<kLongRowL2Ahead>,
+                          dot_q8_0<kLongRowL2Ahead>,
+                          dot_q4_0<kLongRowL2Ahead>,
+                          nullptr,
+                          nullptr,
+                          nullptr};
+  return kDots.find(type);
+}
+
 VecDotFn avx2_vec_dot(gguf::TensorType type) {
   constexpr VecDots kDots{dot_k_nibbles<BlockQ4_K, Q4KNibbles>,
                           dot_k_nibbles<BlockQ5_K, Q5KNibbles>,
-                          dot_q6_k,
-                          dot_q8_0,
-                          dot_q4_0,
+                          dot_q6_k<>,
+                          dot_q8_0<>,
+                          dot_q4_0<>,
                           dot_f32,
                           dot_f16,
                           dot_bf16};

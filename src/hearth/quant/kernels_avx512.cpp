@@ -17,12 +17,6 @@
 namespace hearth::quant {
 namespace {
 
-// How far ahead the long-row decode kernels (TypeTraits::vec_dot_long) prefetch their weights
-// into L2 (prefetch_l2_ahead): side by side on 4096x14336 matrices, 6 KiB streamed best at 2
-// threads, clearly ahead of 2 KiB; 4 KiB was slower at one thread, 8 KiB at two
-// (docs/kernels.md, "GGUF-layout streaming").
-constexpr size_t kLongRowL2Ahead = 6144;
-
 // The NT activation rows of a multi-token kernel, a_stride bytes apart.
 template <int NT>
 inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {

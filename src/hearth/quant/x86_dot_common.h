@@ -30,6 +30,12 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// How far ahead the long-row decode kernels (TypeTraits::vec_dot_long, PreparedDot::dot_long)
+// prefetch their weights into L2 (prefetch_l2_ahead): side by side on 4096x14336 matrices
+// with AVX-512, 6 KiB streamed best at 2 threads, clearly ahead of 2 KiB; 4 KiB was slower at
+// one thread, 8 KiB at two (docs/kernels.md, "GGUF-layout streaming").
+constexpr size_t kLongRowL2Ahead = 6144;
+
 // Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
 // 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)
 // they read, so the prefetches run evenly beside the loads (a burst per row streamed slower).
