@@ -172,10 +172,9 @@ int run_bench_e2e(const Args& args) {
       constexpr size_t kWindow = size_t{64} << 20;
       double best = 0;
       for (size_t at = 0; at + kWindow <= kProbeBytes; at += kWindow) {
-        best = std::max(best, static_cast<double>(kWindow) /
-                                  compute::time_parallel_read(engine.pool(), probe.data() + at,
-                                                              kWindow) /
-                                  1e9);
+        best = std::max(
+            best, static_cast<double>(kWindow) /
+                      compute::time_parallel_read(engine.pool(), probe.data() + at, kWindow) / 1e9);
       }
       return best;
     };

@@ -226,8 +226,8 @@ TEST_P(SimdDot, LongRowKernelsMatchVecDotBits) {
         simd.vec_dot_long(n, d.w.data(), d.act.data(), &got);
       }
       EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
-          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << ": long "
-          << got << ", vec_dot " << want;
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << ": long " << got
+          << ", vec_dot " << want;
     }
   }
 }

@@ -276,9 +276,9 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
       it.rows16 = it.p.w_traits->rows16;
     } else {
       it.prepared = it.p.w_traits->prepared;
-      it.dot = decode_dot(*it.p.w_traits, it.prepared, it.p.w_row_bytes,
-                          it.prepared != nullptr ? it.prepared->bytes(ws[k].cols)
-                                                 : it.p.act_row_bytes);
+      it.dot =
+          decode_dot(*it.p.w_traits, it.prepared, it.p.w_row_bytes,
+                     it.prepared != nullptr ? it.prepared->bytes(ws[k].cols) : it.p.act_row_bytes);
     }
     if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {

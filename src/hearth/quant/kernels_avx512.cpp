@@ -142,8 +142,8 @@ void dot_q5_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
     for (int t = 0; t < NT; ++t) {
       const __m256i prod_min = _mm256_madd_epi16(
           mins16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums)));
-      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d),
-                                   _mm256_cvtepi32_ps(prod_min), acc_min[t]);
+      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
+                                   acc_min[t]);
     }
     const __m512i sc16 =
         _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
@@ -514,15 +514,15 @@ inline __m512 q4_group_scales(const BlockQ4_0* g) {
     }
     return m;
   };
-  const __m512i idx = _mm512_set_epi16(
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, word(15), word(14), word(13), word(12),
-      word(11), word(10), word(9), word(8), word(7), word(6), word(5), word(4), word(3), word(2),
-      word(1), word(0));
+  const __m512i idx =
+      _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, word(15), word(14), word(13),
+                       word(12), word(11), word(10), word(9), word(8), word(7), word(6), word(5),
+                       word(4), word(3), word(2), word(1), word(0));
   const auto* p = reinterpret_cast<const uint8_t*>(g);
-  const __m512i first = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx,
-                                                  _mm512_loadu_si512(p + 64));
-  const __m512i second = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), idx,
-                                                   _mm512_loadu_si512(p + 192));
+  const __m512i first =
+      _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64));
+  const __m512i second =
+      _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), idx, _mm512_loadu_si512(p + 192));
   const __m512i last = _mm512_permutexvar_epi16(
       idx, _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 256))));
   __m512i d = _mm512_mask_blend_epi16(mask_of(8, 15), first, second);
@@ -548,8 +548,7 @@ inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
 // tail_a where its blocks after the last whole group start.
 template <size_t kL2Ahead = 0, typename GroupDot>
 [[gnu::always_inline]] inline void q4_0_rows(int64_t n, const void* w, const uint8_t* a,
-                                             size_t a_group_bytes, float* out,
-                                             GroupDot group_dot) {
+                                             size_t a_group_bytes, float* out, GroupDot group_dot) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
   __m512 acc = _mm512_setzero_ps();
@@ -586,18 +585,19 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 // exactly, is the -8 offset.
 template <size_t kL2Ahead>
 void dot_q4_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
-  q4_0_rows<kL2Ahead>(n, w, static_cast<const uint8_t*>(a), kQ8PreparedA, out,
-            [&](const BlockQ4_0* xg, const uint8_t* pg, __m512* ad) __attribute__((always_inline)) {
-              __m512i v[8];
-              for (int p = 0; p < 8; ++p) {
-                v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                           q4_block_pair(xg[2 * p], xg[2 * p + 1]),
-                                           _mm512_loadu_si512(pg + 128 + 64 * p));
-              }
-              *ad = _mm512_loadu_ps(pg);
-              return _mm512_add_epi32(q8_reduce_pairs(v),
-                                      _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
-            });
+  q4_0_rows<kL2Ahead>(
+      n, w, static_cast<const uint8_t*>(a), kQ8PreparedA,
+      out, [&](const BlockQ4_0* xg, const uint8_t* pg, __m512* ad) __attribute__((always_inline)) {
+        __m512i v[8];
+        for (int p = 0; p < 8; ++p) {
+          v[p] =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4_block_pair(xg[2 * p], xg[2 * p + 1]),
+                                  _mm512_loadu_si512(pg + 128 + 64 * p));
+        }
+        *ad = _mm512_loadu_ps(pg);
+        return _mm512_add_epi32(q8_reduce_pairs(v),
+                                _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
+      });
 }
 
 void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
