@@ -28,35 +28,57 @@ inline __m256i word_broadcast_mask(int k) {
 
 // ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
-// sub-blocks 2c (lo) and 2c + 1 (hi) as bytes.
-template <typename Block, typename Nibbles, size_t kL2Ahead = 0>
-void dot_k_nibbles(int64_t n, const void* w, const void* a, float* out) {
+// sub-blocks 2c (lo) and 2c + 1 (hi) as bytes. NT activation rows a_stride bytes apart at
+// once (prefill: the weight decode shared by the tokens); one integer sum per token and
+// super-block, whose order of exact additions does not change it, so every token count
+// gives vec_dot's bits.
+template <typename Block, typename Nibbles, int NT = 1, size_t kL2Ahead = 0>
+void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const Block*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  const BlockQ8_K* ys[NT];
+  q8_k_rows<NT>(a, a_stride, ys);
+  __m256 acc[NT], acc_min[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
-    float d;
-    const uint64_t sc8 = k_scales_mins(x[i], y[i], &d, &acc_min);
+    uint64_t sc8, m8;
+    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
+    const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
+        _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) {
+      const __m256i prod_min = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
+      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
+                                   acc_min[t]);
+      sum[t] = _mm256_setzero_si256();
+    }
     // (8) scales as words in both 128-bit lanes.
     const __m256i sc16 = _mm256_broadcastsi128_si256(
         _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
     Nibbles nibbles(x[i]);
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       __m256i lo, hi;
       nibbles.chunk(c, &lo, &hi);
-      __m256i p0 = _mm256_maddubs_epi16(lo, loadu(y[i].qs + 64 * c));
-      __m256i p1 = _mm256_maddubs_epi16(hi, loadu(y[i].qs + 64 * c + 32));
-      p0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c)));
-      p1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1)));
-      sum0 = _mm256_add_epi32(sum0, p0);
-      sum1 = _mm256_add_epi32(sum1, p1);
+      const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c));
+      const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(ys[t][i].qs + 64 * c));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(ys[t][i].qs + 64 * c + 32));
+        sum[t] = _mm256_add_epi32(
+            sum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi)));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][i].d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+    }
   }
-  *out = hsum256(acc) - hsum256(acc_min);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(acc_min[t]);
+}
+
+template <typename Block, typename Nibbles, size_t kL2Ahead = 0>
+void dot_k_nibbles(int64_t n, const void* w, const void* a, float* out) {
+  dot_k_nibbles_multi<Block, Nibbles, 1, kL2Ahead>(n, w, a, 0, out);
 }
 
 struct Q4KNibbles {
@@ -94,20 +116,29 @@ struct Q5KNibbles {
 
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
 // Unsigned quants 0..63; the -32 offset is 32 * sum_g scale[g] * bsums[g] per super-block.
-template <size_t kL2Ahead = 0>
-void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+// NT activation rows at once as dot_k_nibbles_multi (one exact integer sum per token and
+// super-block, so every token count gives vec_dot's bits).
+template <int NT = 1, size_t kL2Ahead = 0>
+void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const BlockQ8_K* ys[NT];
+  q8_k_rows<NT>(a, a_stride, ys);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
-    const float d = h2f(x[i].d) * y[i].d;
+    const float dx = h2f(x[i].d);
     const __m256i sc_all =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc_all, loadu(y[i].bsums)), 5);
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) {
+      // The -32 offset first: the sum of exact integers is the same in any order.
+      sum[t] =
+          _mm256_sub_epi32(_mm256_setzero_si256(),
+                           _mm256_slli_epi32(_mm256_madd_epi16(sc_all, loadu(ys[t][i].bsums)), 5));
+    }
     for (int h = 0; h < 2; ++h) {
       // Scales 8h..8h+7 as words in both lanes; vector k of this half needs groups 2k, 2k+1
       // in the low and high lane respectively.
@@ -127,22 +158,26 @@ void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };
       for (int k = 0; k < 4; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(q[k], loadu(y[i].qs + 128 * h + 32 * k));
         const __m256i s = _mm256_shuffle_epi8(
             sc16, _mm256_inserti128_si256(
                       _mm256_castsi128_si256(_mm256_castsi256_si128(word_broadcast_mask(2 * k))),
                       _mm256_castsi256_si128(word_broadcast_mask(2 * k + 1)), 1));
-        if (k & 1) {
-          sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(p, s));
-        } else {
-          sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(p, s));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p = _mm256_maddubs_epi16(q[k], loadu(ys[t][i].qs + 128 * h + 32 * k));
+          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, s));
         }
       }
     }
-    const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(sum0, sum1), offset);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][i].d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+    }
   }
-  *out = hsum256(acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+
+template <size_t kL2Ahead = 0>
+void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
+  dot_q6_k_multi<1, kL2Ahead>(n, w, a, 0, out);
 }
 
 // ---- Q8_0 / Q4_0 x Q8_0 ---------------------------------------------------------------
@@ -312,6 +347,19 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 
 const PackedDot* avx2_packed_dot(gguf::TensorType type) {
   return type == gguf::TensorType::kQ8_0 ? &kQ8PackedDot : nullptr;
+}
+
+VecDotX4Fn avx2_vec_dot_x4(gguf::TensorType type) {
+  switch (type) {
+    case gguf::TensorType::kQ4_K:
+      return dot_k_nibbles_multi<BlockQ4_K, Q4KNibbles, 4>;
+    case gguf::TensorType::kQ5_K:
+      return dot_k_nibbles_multi<BlockQ5_K, Q5KNibbles, 4>;
+    case gguf::TensorType::kQ6_K:
+      return dot_q6_k_multi<4>;
+    default:
+      return nullptr;
+  }
 }
 
 VecDotFn avx2_vec_dot_long(gguf::TensorType type) {

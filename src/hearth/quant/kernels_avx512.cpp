@@ -17,14 +17,6 @@
 namespace hearth::quant {
 namespace {
 
-// The NT activation rows of a multi-token kernel, a_stride bytes apart.
-template <int NT>
-inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {
-  for (int t = 0; t < NT; ++t) {
-    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
-  }
-}
-
 // ---- Q4_K x Q8_K ------------------------------------------------------------------
 // Per 64-element chunk c: broadcast the 32 nibble bytes to both halves of a zmm and shift
 // the upper half right by 4, so after masking lanes 0..31 hold sub-block 2c and lanes

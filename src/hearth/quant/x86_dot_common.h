@@ -48,6 +48,14 @@ template <size_t kAhead, size_t Bytes>
   }
 }
 
+// The NT activation rows of a multi-token kernel, a_stride bytes apart.
+template <int NT>
+inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {
+  for (int t = 0; t < NT; ++t) {
+    ys[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
+  }
+}
+
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
