@@ -201,6 +201,23 @@ TEST_P(SimdDot, PreparedKernelMatchesVecDotBits) {
           << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << ": prepared "
           << got << ", vec_dot " << want;
     }
+    if (simd.prepared->dot_x4 == nullptr) continue;
+    // Four prepared activation rows (stride past the row, as matmul lays them out), one weight row.
+    DotData d[4];
+    for (uint32_t t = 0; t < 4; ++t) d[t] = make_data(type, n, 600 + t, t % 2 == 1);
+    const size_t stride = simd.prepared->bytes(n) + 64;
+    std::vector<uint8_t> prepared(4 * stride);
+    for (int t = 0; t < 4; ++t)
+      simd.prepared->prepare(n, d[t].act.data(), prepared.data() + t * stride);
+    float got[4];
+    simd.prepared->dot_x4(n, d[0].w.data(), prepared.data(), stride, got);
+    for (int t = 0; t < 4; ++t) {
+      float want = 0;
+      simd.vec_dot(n, d[0].w.data(), d[t].act.data(), &want);
+      EXPECT_EQ(std::memcmp(&got[t], &want, sizeof(float)), 0)
+          << isa_name(isa) << " " << gguf::tensor_type_name(type) << " n=" << n << " token " << t
+          << ": prepared x4 " << got[t] << ", vec_dot " << want;
+    }
   }
 }
 

@@ -476,14 +476,15 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
   }
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   auto vec_dot = p.w_traits->vec_dot;
-  const auto vec_dot_x4 = p.w_traits->vec_dot_x4;  // four tokens per weight decode, if any
+  auto vec_dot_x4 = p.w_traits->vec_dot_x4;  // four tokens per weight decode, if any
   size_t act_row_bytes = p.act_row_bytes;
   if (const quant::PreparedDot* pd = p.w_traits->prepared; pd != nullptr && vec_dot_x4 == nullptr) {
-    // Every token's activation rearranged once for the prepared kernel, as matvec does (same
+    // Every token's activation rearranged once for the prepared kernels, as matvec does (same
     // bits as vec_dot, PreparedDot's contract); Q4_0's plain kernel is compute-bound.
     act_row_bytes = pd->bytes(w.cols);
     act = convert_tokens(pool, pd->prepare, w.cols, act, p.act_row_bytes, n_tokens, act_row_bytes);
     vec_dot = pd->dot;
+    vec_dot_x4 = pd->dot_x4;
   }
   // Tiles: a block of weight rows (<= ~32 KiB, stays in L1/L2) x a tile of tokens (their
   // activations, <= ~256 KiB, stay in L2). Work items walk all token tiles of one row block

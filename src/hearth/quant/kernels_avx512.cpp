@@ -600,8 +600,43 @@ void dot_q4_0_prepared_long(int64_t n, const void* w, const void* a, float* out)
   dot_q4_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
 }
 
+// Four q8_prepare'd activation rows (a_stride bytes apart) at once, for GGUF-layout prefill:
+// each group's quants are decoded once for the four tokens; per token the same integer sums,
+// scale steps and tail as dot_q4_0_prepared, so its bits.
+void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
+  constexpr int kNT = 4;
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  __m512 acc[kNT];
+  for (int t = 0; t < kNT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ4_0* xg = x + g * kQ8Group;
+    __m512i q[8];
+    for (int p = 0; p < 8; ++p) q[p] = q4_block_pair(xg[2 * p], xg[2 * p + 1]);
+    const __m512 dw = q4_group_scales(xg);
+    for (int t = 0; t < kNT; ++t) {
+      const uint8_t* pg = pa + t * a_stride + static_cast<size_t>(g) * kQ8PreparedA;
+      __m512i v[8];
+      for (int p = 0; p < 8; ++p) {
+        v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[p],
+                                   _mm512_loadu_si512(pg + 128 + 64 * p));
+      }
+      const __m512i isum =
+          _mm512_add_epi32(q8_reduce_pairs(v), _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < kNT; ++t) {
+    const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
+                                                        static_cast<size_t>(ng) * kQ8PreparedA);
+    out[t] = _mm512_reduce_add_ps(acc[t]) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  }
+}
+
 constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q8_prepare, dot_q4_0_prepared,
-                                     dot_q4_0_prepared_long};
+                                     dot_q4_0_prepared_long, dot_q4_0_prepared_x4};
 
 }  // namespace
 

@@ -45,6 +45,11 @@ struct PreparedDot {
   void (*dot)(int64_t n, const void* w_row, const void* prepared_act, float* out);
   // Optional: dot() for long rows, same bits (see TypeTraits::vec_dot_long).
   void (*dot_long)(int64_t n, const void* w_row, const void* prepared_act, float* out) = nullptr;
+  // Optional: dot() of one weight row against four prepared activation rows (act_stride bytes
+  // apart), out[t] with dot()'s bits for each: GGUF-layout prefill decodes the weights once
+  // per four tokens (as TypeTraits::vec_dot_x4 does on plain activation rows).
+  void (*dot_x4)(int64_t n, const void* w_row, const void* prepared_acts, size_t act_stride,
+                 float* out) = nullptr;
 };
 
 // Optional row-interleaved weight layout ("rows16"), made once at model load: 16 consecutive
