@@ -46,11 +46,12 @@ struct Q4KChunks {
   }
 };
 
-// NT activation rows at once (matmul): the weight decode is shared, each token costs one
-// vpmaddubsw and one vpdpwssd per 64 weights.
-template <int NT, size_t kL2Ahead = 0>
-void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
+// Q4_K and Q5_K, NT activation rows at once (matmul): the weight decode is shared, each token
+// costs one vpmaddubsw and one vpdpwssd per 64 weights. Quants(x) gives chunk c's 64
+// unsigned quants (Q4KQuants, Q5KQuants below); everything else is the same for both types.
+template <typename Block, typename Quants, int NT, size_t kL2Ahead = 0>
+void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
+  const auto* x = static_cast<const Block*>(w);
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
   const Q4KChunks chunks;
@@ -61,7 +62,7 @@ void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
     acc_min[t] = _mm256_setzero_ps();
   }
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ4_K)>(x + i);
+    prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
     const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
@@ -79,8 +80,9 @@ void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
                                    acc_min[t]);
       sum[t] = _mm512_setzero_si512();
     }
+    Quants quants(chunks, x[i]);
     for (int c = 0; c < 4; ++c) {
-      const __m512i q = chunks.nibbles(x[i].qs, c);
+      const __m512i q = quants.chunk(c);
       const __m512i sc = _mm512_permutexvar_epi16(chunks.sc_idx[c], sc16);
       for (int t = 0; t < NT; ++t) {
         const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(ys[t][i].qs + 64 * c));
@@ -94,6 +96,40 @@ void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(acc_min[t]);
 }
 
+struct Q4KQuants {
+  const Q4KChunks& chunks;
+  const BlockQ4_K& x;
+  Q4KQuants(const Q4KChunks& ch, const BlockQ4_K& b) : chunks(ch), x(b) {}
+  __m512i chunk(int c) const { return chunks.nibbles(x.qs, c); }
+};
+
+// Q5_K: the fifth bit comes from qh (bit 2c for lanes 0..31, 2c+1 for 32..63), added as +16
+// under a byte mask. Chunks are taken in order (the bit selector steps per chunk).
+struct Q5KQuants {
+  const Q4KChunks& chunks;
+  const BlockQ5_K& x;
+  const __m512i qh;
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  // Bit selectors: bytes 0..31 select bit 2c, bytes 32..63 bit 2c+1.
+  __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
+  Q5KQuants(const Q4KChunks& ch, const BlockQ5_K& b)
+      : chunks(ch),
+        x(b),
+        qh(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)))) {}
+  __m512i chunk(int c) {
+    const __m512i q = chunks.nibbles(x.qs, c);
+    const __m512i with_fifth = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, sixteen);
+    bits = _mm512_add_epi8(bits, bits);
+    bits = _mm512_add_epi8(bits, bits);
+    return with_fifth;
+  }
+};
+
+template <int NT, size_t kL2Ahead = 0>
+void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
+  dot_k_multi<BlockQ4_K, Q4KQuants, NT, kL2Ahead>(n, w, a, a_stride, out);
+}
+
 void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q4_k_multi<1>(n, w, a, 0, out);
 }
@@ -102,69 +138,10 @@ void dot_q4_k_long(int64_t n, const void* w, const void* a, float* out) {
   dot_q4_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
 }
 
-// ---- Q5_K x Q8_K ------------------------------------------------------------------
-// As Q4_K; the fifth bit comes from qh (bit 2c for lanes 0..31, 2c+1 for 32..63), added as
-// +16 under a byte mask.
-// NT activation rows at once (matmul) as dot_q4_k_multi: the weight decode (nibbles, fifth
-// bit, scales) is shared, each token costs one vpmaddubsw and one vpdpwssd per 64 weights.
+// ---- Q5_K x Q8_K: dot_k_multi with Q5KQuants ---------------------------------------
 template <int NT, size_t kL2Ahead = 0>
 void dot_q5_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
-  const auto* x = static_cast<const BlockQ5_K*>(w);
-  const BlockQ8_K* ys[NT];
-  q8_k_rows<NT>(a, a_stride, ys);
-  const Q4KChunks chunks;
-  const __m512i sixteen = _mm512_set1_epi8(16);
-  // Bit selectors per chunk: bytes 0..31 select bit 2c, bytes 32..63 bit 2c+1.
-  const __m512i bit0 = _mm512_inserti64x4(_mm512_set1_epi8(1), _mm256_set1_epi8(2), 1);
-  __m512 acc[NT];
-  __m256 acc_min[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm512_setzero_ps();
-    acc_min[t] = _mm256_setzero_ps();
-  }
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ5_K)>(x + i);
-    uint64_t sc8, m8;
-    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
-    // Mins: sum_s m[s] * (bsums[2s] + bsums[2s+1]) via one 16-lane multiply-add.
-    const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
-                                              _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i mins16 = _mm256_cvtepu8_epi16(m_pairs);  // (16) m[g/2]
-    for (int t = 0; t < NT; ++t) {
-      const __m256i prod_min = _mm256_madd_epi16(
-          mins16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums)));
-      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
-                                   acc_min[t]);
-    }
-    const __m512i sc16 =
-        _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-    const __m512i qh =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qh)));
-    __m512i sum0[NT], sum1[NT];
-    for (int t = 0; t < NT; ++t) sum0[t] = sum1[t] = _mm512_setzero_si512();
-    __m512i bits = bit0;
-    for (int c = 0; c < 4; ++c) {
-      __m512i q = chunks.nibbles(x[i].qs, c);
-      q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, sixteen);
-      bits = _mm512_add_epi8(bits, bits);
-      bits = _mm512_add_epi8(bits, bits);
-      const __m512i s = _mm512_permutexvar_epi16(chunks.sc_idx[c], sc16);
-      for (int t = 0; t < NT; ++t) {
-        const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(ys[t][i].qs + 64 * c));
-        if (c & 1) {
-          sum1[t] = _mm512_dpwssd_epi32(sum1[t], p, s);
-        } else {
-          sum0[t] = _mm512_dpwssd_epi32(sum0[t], p, s);
-        }
-      }
-    }
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ys[t][i].d),
-                               _mm512_cvtepi32_ps(_mm512_add_epi32(sum0[t], sum1[t])), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(acc_min[t]);
+  dot_k_multi<BlockQ5_K, Q5KQuants, NT, kL2Ahead>(n, w, a, a_stride, out);
 }
 
 void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
