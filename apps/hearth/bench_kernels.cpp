@@ -36,6 +36,7 @@
 #include "hearth/compute/matmul.h"
 #include "hearth/compute/thread_pool.h"
 #include "hearth/gguf/tensor_type.h"
+#include "hearth/quant/stream_tuning.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::cli {
@@ -168,9 +169,10 @@ int run_bench_kernels(const Args& args) {
   const size_t footprint = std::max<size_t>(2 * llc_bytes(), size_t{512} << 20);
 
   fmt::print(
-      "hearth bench kernels: isa {}, hardware threads {}, LLC {} MiB, matvec footprint {} MiB\n",
-      quant::isa_name(quant::active_isa()), std::thread::hardware_concurrency(), llc_bytes() >> 20,
-      footprint >> 20);
+      "hearth bench kernels: isa {}, stream tuning {}, hardware threads {}, LLC {} MiB, matvec "
+      "footprint {} MiB\n",
+      quant::isa_name(quant::active_isa()), quant::stream_tuning().name,
+      std::thread::hardware_concurrency(), llc_bytes() >> 20, footprint >> 20);
 
   std::vector<compute::ThreadPool*> pools;
   std::vector<std::unique_ptr<compute::ThreadPool>> owned;
@@ -372,6 +374,7 @@ int run_bench_kernels(const Args& args) {
                           {"int8_peak_gmacs_by_threads", peak_by_threads},
                           {"int8_peak_idiom", peaks[imax].idiom},
                           {"isa", quant::isa_name(quant::active_isa())},
+                          {"stream_tuning", quant::stream_tuning().name},
                           {"rows", rows}};
     fmt::print("{}\n", out.dump());
   }

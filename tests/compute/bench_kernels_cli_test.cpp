@@ -46,5 +46,22 @@ TEST(BenchKernelsCli, ShapesReplaceTheDefaultsAndZeroTokensSkipMatmul) {
   EXPECT_EQ(matvec_rows, 4);  // two shapes, GGUF and rows16 layouts
 }
 
+TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
+  const std::string args =
+      "bench kernels --quick --threads 1 --types q4_k --shapes 32x256 "
+      "--matmul-tokens 0 --reps 1 --json";
+  for (const std::string name : {"zen4", "zen5"}) {
+    const auto r = testing::run_command("HEARTH_STREAM_TUNING=" + name + " " +
+                                        std::string(HEARTH_BIN_PATH) + " " + args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(testing::last_json_line(r.out).at("stream_tuning"), name);
+    EXPECT_NE(r.out.find("stream tuning " + name), std::string::npos) << r.out;
+  }
+  const auto r = testing::run_command("HEARTH_STREAM_TUNING=zen9 " + std::string(HEARTH_BIN_PATH) +
+                                      " " + args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("HEARTH_STREAM_TUNING=zen9"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace hearth::compute

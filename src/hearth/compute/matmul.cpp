@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hearth/base/error.h"
+#include "hearth/quant/stream_tuning.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::compute {
@@ -53,18 +54,16 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
   return {&tr, &quant::traits_for_isa(tr.vec_dot_type, isa), *wrb, *arb};
 }
 
-// Rows so long that a weight row and the activation row it meets (as the decode kernel reads
-// it) pass this many bytes together: there the hardware prefetcher alone streamed the GGUF
-// layout well below the read bandwidth, so decode takes the kernels' long-row variants
-// (TypeTraits::vec_dot_long, PreparedDot::dot_long), which also prefetch into L2.
-constexpr size_t kLongRowBytes = size_t{20} << 10;
-
 // The GGUF-layout decode kernel for rows of w_row_bytes against an activation of act_bytes
 // in the form `prepared` leaves it (or vec_dot_type's when prepared is nullptr).
 using DotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
 DotFn decode_dot(const quant::TypeTraits& tr, const quant::PreparedDot* prepared,
                  size_t w_row_bytes, size_t act_bytes) {
-  const bool long_rows = w_row_bytes + act_bytes > kLongRowBytes;
+  // Where a weight row and the activation row it meets (as the decode kernel reads it) pass
+  // StreamTuning::long_row_bytes together, the hardware prefetcher alone streamed the GGUF
+  // layout well below the read bandwidth, so decode takes the kernels' long-row variants,
+  // which also prefetch into L2.
+  const bool long_rows = w_row_bytes + act_bytes > quant::stream_tuning().long_row_bytes;
   if (prepared != nullptr) {
     return long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot;
   }

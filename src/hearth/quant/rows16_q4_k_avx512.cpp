@@ -13,13 +13,10 @@
 namespace hearth::quant {
 namespace {
 
-// One prefetch per line consumed, this far ahead (rows16_prefetch_beside): side by side at 2
-// threads (bench/ab_kernels.sh) 3 KiB streamed better than 4 KiB and 6 KiB (Q4_K).
-constexpr int kPrefetchBytes = 3072;
-
 // kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block
-// column (rows16_kernels.h); kHighBits < 0 for Q4_K.
-template <int kQuants, int kHighBits>
+// column (rows16_kernels.h); kHighBits < 0 for Q4_K. kAhead: one prefetch per line consumed,
+// this many bytes ahead (rows16_prefetch_beside), 0 for none.
+template <int kQuants, int kHighBits, int kAhead>
 struct Q4_KAvx512 {
   static constexpr bool kFive = kHighBits >= 0;
   // Q5_K takes 8 tokens per pass over the weights (rows16_max_tokens), which shares its
@@ -62,14 +59,17 @@ struct Q4_KAvx512 {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
-        // Q5_K streams on the hardware prefetcher alone: with the tied prefetches Q4_K takes,
-        // it read DRAM more slowly (docs/kernels.md, Q5_K in "Two layouts").
-        if constexpr (!kFive) {
-          rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
-          rows16_store_beside<NT>(v);
-          // The super-block's 5 header lines ride along the first loads.
-          if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+        if constexpr (kAhead > 0) {
+          rows16_prefetch_beside(v, qp + kAhead + 64 * s);
+          // The lines before the quants (the header, and Q5_K's high bits) ride along the
+          // first loads.
+          constexpr int kLeadLines = kQuants / 64;
+          if (p == 0 && s < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * s);
+          if (p == 0 && s + 8 < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * (s + 8));
         }
+        // Q5_K's stores beside the loads made it stream more slowly on Zen 4 and did not
+        // help on Zen 5 (docs/kernels.md, Q5_K in "Two layouts").
+        if constexpr (!kFive) rows16_store_beside<NT>(v);
         __m512i lo = _mm512_and_si512(v, m_lo);
         __m512i hi;
         if constexpr (kFive) {
@@ -118,11 +118,18 @@ struct Q4_KAvx512 {
   }
 };
 
+// Prefetch distances per CPU (stream_tuning.h). Zen 4: Q4_K 3 KiB, streamed better than 4 and
+// 6 KiB at 2 threads; Q5_K none, because the tied prefetches made it read DRAM more slowly
+// (docs/kernels.md, Q5_K in "Two layouts"). Zen 5: 8 KiB for both.
+template <int kAhead>
+using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead>, Rows16Q4_K>;
+template <int kAhead>
+using Q5_KKernel =
+    Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead>, Rows16Q5_K>;
+
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_k_dot_avx512 =
-    rows16_dot<Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1>, Rows16Q4_K>>;
-Rows16DotKernel* const rows16_q5_k_dot_avx512 =
-    rows16_dot<Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits>, Rows16Q5_K>>;
+Rows16DotKernel* const rows16_q4_k_dot_avx512 = rows16_dot_tuned<Q4_KKernel, 3072, 8192>;
+Rows16DotKernel* const rows16_q5_k_dot_avx512 = rows16_dot_tuned<Q5_KKernel, 0, 8192>;
 
 }  // namespace hearth::quant

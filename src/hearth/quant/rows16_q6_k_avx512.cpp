@@ -11,15 +11,14 @@
 namespace hearth::quant {
 namespace {
 
-// One prefetch per line consumed, this far ahead, tied beside the loads
-// (rows16_prefetch_beside).
-constexpr int kPrefetchBytes = 2048;
-
 // (sel & a) | (~sel & b): ternary-logic truth table 0xCA with the selector first.
 inline __m512i select_bits(__m512i sel, __m512i a, __m512i b) {
   return _mm512_ternarylogic_epi32(sel, a, b, 0xCA);
 }
 
+// kAhead: one prefetch per line consumed, this many bytes ahead, tied beside the loads
+// (rows16_prefetch_beside).
+template <int kAhead>
 struct Q6_KAvx512 {
   // 8 tokens per pass over the weights (rows16_max_tokens): the kernel alone ran faster with
   // 8 than with 4 in a throwaway probe; the whole matmul moved within the host's noise
@@ -36,13 +35,13 @@ struct Q6_KAvx512 {
     for (int grp = 0; grp < 16; ++grp) {
       const uint8_t* v = g + 288 + 192 * grp;
       __m512i v0 = _mm512_loadu_si512(v);
-      rows16_prefetch_beside(v0, v + kPrefetchBytes);
+      rows16_prefetch_beside(v0, v + kAhead);
       // The super-block's header (d and scales, 4.5 lines) rides along the first groups.
-      if (grp < 5) rows16_prefetch_beside(v0, g + kPrefetchBytes + 64 * grp);
+      if (grp < 5) rows16_prefetch_beside(v0, g + kAhead + 64 * grp);
       __m512i v1 = _mm512_loadu_si512(v + 64);
-      rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
+      rows16_prefetch_beside(v1, v + 64 + kAhead);
       __m512i v2 = _mm512_loadu_si512(v + 128);
-      rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
+      rows16_prefetch_beside(v2, v + 128 + kAhead);
       rows16_store_beside<NT>(v0);
       rows16_store_beside<NT>(v1);
       rows16_store_beside<NT>(v2);
@@ -74,8 +73,13 @@ struct Q6_KAvx512 {
   }
 };
 
+// Prefetch distances per CPU (stream_tuning.h): Zen 4 2 KiB (1.5 and 3 KiB within noise of
+// it, 4 KiB slower), Zen 5 6 KiB.
+template <int kAhead>
+using Q6_KKernel = Rows16Blocks<Q6_KAvx512<kAhead>, Rows16Q6_K>;
+
 }  // namespace
 
-Rows16DotKernel* const rows16_q6_k_dot_avx512 = rows16_dot<Rows16Blocks<Q6_KAvx512, Rows16Q6_K>>;
+Rows16DotKernel* const rows16_q6_k_dot_avx512 = rows16_dot_tuned<Q6_KKernel, 2048, 6144>;
 
 }  // namespace hearth::quant

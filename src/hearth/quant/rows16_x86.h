@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include "hearth/quant/rows16_common.h"
+#include "hearth/quant/stream_tuning.h"
 
 namespace hearth::quant {
 namespace {
@@ -107,6 +108,19 @@ struct Rows16Blocks {
       Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc[t]);
   }
 };
+
+// The Rows16::dot entry of a kernel whose prefetch distance is a template argument:
+// Kernel<kZen4Ahead> or Kernel<kZen5Ahead> by the stream tuning in use (stream_tuning.h).
+// A distance held in a register instead streamed measurably slower than a constant.
+template <template <int> typename Kernel, int kZen4Ahead, int kZen5Ahead>
+void rows16_dot_tuned(int64_t cols, const void* group, const void* acts, size_t act_stride,
+                      int n_tokens, float* out, size_t out_stride) {
+  if (stream_tuning().cpu == StreamCpu::kZen5) {
+    rows16_dot<Kernel<kZen5Ahead>>(cols, group, acts, act_stride, n_tokens, out, out_stride);
+  } else {
+    rows16_dot<Kernel<kZen4Ahead>>(cols, group, acts, act_stride, n_tokens, out, out_stride);
+  }
+}
 
 }  // namespace
 }  // namespace hearth::quant
