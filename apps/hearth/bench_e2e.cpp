@@ -35,6 +35,7 @@
 #include "hearth/gguf/gguf_file.h"
 #include "hearth/gguf/tensor_type.h"
 #include "hearth/model/engine.h"
+#include "hearth/quant/stream_tuning.h"
 #include "hearth/quant/type_traits.h"
 #include "model_options.h"
 
@@ -157,10 +158,12 @@ int run_bench_e2e(const Args& args) {
     if (rows.empty()) {
       fmt::print(
           "hearth bench e2e: {} ({} layers, dim {}, ffn {}, vocab {}), {:.1f} MiB weights read "
-          "per decoded token, isa {}, hardware threads {}, {:.1f} MiB repacked to rows16\n",
+          "per decoded token, isa {}, stream tuning {}, hardware threads {}, {:.1f} MiB repacked "
+          "to rows16\n",
           model_path, hp.n_layers, hp.dim, hp.ffn, hp.vocab,
           static_cast<double>(bytes_per_token) / (1 << 20), quant::isa_name(quant::active_isa()),
-          std::thread::hardware_concurrency(), static_cast<double>(repacked_bytes) / (1 << 20));
+          quant::stream_tuning().name, std::thread::hardware_concurrency(),
+          static_cast<double>(repacked_bytes) / (1 << 20));
     }
     constexpr size_t kProbeBytes = size_t{1} << 30;
     HugeBuffer probe(kProbeBytes);  // read beside each timed decode run: its roofline
@@ -277,6 +280,7 @@ int run_bench_e2e(const Args& args) {
     nlohmann::json out = {{"model", model_path},
                           {"weight_bytes_per_token", bytes_per_token},
                           {"isa", quant::isa_name(quant::active_isa())},
+                          {"stream_tuning", quant::stream_tuning().name},
                           {"repacked_bytes", repacked_bytes},
                           {"cache_type_k", cache_type_k},
                           {"cache_type_v", cache_type_v},
