@@ -37,6 +37,11 @@ template <typename V>
 inline void rows16_prefetch_beside(V& v, const uint8_t* ahead) {
   asm volatile("prefetcht0 (%1)" : "+v"(v) : "r"(ahead));
 }
+// The same into L2 (prefetcht1), for a second, longer distance beside the first.
+template <typename V>
+inline void rows16_prefetch_l2_beside(V& v, const uint8_t* ahead) {
+  asm volatile("prefetcht1 (%1)" : "+v"(v) : "r"(ahead));
+}
 #endif
 
 // Calls fn(std::integral_constant<int, N>) with N = n_tokens (1..kMax; any other count

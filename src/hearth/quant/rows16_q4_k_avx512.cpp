@@ -14,9 +14,10 @@ namespace hearth::quant {
 namespace {
 
 // kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block
-// column (rows16_kernels.h); kHighBits < 0 for Q4_K. kAhead: one prefetch per line consumed,
-// this many bytes ahead (rows16_prefetch_beside), 0 for none.
-template <int kQuants, int kHighBits, int kAhead>
+// column (rows16_kernels.h); kHighBits < 0 for Q4_K. kAhead: one prefetch into L1 per line
+// consumed, this many bytes ahead (rows16_prefetch_beside), 0 for none; kL2Ahead: likewise a
+// second one into L2 (rows16_prefetch_l2_beside) for one token, 0 for none.
+template <int kQuants, int kHighBits, int kAhead, int kL2Ahead>
 struct Q4_KAvx512 {
   static constexpr bool kFive = kHighBits >= 0;
   // Q5_K takes 8 tokens per pass over the weights (rows16_max_tokens), which shares its
@@ -66,6 +67,15 @@ struct Q4_KAvx512 {
           constexpr int kLeadLines = kQuants / 64;
           if (p == 0 && s < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * s);
           if (p == 0 && s + 8 < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * (s + 8));
+          // Decode only: with more tokens the kernel is bound by arithmetic, where the extra
+          // prefetches slowed it.
+          if constexpr (kL2Ahead > 0 && NT == 1) {
+            rows16_prefetch_l2_beside(v, qp + kL2Ahead + 64 * s);
+            if (p == 0 && s < kLeadLines) rows16_prefetch_l2_beside(v, g + kL2Ahead + 64 * s);
+            if (p == 0 && s + 8 < kLeadLines) {
+              rows16_prefetch_l2_beside(v, g + kL2Ahead + 64 * (s + 8));
+            }
+          }
         }
         // Q5_K's stores beside the loads made it stream more slowly on Zen 4 and did not
         // help on Zen 5 (docs/kernels.md, Q5_K in "Two layouts").
@@ -120,16 +130,20 @@ struct Q4_KAvx512 {
 
 // Prefetch distances per CPU (stream_tuning.h). Zen 4: Q4_K 3 KiB, streamed better than 4 and
 // 6 KiB at 2 threads; Q5_K none, because the tied prefetches made it read DRAM more slowly
-// (docs/kernels.md, Q5_K in "Two layouts"). Zen 5: 8 KiB for both.
-template <int kAhead>
-using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead>, Rows16Q4_K>;
-template <int kAhead>
+// (docs/kernels.md, Q5_K in "Two layouts"). Zen 5: longer L1 distances, and a second prefetch
+// into L2 further ahead, which made both stream faster at 2 threads (at one thread Q4_K was a
+// little slower with it).
+template <int kAhead, int kL2Ahead>
+using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead, kL2Ahead>, Rows16Q4_K>;
+template <int kAhead, int kL2Ahead>
 using Q5_KKernel =
-    Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead>, Rows16Q5_K>;
+    Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead, kL2Ahead>, Rows16Q5_K>;
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_k_dot_avx512 = rows16_dot_tuned<Q4_KKernel, 3072, 8192>;
-Rows16DotKernel* const rows16_q5_k_dot_avx512 = rows16_dot_tuned<Q5_KKernel, 0, 8192>;
+Rows16DotKernel* const rows16_q4_k_dot_avx512 =
+    rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
+Rows16DotKernel* const rows16_q5_k_dot_avx512 =
+    rows16_dot_tuned<Q5_KKernel<0, 0>, Q5_KKernel<3072, 8192>>;
 
 }  // namespace hearth::quant

@@ -109,16 +109,16 @@ struct Rows16Blocks {
   }
 };
 
-// The Rows16::dot entry of a kernel whose prefetch distance is a template argument:
-// Kernel<kZen4Ahead> or Kernel<kZen5Ahead> by the stream tuning in use (stream_tuning.h).
-// A distance held in a register instead streamed measurably slower than a constant.
-template <template <int> typename Kernel, int kZen4Ahead, int kZen5Ahead>
+// The Rows16::dot entry of a kernel built once per prefetch table (stream_tuning.h), its
+// distances template arguments: Zen4Kernel or Zen5Kernel by the table in use. A distance held
+// in a register instead streamed measurably slower than a constant.
+template <typename Zen4Kernel, typename Zen5Kernel>
 void rows16_dot_tuned(int64_t cols, const void* group, const void* acts, size_t act_stride,
                       int n_tokens, float* out, size_t out_stride) {
   if (stream_tuning().cpu == StreamCpu::kZen5) {
-    rows16_dot<Kernel<kZen5Ahead>>(cols, group, acts, act_stride, n_tokens, out, out_stride);
+    rows16_dot<Zen5Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
   } else {
-    rows16_dot<Kernel<kZen4Ahead>>(cols, group, acts, act_stride, n_tokens, out, out_stride);
+    rows16_dot<Zen4Kernel>(cols, group, acts, act_stride, n_tokens, out, out_stride);
   }
 }
 
