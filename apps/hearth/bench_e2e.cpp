@@ -172,14 +172,7 @@ int run_bench_e2e(const Args& args) {
     // bandwidth: a single timed pass of the whole GiB often caught a stall of the shared host
     // and read slower than the decode beside it.
     const auto probe_gbps = [&] {
-      constexpr size_t kWindow = size_t{64} << 20;
-      double best = 0;
-      for (size_t at = 0; at + kWindow <= kProbeBytes; at += kWindow) {
-        best = std::max(
-            best, static_cast<double>(kWindow) /
-                      compute::time_parallel_read(engine.pool(), probe.data() + at, kWindow) / 1e9);
-      }
-      return best;
+      return compute::best_window_read_gbps(engine.pool(), probe.data(), kProbeBytes);
     };
     const uint64_t kv_per_position =
         engine.kv_types().bytes_per_token(static_cast<int>(hp.n_kv_heads),

@@ -22,6 +22,11 @@ double measure_memory_read_gbps(ThreadPool& pool, size_t bytes = size_t{1} << 30
 // same machine state (the honest roofline on a machine shared with other work).
 double time_parallel_read(ThreadPool& pool, const void* data, size_t bytes);
 
+// Read GB/s of the best 64 MiB window of one parallel pass over data[0, bytes) (each thread
+// reads its share of a window; a tail shorter than a window is not read): the figure
+// measure_memory_read_gbps takes per pass, for a caller that keeps its own cold buffer.
+double best_window_read_gbps(ThreadPool& pool, const void* data, size_t bytes);
+
 // The read loop: returns a value depending on every 64-byte line of p[0, bytes) so the loads
 // cannot be dropped. Dispatches on the CPU (AVX-512 / AVX2 loads where present).
 uint64_t read_stream(const uint8_t* p, size_t bytes);
