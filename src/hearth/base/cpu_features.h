@@ -1,4 +1,4 @@
-// CPU features that __builtin_cpu_supports cannot name on every compiler we build with.
+// CPU facts that __builtin_cpu_supports cannot give on every compiler we build with.
 #pragma once
 
 #if defined(__x86_64__)
@@ -21,6 +21,32 @@ inline bool cpu_has_f16c() {
 #else
   return false;
 #endif
+}
+
+// The CPU's vendor (AMD or not) and family (CPUID leaf 1, extended family added as the manual
+// says), read once for the same reason. family is 0 off x86.
+struct CpuVendorFamily {
+  bool amd = false;
+  int family = 0;
+};
+inline CpuVendorFamily cpu_vendor_family() {
+  static const CpuVendorFamily id = [] {
+    CpuVendorFamily v;
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) != 0) {
+      // "AuthenticAMD" in ebx, edx, ecx.
+      v.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    }
+    if (__get_cpuid(1, &a, &b, &c, &d) != 0) {
+      const int base = static_cast<int>((a >> 8) & 0xF);
+      const int ext = static_cast<int>((a >> 20) & 0xFF);
+      v.family = base == 0xF ? base + ext : base;
+    }
+#endif
+    return v;
+  }();
+  return id;
 }
 
 }  // namespace hearth

@@ -5,11 +5,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "hearth/base/cpu_features.h"
 #include "hearth/base/error.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 namespace hearth::quant {
 namespace {
@@ -20,28 +18,6 @@ constexpr StreamTuning kZen4{"zen4", StreamCpu::kZen4, size_t{20} << 10};
 // Zen 5: the GGUF-layout kernels reached their bandwidth at every row length with the L2
 // prefetches of the long-row variants.
 constexpr StreamTuning kZen5{"zen5", StreamCpu::kZen5, 0};
-
-struct CpuId {
-  bool amd = false;
-  int family = 0;
-};
-
-CpuId read_cpuid() {
-  CpuId id;
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(0, &a, &b, &c, &d) != 0) {
-    // "AuthenticAMD" in ebx, edx, ecx.
-    id.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
-  }
-  if (__get_cpuid(1, &a, &b, &c, &d) != 0) {
-    const int base = static_cast<int>((a >> 8) & 0xF);
-    const int ext = static_cast<int>((a >> 20) & 0xFF);
-    id.family = base == 0xF ? base + ext : base;
-  }
-#endif
-  return id;
-}
 
 }  // namespace
 
@@ -57,7 +33,6 @@ const StreamTuning* stream_tuning_named(std::string_view name) {
 }
 
 const StreamTuning& stream_tuning() {
-  // Read once: CPUID traps to the hypervisor in a virtual machine (cpu_features.h).
   static const StreamTuning& tuning = []() -> const StreamTuning& {
     if (const char* env = std::getenv("HEARTH_STREAM_TUNING"); env != nullptr && *env != '\0') {
       const StreamTuning* t = stream_tuning_named(env);
@@ -66,7 +41,7 @@ const StreamTuning& stream_tuning() {
       }
       return *t;
     }
-    const CpuId id = read_cpuid();
+    const CpuVendorFamily id = cpu_vendor_family();
     return stream_tuning_for_cpu(id.amd, id.family);
   }();
   return tuning;
