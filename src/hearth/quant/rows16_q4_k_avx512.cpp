@@ -46,6 +46,25 @@ struct Q4_KAvx512 {
     }
   }
 
+  // The prefetches tied to load s of sub-block p (quants at qp, block column at g), into L2 if
+  // kL2 else L1, kBytes ahead: the line that load's line will be, and along the first loads
+  // the lines before the quants (the header, and Q5_K's high bits).
+  template <bool kL2, int kBytes>
+  [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g,
+                                                    const uint8_t* qp, int p, int s) {
+    const auto fetch = [&v](const uint8_t* at) {
+      if constexpr (kL2) {
+        rows16_prefetch_l2_beside(v, at);
+      } else {
+        rows16_prefetch_beside(v, at);
+      }
+    };
+    constexpr int kLeadLines = kQuants / 64;
+    fetch(qp + kBytes + 64 * s);
+    if (p == 0 && s < kLeadLines) fetch(g + kBytes + 64 * s);
+    if (p == 0 && s + 8 < kLeadLines) fetch(g + kBytes + 64 * (s + 8));
+  }
+
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
     __m512i s1[NT];
@@ -60,23 +79,10 @@ struct Q4_KAvx512 {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
-        if constexpr (kAhead > 0) {
-          rows16_prefetch_beside(v, qp + kAhead + 64 * s);
-          // The lines before the quants (the header, and Q5_K's high bits) ride along the
-          // first loads.
-          constexpr int kLeadLines = kQuants / 64;
-          if (p == 0 && s < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * s);
-          if (p == 0 && s + 8 < kLeadLines) rows16_prefetch_beside(v, g + kAhead + 64 * (s + 8));
-          // Decode only: with more tokens the kernel is bound by arithmetic, where the extra
-          // prefetches slowed it.
-          if constexpr (kL2Ahead > 0 && NT == 1) {
-            rows16_prefetch_l2_beside(v, qp + kL2Ahead + 64 * s);
-            if (p == 0 && s < kLeadLines) rows16_prefetch_l2_beside(v, g + kL2Ahead + 64 * s);
-            if (p == 0 && s + 8 < kLeadLines) {
-              rows16_prefetch_l2_beside(v, g + kL2Ahead + 64 * (s + 8));
-            }
-          }
-        }
+        if constexpr (kAhead > 0) prefetch_ahead<false, kAhead>(v, g, qp, p, s);
+        // Decode only: with more tokens the kernel is bound by arithmetic, where the extra
+        // prefetches slowed it.
+        if constexpr (kL2Ahead > 0 && NT == 1) prefetch_ahead<true, kL2Ahead>(v, g, qp, p, s);
         // Q5_K's stores beside the loads made it stream more slowly on Zen 4 and did not
         // help on Zen 5 (docs/kernels.md, Q5_K in "Two layouts").
         if constexpr (!kFive) rows16_store_beside<NT>(v);

@@ -8,7 +8,6 @@
 #include "hearth/base/cpu_features.h"
 #include "hearth/base/error.h"
 
-
 namespace hearth::quant {
 namespace {
 
