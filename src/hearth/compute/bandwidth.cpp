@@ -90,8 +90,8 @@ double best_window_read_gbps(ThreadPool& pool, const void* data, size_t bytes) {
   const size_t window = window_bytes(bytes, static_cast<size_t>(pool.size()));
   double best = 0;
   for (size_t at = 0; window > 0 && at + window <= bytes; at += window) {
-    best = std::max(best,
-                    static_cast<double>(window) / time_parallel_read(pool, base + at, window) / 1e9);
+    best = std::max(
+        best, static_cast<double>(window) / time_parallel_read(pool, base + at, window) / 1e9);
   }
   return best;
 }
@@ -115,7 +115,8 @@ double measure_memory_read_gbps(ThreadPool& pool, size_t bytes, int reps) {
       std::memset(base + w * window + share * static_cast<size_t>(ti), ti + 1, share);
   });
   double best = 0;
-  for (int r = 0; r < reps; ++r) best = std::max(best, best_window_read_gbps(pool, base, n_windows * window));
+  for (int r = 0; r < reps; ++r)
+    best = std::max(best, best_window_read_gbps(pool, base, n_windows * window));
   return best;
 }
 

@@ -50,8 +50,8 @@ struct Q4_KAvx512 {
   // kL2 else L1, kBytes ahead: the line that load's line will be, and along the first loads
   // the lines before the quants (the header, and Q5_K's high bits).
   template <bool kL2, int kBytes>
-  [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g,
-                                                    const uint8_t* qp, int p, int s) {
+  [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g, const uint8_t* qp,
+                                                    int p, int s) {
     const auto fetch = [&v](const uint8_t* at) {
       if constexpr (kL2) {
         rows16_prefetch_l2_beside(v, at);
