@@ -250,6 +250,47 @@ class Rows16Isa : public ::testing::TestWithParam<std::tuple<Isa, T>> {
   }
 };
 
+// Rows16::dot_pair, where the ISA has one: two groups (random, or extreme quants) against
+// the same activations, each (row, token) with the scalar kernel's bits for every token count,
+// outputs 36 floats apart (the 4 after each token's 32 rows untouched).
+TEST_P(Rows16Isa, PairGivesEachGroupTheScalarBits) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const TypeTraits& tr = traits_for_isa(type, isa);
+  if (tr.rows16->dot_pair == nullptr) GTEST_SKIP() << "no dot_pair on " << isa_name(isa);
+  const Rows16& scalar = *traits_for_isa(type, Isa::kScalar).rows16;
+  constexpr size_t kOutStride = 36;
+  for (const auto& [cols, fill] :
+       {std::pair{lengths(type)[0], Fill::kRandom}, std::pair{lengths(type)[1], Fill::kRandom},
+        std::pair{int64_t{4096}, Fill::kRandom}, std::pair{lengths(type)[3], Fill::kRandom},
+        std::pair{int64_t{4096}, Fill::kAllMax}, std::pair{int64_t{4096}, Fill::kAllMin}}) {
+    const Group g0 = make_group(type, cols, kTokens, 31, fill);
+    const Group g1 = make_group(type, cols, kTokens, 47, fill);
+    std::vector<uint8_t> pair = g0.group;
+    pair.insert(pair.end(), g1.group.begin(), g1.group.end());
+    for (int n = 1; n <= kTokens; ++n) {
+      std::vector<float> got(kTokens * kOutStride, -7.0f);
+      tr.rows16->dot_pair(cols, pair.data(), g0.prepared.data(), g0.prepared_stride, n, got.data(),
+                          kOutStride);
+      for (int t = 0; t < kTokens; ++t) {
+        for (int half = 0; half < 2 && t < n; ++half) {
+          std::vector<float> want(kRows16);
+          scalar.dot(cols, (half == 0 ? g0 : g1).group.data(),
+                     g0.prepared.data() + t * g0.prepared_stride, g0.prepared_stride, 1,
+                     want.data(), 0);
+          EXPECT_EQ(0, std::memcmp(got.data() + t * kOutStride + kRows16 * half, want.data(),
+                                   kRows16 * sizeof(float)))
+              << isa_name(isa) << ", group " << half << ", " << n << " tokens, token " << t
+              << ", cols " << cols;
+        }
+        for (size_t i = t < n ? 2 * kRows16 : 0; i < kOutStride; ++i) {
+          EXPECT_EQ(got[t * kOutStride + i], -7.0f) << "wrote outside its outputs";
+        }
+      }
+    }
+  }
+}
+
 TEST_P(Rows16Isa, EveryTokenCountGivesTheScalarBits) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);

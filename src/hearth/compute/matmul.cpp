@@ -157,15 +157,21 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const auto* groups = static_cast<const uint8_t*>(w.data);
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
+  // Work units of two groups where the kernel has dot_pair (the last one alone if the count
+  // is odd), else of one.
+  const int64_t per_unit = r16.dot_pair != nullptr ? 2 : 1;
+  const int64_t n_units = (n_groups + per_unit - 1) / per_unit;
   std::atomic<int64_t> next{0};
   pool.run_weights([&](int, int) {
     for (;;) {
-      const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
-      if (g >= n_groups) break;
+      const int64_t u = next.fetch_add(1, std::memory_order_relaxed);
+      if (u >= n_units) break;
+      const int64_t g = u * per_unit;
+      const auto dot = g + 1 < n_groups && per_unit == 2 ? r16.dot_pair : r16.dot;
       for (int64_t t = 0; t < n_tokens; t += quant::kRows16CallTokens) {
         const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, n_tokens - t));
-        r16.dot(w.cols, groups + static_cast<size_t>(g) * gb, acts + static_cast<size_t>(t) * ab,
-                ab, n, y + t * w.rows + g * quant::kRows16, static_cast<size_t>(w.rows));
+        dot(w.cols, groups + static_cast<size_t>(g) * gb, acts + static_cast<size_t>(t) * ab, ab, n,
+            y + t * w.rows + g * quant::kRows16, static_cast<size_t>(w.rows));
       }
     }
   });

@@ -17,13 +17,16 @@ struct Rows16Row {
   // Where each ISA's kernel pointer is (the kernel files export them), indexed by Isa; kScalar's
   // slot unused.
   Rows16DotKernel* const* simd[5];
+  // The same for Rows16::dot_pair (nullptr: none on that ISA).
+  Rows16DotKernel* const* pair[5] = {};
 };
 
 #if defined(__x86_64__)
 constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
-     {nullptr, &rows16_q8_0_dot_avx2, &rows16_q8_0_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q8_0_dot_avx2, &rows16_q8_0_dot_avx512, nullptr, nullptr},
+     {nullptr, nullptr, &rows16_q8_0_dot_pair_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr}},
@@ -32,7 +35,8 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_0,
      &kRows16Q4_0Scalar,
-     {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr},
+     {nullptr, nullptr, &rows16_q4_0_dot_pair_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ5_K,
      &kRows16Q5_KScalar,
      {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr}},
@@ -78,6 +82,7 @@ const Rows16IsaTables& isa_tables() {
       for (size_t i = 0; i < kRows16Isas; ++i) {
         t[r][i] = *kRows16Table[r].scalar;
         if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
+        if (kRows16Table[r].pair[i] != nullptr) t[r][i].dot_pair = *kRows16Table[r].pair[i];
       }
     }
     return t;

@@ -109,6 +109,42 @@ struct Rows16Blocks {
   }
 };
 
+// Rows16Blocks for two adjacent groups at once (Rows16::dot_pair): K::block_pair<NT>(g0, g1,
+// ab, acc0, acc1) adds block column g0 of the first group and g1 of the second into acc0 and
+// acc1, for NT up to K::kPairTokens. Each lane runs block's steps, so each group gets dot's
+// bits; what changes is that one activation broadcast in a register feeds both groups'
+// vpdpbusd.
+template <typename K, typename L>
+struct Rows16PairBlocks {
+  static constexpr int kMaxTokens = K::kPairTokens;
+  template <int NT>
+  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
+                  size_t out_stride) {
+    const K kernel;
+    Rows16Acc<NT> acc0, acc1;
+    for (int t = 0; t < NT; ++t) {
+      for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+        acc0[t][h] = Rows16Lanes::zero();
+        acc1[t][h] = Rows16Lanes::zero();
+      }
+    }
+    const int64_t n_blocks = cols / L::kBlockCols;
+    const size_t group_bytes = static_cast<size_t>(n_blocks) * L::kBlockBytes;
+    for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
+      const uint8_t* ab[NT];
+      for (int t = 0; t < NT; ++t) {
+        ab[t] =
+            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
+      }
+      kernel.template block_pair<NT>(g, g + group_bytes, ab, acc0, acc1);
+    }
+    for (int t = 0; t < NT; ++t) {
+      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc0[t]);
+      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride + kRows16, acc1[t]);
+    }
+  }
+};
+
 // The Rows16::dot entry of a kernel built once per prefetch table (stream_tuning.h), its
 // distances template arguments: Zen4Kernel or Zen5Kernel by the table in use. A distance held
 // in a register instead streamed measurably slower than a constant.

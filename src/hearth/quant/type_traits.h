@@ -83,6 +83,13 @@ struct Rows16 {
   // rows act_stride bytes apart.
   void (*dot)(int64_t cols, const void* group, const void* acts, size_t act_stride, int n_tokens,
               float* out, size_t out_stride);
+  // Optional (nullptr where the ISA has none): dot on two adjacent groups at once, the second
+  // group_bytes(cols) after the first and its rows at out[t * out_stride + 16 + r], with the
+  // bits dot gives each group. Each activation quant loaded serves both groups: on AVX-512
+  // the one-group kernels load an activation broadcast per vpdpbusd, and the loads, not the
+  // multiply-adds, bound them (docs/kernels.md, "Two groups per pass"). Matmul uses it.
+  void (*dot_pair)(int64_t cols, const void* groups, const void* acts, size_t act_stride,
+                   int n_tokens, float* out, size_t out_stride) = nullptr;
 };
 
 struct TypeTraits {
