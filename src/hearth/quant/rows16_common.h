@@ -290,7 +290,8 @@ constexpr Rows16 rows16_scalar() {
           rows16_unpack<L, B, unpack>,
           rows16_act_bytes<L>,
           prepare_act,
-          rows16_scalar_dot<L, block>};
+          rows16_scalar_dot<L, block>,
+          nullptr};  // dot_pair: the scalar kernel has none
 }
 
 }  // namespace
