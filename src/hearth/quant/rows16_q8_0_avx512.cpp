@@ -47,11 +47,7 @@ struct Q8_0Avx512 {
   template <int NT>
   [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
                                          Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) const {
-    __m512i s0[NT], s1[NT];
-    for (int t = 0; t < NT; ++t) {
-      s0[t] = _mm512_setzero_si512();
-      s1[t] = _mm512_setzero_si512();
-    }
+    __m512i s0[NT]{}, s1[NT]{};  // one chain per group and token
     for (int s = 0; s < 8; ++s) {
       const __m512i w0 = _mm512_loadu_si512(g0 + 32 + 64 * s);
       const __m512i w1 = _mm512_loadu_si512(g1 + 32 + 64 * s);
@@ -61,14 +57,7 @@ struct Q8_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
       }
     }
-    const __m512 dw0 = Rows16Lanes::f16(g0, 0);
-    const __m512 dw1 = Rows16Lanes::f16(g1, 0);
-    for (int t = 0; t < NT; ++t) {
-      const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
-      const float da = rows16_load_f32(ab[t]);
-      acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
-      acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
-    }
+    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, acc0, acc1);
   }
 };
 

@@ -145,6 +145,25 @@ struct Rows16PairBlocks {
   }
 };
 
+#if defined(__AVX512F__)
+// The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
+// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
+// s0 / s1 plus the correction, scaled into acc0 / acc1 as block does.
+template <int NT>
+[[gnu::always_inline]] inline void rows16_q8_0_pair_scale(
+    const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab, const __m512i (&s0)[NT],
+    const __m512i (&s1)[NT], Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) {
+  const __m512 dw0 = Rows16Lanes::f16(g0, 0);
+  const __m512 dw1 = Rows16Lanes::f16(g1, 0);
+  for (int t = 0; t < NT; ++t) {
+    const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+    const float da = rows16_load_f32(ab[t]);
+    acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
+    acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
+  }
+}
+#endif
+
 // The Rows16::dot entry of a kernel built once per prefetch table (stream_tuning.h), its
 // distances template arguments: Zen4Kernel or Zen5Kernel by the table in use. A distance held
 // in a register instead streamed measurably slower than a constant.
