@@ -73,20 +73,25 @@ constexpr int rows16_max_tokens() {
 //   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
 //                                     size_t act_stride, float* out, size_t out_stride);
 // The kernel files export a pointer to it (rows16_kernels.h). Tokens beyond the kernel's
-// rows16_max_tokens take further passes. Kept out of line so each kernel is one function of
-// its own: inlined into a caller with all four token counts, the Q4_K AVX2 matvec streamed
-// measurably slower.
+// rows16_max_tokens take further passes, as even as the count allows (16 tokens at 3 a pass
+// are 3, 3, 3, 3, 2, 2, not five 3s and a 1: a short pass decodes the weights for few
+// tokens). Kept out of line so each kernel is one function of its own: inlined into a caller
+// with all four token counts, the Q4_K AVX2 matvec streamed measurably slower.
 template <typename K>
 [[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
                                   size_t act_stride, int n_tokens, float* out, size_t out_stride) {
   constexpr int kMax = rows16_max_tokens<K>();
-  for (int t = 0; t < n_tokens; t += kMax) {
-    rows16_by_tokens<kMax>(std::min(kMax, n_tokens - t), [&](auto nt) {
+  const int passes = (n_tokens + kMax - 1) / kMax;
+  for (int i = 0, t = 0; i < passes; ++i) {
+    // The first n_tokens % passes passes take one token more than the rest.
+    const int n = n_tokens / passes + (i < n_tokens % passes ? 1 : 0);
+    rows16_by_tokens<kMax>(n, [&](auto nt) {
       K::template run<decltype(nt)::value>(
           cols, static_cast<const uint8_t*>(group),
           static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
           out + static_cast<size_t>(t) * out_stride, out_stride);
     });
+    t += n;
   }
 }
 

@@ -108,6 +108,8 @@ extern Rows16DotKernel* const rows16_q5_k_dot_avx512;
 // Rows16::dot_pair kernels.
 extern Rows16DotKernel* const rows16_q8_0_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q4_0_dot_pair_avx512;
+extern Rows16DotKernel* const rows16_q4_k_dot_pair_avx512;
+extern Rows16DotKernel* const rows16_q5_k_dot_pair_avx512;
 #endif
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;

@@ -103,18 +103,34 @@ struct Q4_KAvx512 {
               _mm512_dpbusd_epi32(hi_sum[t], hi, _mm512_set1_epi32(rows16_load_i32(aq + 32)));
         }
       }
-      const __m512i sc_lo =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 64 + 32 * p)));
-      const __m512i sc_hi = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16)));
-      for (int t = 0; t < NT; ++t) {
-        const __m512i hi_sum1 = kFive ? hi_sum[t] : _mm512_srai_epi32(hi_sum[t], 4);
-        s1[t] = _mm512_add_epi32(s1[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo_sum[t]),
-                                                         _mm512_mullo_epi32(sc_hi, hi_sum1)));
-      }
+      scale_sub_blocks<NT>(g, p, lo_sum, hi_sum, s1);
     }
-    __m512i s2[NT];
-    for (int t = 0; t < NT; ++t) s2[t] = _mm512_setzero_si512();
+    finish<NT>(g, ab, s1, acc);
+  }
+
+  // s1 += the sums of sub-blocks 2p (lo) and 2p + 1 (hi; 16x for Q4_K) of block column g,
+  // each times its per-row scale.
+  template <int NT>
+  [[gnu::always_inline]] static void scale_sub_blocks(const uint8_t* g, int p,
+                                                      const __m512i (&lo)[NT],
+                                                      const __m512i (&hi)[NT], __m512i (&s1)[NT]) {
+    const __m512i sc_lo =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 64 + 32 * p)));
+    const __m512i sc_hi = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16)));
+    for (int t = 0; t < NT; ++t) {
+      const __m512i hi1 = kFive ? hi[t] : _mm512_srai_epi32(hi[t], 4);
+      s1[t] = _mm512_add_epi32(s1[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, lo[t]),
+                                                       _mm512_mullo_epi32(sc_hi, hi1)));
+    }
+  }
+
+  // Adds block column g's scaled quant sums s1, less its mins times the activation's
+  // sub-block sums, into acc.
+  template <int NT>
+  [[gnu::always_inline]] static void finish(const uint8_t* g, Rows16Acts<NT> ab,
+                                            const __m512i (&s1)[NT], Rows16Acc<NT>& acc) {
+    __m512i s2[NT]{};
     for (int p = 0; p < 4; ++p) {
       const __m512i m16 = _mm512_cvtepu8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 192 + 32 * p)));
@@ -131,6 +147,65 @@ struct Q4_KAvx512 {
       acc[t][0] = Rows16Lanes::fma_scaled(dw, da, s1[t], acc[t][0]);
       acc[t][0] = Rows16Lanes::fnma_scaled(dm, da, s2[t], acc[t][0]);
     }
+  }
+
+  // Two groups, 3 tokens a pass: 12 vpdpbusd chains, one per group, token and sub-block of
+  // the pair p, so each activation broadcast feeds both groups. Each group's sums and float
+  // steps are block's (scale_sub_blocks, finish), so its bits are dot's.
+  static constexpr int kPairTokens = 3;
+  // Sub-blocks 2p and 2p + 1 of the 64-byte load v as vpdpbusd takes them. Q5_K adds the
+  // fifth bits from the high-bit slice at hb: a shift by 2p brings bits 2p and 2p + 1 to bits
+  // 0 and 1 (vpsrlvw with the count in every lane, down2p: on the AMD EPYC this was written
+  // on it stays off the vpdpbusd ports, where vpsrlw with its count in an xmm register or
+  // vptestmb would not, and the loop over p need not be unrolled), then a shift and a
+  // vpternlogd each.
+  [[gnu::always_inline]] void decode_pair(__m512i v, const uint8_t* hb, __m512i down2p, __m512i& lo,
+                                          __m512i& hi) const {
+    lo = _mm512_and_si512(v, m_lo);
+    if constexpr (kFive) {
+      const __m512i h = _mm512_srlv_epi16(_mm512_loadu_si512(hb), down2p);
+      hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
+      lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(h, 4), sixteen, 0xF8);
+      hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi16(h, 3), sixteen, 0xF8);
+    } else {
+      hi = _mm512_and_si512(v, m_hi);
+    }
+  }
+
+  template <int NT>
+  [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
+                                         Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) const {
+    __m512i s1a[NT]{}, s1b[NT]{};
+    for (int p = 0; p < 4; ++p) {
+      __m512i lo_a[NT]{}, hi_a[NT]{}, lo_b[NT]{}, hi_b[NT]{};
+      const uint8_t* qa = g0 + kQuants + 512 * p;
+      const uint8_t* qb = g1 + kQuants + 512 * p;
+      const __m512i down2p = _mm512_set1_epi16(static_cast<int16_t>(2 * p));
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        __m512i va = _mm512_loadu_si512(qa + 64 * s);
+        __m512i vb = _mm512_loadu_si512(qb + 64 * s);
+        // One load each: GCC would otherwise fold the load into both ands, and loads are
+        // what bounds this loop.
+        asm("" : "+v"(va), "+v"(vb));
+        __m512i la, ha, lb, hb;
+        decode_pair(va, g0 + kHighBits + 64 * s, down2p, la, ha);
+        decode_pair(vb, g1 + kHighBits + 64 * s, down2p, lb, hb);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
+          const __m512i xl = _mm512_set1_epi32(rows16_load_i32(aq));
+          const __m512i xh = _mm512_set1_epi32(rows16_load_i32(aq + 32));
+          lo_a[t] = _mm512_dpbusd_epi32(lo_a[t], la, xl);
+          lo_b[t] = _mm512_dpbusd_epi32(lo_b[t], lb, xl);
+          hi_a[t] = _mm512_dpbusd_epi32(hi_a[t], ha, xh);
+          hi_b[t] = _mm512_dpbusd_epi32(hi_b[t], hb, xh);
+        }
+      }
+      scale_sub_blocks<NT>(g0, p, lo_a, hi_a, s1a);
+      scale_sub_blocks<NT>(g1, p, lo_b, hi_b, s1b);
+    }
+    finish<NT>(g0, ab, s1a, acc0);
+    finish<NT>(g1, ab, s1b, acc1);
   }
 };
 
@@ -151,5 +226,9 @@ Rows16DotKernel* const rows16_q4_k_dot_avx512 =
     rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =
     rows16_dot_tuned<Q5_KKernel<0, 0>, Q5_KKernel<3072, 8192>>;
+Rows16DotKernel* const rows16_q4_k_dot_pair_avx512 =
+    rows16_dot<Rows16PairBlocks<Q4_KAvx512<kRows16Q4_KQuants, -1, 0, 0>, Rows16Q4_K>>;
+Rows16DotKernel* const rows16_q5_k_dot_pair_avx512 = rows16_dot<
+    Rows16PairBlocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, 0, 0>, Rows16Q5_K>>;
 
 }  // namespace hearth::quant

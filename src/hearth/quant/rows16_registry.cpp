@@ -29,7 +29,8 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, nullptr, &rows16_q8_0_dot_pair_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
-     {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
+     {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr}},
@@ -39,7 +40,8 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, nullptr, &rows16_q4_0_dot_pair_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ5_K,
      &kRows16Q5_KScalar,
-     {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr}},
+     {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr},
+     {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {

@@ -66,9 +66,10 @@ struct PreparedDot {
 // operations in the same order. (Not the bits of vec_dot on the GGUF rows: the
 // accumulation order differs; both are within the type's tolerance of the f32 reference.)
 constexpr int kRows16 = 16;
-// Tokens matmul passes per Rows16::dot call. The AVX-512 kernels of Q8_0, Q4_0, Q5_K and
-// Q6_K decode their weights once for all 8; the others take 4 per pass over the weights.
-constexpr int kRows16CallTokens = 8;
+// Tokens matmul passes per Rows16::dot call: a multiple of every kernel's tokens per pass
+// over the weights (8, 4, or 3 for the K-quant pair kernels), so no pass runs short but the
+// last.
+constexpr int kRows16CallTokens = 24;
 struct Rows16 {
   size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
   // Repacks rows [0, 16) of src (GGUF rows, src_row_bytes apart) into one group.
