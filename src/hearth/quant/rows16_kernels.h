@@ -110,6 +110,7 @@ extern Rows16DotKernel* const rows16_q8_0_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q4_0_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q4_k_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q5_k_dot_pair_avx512;
+extern Rows16DotKernel* const rows16_q6_k_dot_pair_avx512;
 #endif
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;

@@ -45,31 +45,85 @@ struct Q6_KAvx512 {
       rows16_store_beside<NT>(v0);
       rows16_store_beside<NT>(v1);
       rows16_store_beside<NT>(v2);
-      // Sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each vector (the
-      // 16-bit shifts bring in a neighbour byte's bits above the ones kept).
-      const __m512i q1 = _mm512_and_si512(v0, six);
-      const __m512i q2 = _mm512_and_si512(v1, six);
-      const __m512i q3 = _mm512_and_si512(v2, six);
-      const __m512i q4 = _mm512_and_si512(
-          select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
-                      _mm512_srli_epi16(v2, 2)),
-          six);
-      const __m512i sc = _mm512_cvtepi8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp)));
+      __m512i q[4];
+      decode(v0, v1, v2, q);
+      const __m512i sc = scales(g, grp);
       for (int t = 0; t < NT; ++t) {
         const uint8_t* aq = ab[t] + 80 + 16 * grp;
         __m512i x = _mm512_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp));
-        x = _mm512_dpbusd_epi32(x, q1, _mm512_set1_epi32(rows16_load_i32(aq)));
-        x = _mm512_dpbusd_epi32(x, q2, _mm512_set1_epi32(rows16_load_i32(aq + 4)));
-        x = _mm512_dpbusd_epi32(x, q3, _mm512_set1_epi32(rows16_load_i32(aq + 8)));
-        x = _mm512_dpbusd_epi32(x, q4, _mm512_set1_epi32(rows16_load_i32(aq + 12)));
+        for (int k = 0; k < 4; ++k)
+          x = _mm512_dpbusd_epi32(x, q[k], _mm512_set1_epi32(rows16_load_i32(aq + 4 * k)));
         s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sc, x));
       }
     }
+    finish<NT>(g, ab, s, acc);
+  }
+
+  // The four 4-element sets of a 16-element group from its three vectors: sets 1-3 are the
+  // low 6 bits; set 4 gathers the top two bits of each vector (the 16-bit shifts bring in a
+  // neighbour byte's bits above the ones kept).
+  [[gnu::always_inline]] void decode(__m512i v0, __m512i v1, __m512i v2, __m512i (&q)[4]) const {
+    q[0] = _mm512_and_si512(v0, six);
+    q[1] = _mm512_and_si512(v1, six);
+    q[2] = _mm512_and_si512(v2, six);
+    q[3] = _mm512_and_si512(
+        select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
+                    _mm512_srli_epi16(v2, 2)),
+        six);
+  }
+
+  // The 16 rows' int8 scales of group grp.
+  [[gnu::always_inline]] static __m512i scales(const uint8_t* g, int grp) {
+    return _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 32 + 16 * grp)));
+  }
+
+  template <int NT>
+  [[gnu::always_inline]] static void finish(const uint8_t* g, Rows16Acts<NT> ab,
+                                            const __m512i (&s)[NT], Rows16Acc<NT>& acc) {
     const __m512 dw = Rows16Lanes::f16(g, 0);
     for (int t = 0; t < NT; ++t) {
       acc[t][0] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), s[t], acc[t][0]);
     }
+  }
+
+  // Two groups, 4 tokens a pass: one chain per group and token, each activation broadcast
+  // feeding both groups. Each group's sums and float steps are block's, so its bits are dot's.
+  static constexpr int kPairTokens = 4;
+  template <int NT>
+  [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
+                                         Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) const {
+    __m512i s0[NT]{}, s1[NT]{};
+    for (int grp = 0; grp < 16; ++grp) {
+      const uint8_t* va = g0 + 288 + 192 * grp;
+      const uint8_t* vb = g1 + 288 + 192 * grp;
+      __m512i a0 = _mm512_loadu_si512(va), a1 = _mm512_loadu_si512(va + 64);
+      __m512i a2 = _mm512_loadu_si512(va + 128), b0 = _mm512_loadu_si512(vb);
+      __m512i b1 = _mm512_loadu_si512(vb + 64), b2 = _mm512_loadu_si512(vb + 128);
+      // One load each: GCC would otherwise fold each load into both of its uses.
+      asm("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(b0), "+v"(b1), "+v"(b2));
+      __m512i qa[4], qb[4];
+      decode(a0, a1, a2, qa);
+      decode(b0, b1, b2, qb);
+      __m512i xa[NT], xb[NT];
+      for (int t = 0; t < NT; ++t) {
+        xa[t] = xb[t] = _mm512_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp));
+      }
+      for (int k = 0; k < 4; ++k) {
+        for (int t = 0; t < NT; ++t) {
+          const __m512i a = _mm512_set1_epi32(rows16_load_i32(ab[t] + 80 + 16 * grp + 4 * k));
+          xa[t] = _mm512_dpbusd_epi32(xa[t], qa[k], a);
+          xb[t] = _mm512_dpbusd_epi32(xb[t], qb[k], a);
+        }
+      }
+      const __m512i sca = scales(g0, grp), scb = scales(g1, grp);
+      for (int t = 0; t < NT; ++t) {
+        s0[t] = _mm512_add_epi32(s0[t], _mm512_mullo_epi32(sca, xa[t]));
+        s1[t] = _mm512_add_epi32(s1[t], _mm512_mullo_epi32(scb, xb[t]));
+      }
+    }
+    finish<NT>(g0, ab, s0, acc0);
+    finish<NT>(g1, ab, s1, acc1);
   }
 };
 
@@ -82,5 +136,7 @@ using Q6_KKernel = Rows16Blocks<Q6_KAvx512<kAhead>, Rows16Q6_K>;
 
 Rows16DotKernel* const rows16_q6_k_dot_avx512 =
     rows16_dot_tuned<Q6_KKernel<2048>, Q6_KKernel<6144>>;
+Rows16DotKernel* const rows16_q6_k_dot_pair_avx512 =
+    rows16_dot<Rows16PairBlocks<Q6_KAvx512<0>, Rows16Q6_K>>;
 
 }  // namespace hearth::quant
