@@ -91,6 +91,13 @@ std::vector<float> random_matrix(int64_t n, uint64_t seed) {
   return v;
 }
 
+// Whether matmul runs on AMX tiles: "on" (HEARTH_AMX=1 and usable), "off" (usable, not
+// asked for) or "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=1 and without.
+const char* amx_state() {
+  if (quant::amx_enabled()) return "on";
+  return quant::amx_usable() ? "off" : "none";
+}
+
 size_t llc_bytes() {
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -169,9 +176,9 @@ int run_bench_kernels(const Args& args) {
   const size_t footprint = std::max<size_t>(2 * llc_bytes(), size_t{512} << 20);
 
   fmt::print(
-      "hearth bench kernels: isa {}, stream tuning {}, hardware threads {}, LLC {} MiB, matvec "
-      "footprint {} MiB\n",
-      quant::isa_name(quant::active_isa()), quant::stream_tuning().name,
+      "hearth bench kernels: isa {}, amx {}, stream tuning {}, hardware threads {}, LLC {} MiB, "
+      "matvec footprint {} MiB\n",
+      quant::isa_name(quant::active_isa()), amx_state(), quant::stream_tuning().name,
       std::thread::hardware_concurrency(), llc_bytes() >> 20, footprint >> 20);
 
   std::vector<compute::ThreadPool*> pools;
@@ -374,6 +381,7 @@ int run_bench_kernels(const Args& args) {
                           {"int8_peak_gmacs_by_threads", peak_by_threads},
                           {"int8_peak_idiom", peaks[imax].idiom},
                           {"isa", quant::isa_name(quant::active_isa())},
+                          {"amx", amx_state()},
                           {"stream_tuning", quant::stream_tuning().name},
                           {"rows", rows}};
     fmt::print("{}\n", out.dump());

@@ -115,6 +115,36 @@ Group make_group(T type, int64_t cols, int n_tokens, uint32_t seed, Fill fill = 
   return g;
 }
 
+// Runs pair_dot (a Rows16::dot_pair kernel) on g0 and g1, one after the other as matmul lays
+// them out, for the first n of the max_tokens tokens g0 was made with, outputs 36 floats
+// apart; each (row, token) must have the scalar kernel's one-token bits, and the 4 floats
+// after each token's 32 rows, and the tokens past n, must stay untouched. what names the
+// kernel in failure messages.
+void expect_pair_scalar_bits(Rows16DotKernel* pair_dot, T type, const Group& g0, const Group& g1,
+                             int n, int max_tokens, const std::string& what) {
+  const Rows16& scalar = *traits_for_isa(type, Isa::kScalar).rows16;
+  constexpr size_t kOutStride = 36;
+  std::vector<uint8_t> pair = g0.group;
+  pair.insert(pair.end(), g1.group.begin(), g1.group.end());
+  std::vector<float> got(static_cast<size_t>(max_tokens) * kOutStride, -7.0f);
+  pair_dot(g0.cols, pair.data(), g0.prepared.data(), g0.prepared_stride, n, got.data(), kOutStride);
+  for (int t = 0; t < max_tokens; ++t) {
+    for (int half = 0; half < 2 && t < n; ++half) {
+      std::vector<float> want(kRows16);
+      scalar.dot(g0.cols, (half == 0 ? g0 : g1).group.data(),
+                 g0.prepared.data() + t * g0.prepared_stride, g0.prepared_stride, 1, want.data(),
+                 0);
+      EXPECT_EQ(0, std::memcmp(got.data() + t * kOutStride + kRows16 * half, want.data(),
+                               kRows16 * sizeof(float)))
+          << what << ", group " << half << ", " << n << " tokens, token " << t << ", cols "
+          << g0.cols;
+    }
+    for (size_t i = t < n ? 2 * kRows16 : 0; i < kOutStride; ++i) {
+      EXPECT_EQ(got[t * kOutStride + i], -7.0f) << what << " wrote outside its outputs";
+    }
+  }
+}
+
 bool has_mins(T type) {
   return type == T::kQ4_K || type == T::kQ5_K;
 }
@@ -258,35 +288,14 @@ TEST_P(Rows16Isa, PairGivesEachGroupTheScalarBits) {
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
   const TypeTraits& tr = traits_for_isa(type, isa);
   if (tr.rows16->dot_pair == nullptr) GTEST_SKIP() << "no dot_pair on " << isa_name(isa);
-  const Rows16& scalar = *traits_for_isa(type, Isa::kScalar).rows16;
-  constexpr size_t kOutStride = 36;
   for (const auto& [cols, fill] :
        {std::pair{lengths(type)[0], Fill::kRandom}, std::pair{lengths(type)[1], Fill::kRandom},
         std::pair{int64_t{4096}, Fill::kRandom}, std::pair{lengths(type)[3], Fill::kRandom},
         std::pair{int64_t{4096}, Fill::kAllMax}, std::pair{int64_t{4096}, Fill::kAllMin}}) {
     const Group g0 = make_group(type, cols, kTokens, 31, fill);
     const Group g1 = make_group(type, cols, kTokens, 47, fill);
-    std::vector<uint8_t> pair = g0.group;
-    pair.insert(pair.end(), g1.group.begin(), g1.group.end());
     for (int n = 1; n <= kTokens; ++n) {
-      std::vector<float> got(kTokens * kOutStride, -7.0f);
-      tr.rows16->dot_pair(cols, pair.data(), g0.prepared.data(), g0.prepared_stride, n, got.data(),
-                          kOutStride);
-      for (int t = 0; t < kTokens; ++t) {
-        for (int half = 0; half < 2 && t < n; ++half) {
-          std::vector<float> want(kRows16);
-          scalar.dot(cols, (half == 0 ? g0 : g1).group.data(),
-                     g0.prepared.data() + t * g0.prepared_stride, g0.prepared_stride, 1,
-                     want.data(), 0);
-          EXPECT_EQ(0, std::memcmp(got.data() + t * kOutStride + kRows16 * half, want.data(),
-                                   kRows16 * sizeof(float)))
-              << isa_name(isa) << ", group " << half << ", " << n << " tokens, token " << t
-              << ", cols " << cols;
-        }
-        for (size_t i = t < n ? 2 * kRows16 : 0; i < kOutStride; ++i) {
-          EXPECT_EQ(got[t * kOutStride + i], -7.0f) << "wrote outside its outputs";
-        }
-      }
+      expect_pair_scalar_bits(tr.rows16->dot_pair, type, g0, g1, n, kTokens, isa_name(isa));
     }
   }
 }
@@ -329,6 +338,37 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
                            return std::string(isa_name(std::get<0>(info.param))) + "_" +
                                   std::string(gguf::tensor_type_name(std::get<1>(info.param)));
                          });
+
+#if defined(__x86_64__)
+// Q8_0's dot_pair on AMX tiles against the scalar kernel, group by group: whole tiles of 16
+// tokens and a rest on the AVX-512 pair kernel, each group's outputs and nothing beside them.
+// With GetParam() false it runs the tile loop on a software model of the tile instructions
+// (the arrangement of activations, weights and sums), which any AVX-512 CPU can; with true, on
+// the real tiles, which only an AMX-INT8 CPU can: elsewhere that case is reported as skipped,
+// not passed.
+class Rows16Amx : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Rows16Amx, PairGivesEachGroupTheScalarBits) {
+  const bool real = GetParam();
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU lacks avx512: not run";
+  if (real && !amx_usable()) GTEST_SKIP() << "no AMX-INT8 tiles on this CPU or OS: not run";
+  Rows16DotKernel* const kernel = real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
+  constexpr int kMaxTokens = 40;
+  for (const auto& [cols, fill] :
+       {std::pair{int64_t{32}, Fill::kRandom}, std::pair{int64_t{96}, Fill::kRandom},
+        std::pair{int64_t{4096}, Fill::kRandom}, std::pair{int64_t{1024}, Fill::kAllMax},
+        std::pair{int64_t{1024}, Fill::kAllMin}}) {
+    const Group g0 = make_group(T::kQ8_0, cols, kMaxTokens, 61, fill);
+    const Group g1 = make_group(T::kQ8_0, cols, kMaxTokens, 67, fill);
+    for (int n : {16, 17, 31, 32, kMaxTokens}) {
+      expect_pair_scalar_bits(kernel, T::kQ8_0, g0, g1, n, kMaxTokens, real ? "tiles" : "model");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TileModelAndTiles, Rows16Amx, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "tiles" : "model"; });
+#endif
 
 }  // namespace
 }  // namespace hearth::quant

@@ -111,6 +111,10 @@ extern Rows16DotKernel* const rows16_q4_0_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q4_k_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q5_k_dot_pair_avx512;
 extern Rows16DotKernel* const rows16_q6_k_dot_pair_avx512;
+// Q8_0's dot_pair on AMX tiles (rows16_q8_0_amx.cpp; only where amx_usable()), and the same
+// loop on a software model of the tile instructions (tests; needs AVX-512 only).
+extern Rows16DotKernel* const rows16_q8_0_dot_pair_amx;
+extern Rows16DotKernel* const rows16_q8_0_dot_pair_amx_model;
 #endif
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;

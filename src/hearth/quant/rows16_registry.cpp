@@ -19,6 +19,8 @@ struct Rows16Row {
   Rows16DotKernel* const* simd[5];
   // The same for Rows16::dot_pair (nullptr: none on that ISA).
   Rows16DotKernel* const* pair[5] = {};
+  // The AVX-512 table's dot_pair where amx_enabled() (nullptr: none on AMX).
+  Rows16DotKernel* const* amx_pair = nullptr;
 };
 
 #if defined(__x86_64__)
@@ -26,7 +28,8 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ8_0,
      &kRows16Q8_0Scalar,
      {nullptr, &rows16_q8_0_dot_avx2, &rows16_q8_0_dot_avx512, nullptr, nullptr},
-     {nullptr, nullptr, &rows16_q8_0_dot_pair_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q8_0_dot_pair_avx512, nullptr, nullptr},
+     &rows16_q8_0_dot_pair_amx},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
@@ -86,6 +89,10 @@ const Rows16IsaTables& isa_tables() {
         t[r][i] = *kRows16Table[r].scalar;
         if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
         if (kRows16Table[r].pair[i] != nullptr) t[r][i].dot_pair = *kRows16Table[r].pair[i];
+        if (i == static_cast<size_t>(Isa::kAvx512) && kRows16Table[r].amx_pair != nullptr &&
+            amx_enabled()) {
+          t[r][i].dot_pair = *kRows16Table[r].amx_pair;
+        }
       }
     }
     return t;

@@ -67,9 +67,9 @@ struct PreparedDot {
 // accumulation order differs; both are within the type's tolerance of the f32 reference.)
 constexpr int kRows16 = 16;
 // Tokens matmul passes per Rows16::dot call: a multiple of every kernel's tokens per pass
-// over the weights (8, 4, or 3 for the K-quant pair kernels), so no pass runs short but the
-// last.
-constexpr int kRows16CallTokens = 24;
+// over the weights (8, 4, 3 for the Q4_K and Q5_K pair kernels, 16 for AMX tiles), so no
+// pass runs short but the last.
+constexpr int kRows16CallTokens = 48;
 struct Rows16 {
   size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
   // Repacks rows [0, 16) of src (GGUF rows, src_row_bytes apart) into one group.
@@ -134,6 +134,13 @@ Isa active_isa();
 Isa detect_isa();
 bool isa_supported(Isa isa);
 const char* isa_name(Isa isa);
+// AMX-INT8 tiles: the CPU has them (CPUID), the OS saves their state (XCR0) and, on Linux,
+// granted this process their use (arch_prctl). Asked once; false off x86-64 Linux.
+bool amx_usable();
+// Whether matmul runs the AMX kernels (rows16 Q8_0 pairs of 16 tokens): amx_usable() and
+// HEARTH_AMX=1. Off by default until they are measured on an AMX machine (docs/kernels.md,
+// "AMX tiles").
+bool amx_enabled();
 
 // Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
 const TypeTraits& traits(TensorType t);

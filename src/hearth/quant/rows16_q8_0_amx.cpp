@@ -1,0 +1,160 @@
+// Q8_0 row-interleaved matmul on AMX tiles (Intel AMX-INT8), for Rows16::dot_pair: 16 tokens
+// against two groups per tile step. A rows16 Q8_0 block column is already the B operand of
+// tdpbsud as the tile unit wants it (each 64-byte line holds 4 consecutive quants of each of
+// 16 rows: rows16_kernels.h), and a token's prepared activation block holds its 32 quants in
+// a row, so one block column of 16 tokens is a tile of 16 rows of 32 bytes at the activation
+// stride. tdpbsud multiplies the signed activations by the offset (unsigned) weights, the
+// integer sum vpdpbusd gives; the tile is stored and scaled per token and row with block's
+// AVX-512 float steps, so every (row, token) keeps dot's bits. The per-block scales are what
+// limit it: each 32-element block needs its sums stored and scaled, so a step is 2 x 8192
+// multiply-adds against 32 AVX-512 rows of scaling.
+//
+// The tile instructions sit behind a policy so that the same loop also runs on a software
+// model of them (AmxModel): tests check the arrangement on every AVX-512 machine, and the real
+// tiles where the CPU has them (amx_usable()).
+#include <cstring>
+
+#include "hearth/quant/rows16_kernels.h"
+#include "hearth/quant/rows16_x86.h"
+
+namespace hearth::quant {
+namespace {
+
+constexpr int kTileTokens = 16;
+// Tile registers: A (activations), B0 / B1 (the two groups' weights), C0 / C1 (sums). The
+// tile intrinsics take the register as a literal (GCC pastes it into the instruction), so
+// AmxTiles writes these numbers out.
+constexpr int kTileA = 0, kTileB0 = 1, kTileB1 = 2, kTileC0 = 3, kTileC1 = 4;
+
+// The 64-byte tile configuration (palette 1): rows and bytes per row of each tile used.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+TileConfig q8_0_tile_config() {
+  TileConfig c;
+  c.rows[kTileA] = kTileTokens;
+  c.colsb[kTileA] = kQK0;  // one block of 32 activation quants per token
+  for (int b : {kTileB0, kTileB1}) {
+    c.rows[b] = kQK0 / 4;  // 8 lines of 4 quants per row
+    c.colsb[b] = 64;
+  }
+  for (int s : {kTileC0, kTileC1}) {
+    c.rows[s] = kTileTokens;
+    c.colsb[s] = 64;  // 16 rows' int32 sums
+  }
+  return c;
+}
+
+struct AmxTiles {
+  static void begin() {
+    static const TileConfig config = q8_0_tile_config();
+    _tile_loadconfig(&config);
+  }
+  static void end() { _tile_release(); }
+  // c0 / c1 (16 tokens x 16 rows of int32) = the block column's products: activation quants
+  // a (16 rows of 32 bytes, a_stride apart) by the weight lines b0 / b1.
+  static void block(const uint8_t* a, size_t a_stride, const uint8_t* b0, const uint8_t* b1,
+                    int32_t* c0, int32_t* c1) {
+    static_assert(kTileA == 0 && kTileB0 == 1 && kTileB1 == 2 && kTileC0 == 3 && kTileC1 == 4);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_loadd(0, a, static_cast<long>(a_stride));
+    _tile_loadd(1, b0, 64);
+    _tile_loadd(2, b1, 64);
+    _tile_dpbsud(3, 0, 1);
+    _tile_dpbsud(4, 0, 2);
+    _tile_stored(3, c0, 64);
+    _tile_stored(4, c1, 64);
+  }
+};
+
+// What AmxTiles::block computes, in plain code, to check the arrangement without AMX.
+struct AmxModel {
+  static void begin() {}
+  static void end() {}
+  static void block(const uint8_t* a, size_t a_stride, const uint8_t* b0, const uint8_t* b1,
+                    int32_t* c0, int32_t* c1) {
+    for (int t = 0; t < kTileTokens; ++t) {
+      const auto* at = reinterpret_cast<const int8_t*>(a + static_cast<size_t>(t) * a_stride);
+      for (int r = 0; r < kRows16; ++r) {
+        int32_t s0 = 0, s1 = 0;
+        for (int k = 0; k < kQK0; ++k) {
+          const size_t at_b = static_cast<size_t>(64 * (k / 4) + 4 * r + k % 4);
+          s0 += at[k] * b0[at_b];
+          s1 += at[k] * b1[at_b];
+        }
+        c0[kRows16 * t + r] = s0;
+        c1[kRows16 * t + r] = s1;
+      }
+    }
+  }
+};
+
+// 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart).
+template <typename Tiles>
+void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act_stride,
+                         float* out, size_t out_stride) {
+  using L = Rows16Q8_0;
+  const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
+  __m512 acc[2][kTileTokens];
+  for (auto& group : acc) {
+    for (__m512& a : group) a = _mm512_setzero_ps();
+  }
+  alignas(64) int32_t sums[2][kTileTokens * kRows16];
+  const int64_t n_blocks = cols / L::kBlockCols;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
+    const uint8_t* ab = acts + static_cast<size_t>(b) * L::kActBlockBytes;
+    Tiles::block(ab + 8, act_stride, g0 + at + 32, g1 + at + 32, sums[0], sums[1]);
+    const __m512 dw[2] = {Rows16Lanes::f16(g0 + at, 0), Rows16Lanes::f16(g1 + at, 0)};
+    for (int t = 0; t < kTileTokens; ++t) {
+      const uint8_t* abt = ab + static_cast<size_t>(t) * act_stride;
+      const float da = rows16_load_f32(abt);
+      const __m512i corr = _mm512_set1_epi32(rows16_load_i32(abt + 4));
+      for (int h = 0; h < 2; ++h) {
+        const __m512i s = _mm512_add_epi32(_mm512_load_si512(sums[h] + kRows16 * t), corr);
+        acc[h][t] = Rows16Lanes::fma_scaled(dw[h], da, s, acc[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < kTileTokens; ++t) {
+    for (int h = 0; h < 2; ++h) {
+      _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride + kRows16 * h, acc[h][t]);
+    }
+  }
+}
+
+// Rows16::dot_pair: whole tiles of 16 tokens, the rest on the AVX-512 pair kernel (same bits).
+template <typename Tiles>
+void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, size_t act_stride,
+                         int n_tokens, float* out, size_t out_stride) {
+  const auto* g = static_cast<const uint8_t*>(groups);
+  const auto* a = static_cast<const uint8_t*>(acts);
+  int t = 0;
+  if (n_tokens >= kTileTokens) {
+    Tiles::begin();
+    for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
+      q8_0_pair_16_tokens<Tiles>(cols, g, a + static_cast<size_t>(t) * act_stride, act_stride,
+                                 out + static_cast<size_t>(t) * out_stride, out_stride);
+    }
+    Tiles::end();
+  }
+  if (t < n_tokens) {
+    rows16_q8_0_dot_pair_avx512(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride,
+                                n_tokens - t, out + static_cast<size_t>(t) * out_stride,
+                                out_stride);
+  }
+}
+
+}  // namespace
+
+Rows16DotKernel* const rows16_q8_0_dot_pair_amx = q8_0_dot_pair_tiles<AmxTiles>;
+Rows16DotKernel* const rows16_q8_0_dot_pair_amx_model = q8_0_dot_pair_tiles<AmxModel>;
+
+}  // namespace hearth::quant
