@@ -37,7 +37,7 @@ list=""
 for src in "$ROOT"/src/hearth/base/error.cpp "$ROOT"/src/hearth/gguf/tensor_type.cpp \
            "$ROOT"/src/hearth/quant/*.cpp "$ROOT"/tests/quant/*_test.cpp; do
   case "$src" in
-    *_avx2.cpp|*_avx512.cpp) continue ;;
+    *_avx2.cpp|*_avx512.cpp|*_amx.cpp) continue ;;
     *_dotprod.cpp) extra="-march=armv8.2-a+dotprod+fp16" ;;
     *) extra="-march=armv8-a" ;;
   esac
