@@ -143,17 +143,26 @@ void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   });
 }
 
-// Rows16 matmul: every token's activation prepared once, then each group of 16 rows is
-// visited once and walks all tokens kRows16CallTokens at a time (the kernel decodes the
-// weights once per 4 or 8 of them, rows16_max_tokens).
+// Rows16 matmul: every token's activation quantized and prepared once, then each group of
+// 16 rows is visited once and walks all tokens kRows16CallTokens at a time (the kernel
+// decodes the weights once per pass of several of them, rows16_max_tokens).
 // Each token's bits are matvec's (Rows16 contract).
-void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const uint8_t* act,
+void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
                    int64_t n_tokens, float* y) {
   const quant::Rows16& r16 = *p.w_traits->rows16;
   const size_t ab = r16.act_bytes(w.cols);
-  // (n_tokens, ab) prepared activations
-  const uint8_t* acts =
-      convert_tokens(pool, r16.prepare_act, w.cols, act, p.act_row_bytes, n_tokens, ab);
+  // (n_tokens, ab) prepared activations. Each token is quantized into a row of the thread's
+  // own and prepared from it at once, while the row is in L1: quantizing every token first
+  // and preparing in a second pass wrote and read the quantized rows through memory.
+  uint8_t* acts = activation_scratch(ab * static_cast<size_t>(n_tokens), 1).data();
+  const auto quantize = p.act_traits->quantize;
+  pool.run([&](int ti, int nt) {
+    uint8_t* row = activation_scratch(p.act_row_bytes).data();
+    for (int64_t t = ti; t < n_tokens; t += nt) {
+      quantize(x + t * w.cols, row, w.cols);
+      r16.prepare_act(w.cols, row, acts + static_cast<size_t>(t) * ab);
+    }
+  });
   const auto* groups = static_cast<const uint8_t*>(w.data);
   const size_t gb = r16.group_bytes(w.cols);
   const int64_t n_groups = w.rows / quant::kRows16;
@@ -458,6 +467,10 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
   }
   const Prepared p = prepare(w, "matmul", isa);
   if (n_tokens <= 0) return;
+  if (w.layout == WeightLayout::kRows16) {
+    matmul_rows16(pool, w, p, x, n_tokens, y);
+    return;
+  }
   // (n_tokens, act_row_bytes) quantized activations, or x itself for f32.
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (p.act_traits->type != gguf::TensorType::kF32) {
@@ -470,10 +483,6 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
       }
     });
     act = dst;
-  }
-  if (w.layout == WeightLayout::kRows16) {
-    matmul_rows16(pool, w, p, act, n_tokens, y);
-    return;
   }
   if (p.w_traits->packed != nullptr && n_tokens >= 4) {
     matmul_packed(pool, w, p, act, n_tokens, y);
