@@ -149,24 +149,26 @@ struct Q4_KAvx512 {
     }
   }
 
-  // Two groups, 3 tokens a pass: 12 vpdpbusd chains, one per group, token and sub-block of
-  // the pair p, so each activation broadcast feeds both groups. Each group's sums and float
-  // steps are block's (scale_sub_blocks, finish), so its bits are dot's.
-  static constexpr int kPairTokens = 3;
+  // Two groups, 3 tokens a pass for Q4_K and 4 for Q5_K: a vpdpbusd chain per group, token and
+  // sub-block of the pair p (12 or 16), so each activation broadcast feeds both groups; Q5_K's
+  // heavier decode, shared by more vpdpbusd, made 4 pay where Q4_K's did not need it. Each
+  // group's sums and float steps are block's (scale_sub_blocks, finish), so its bits are dot's.
+  static constexpr int kPairTokens = kFive ? 4 : 3;
   // Sub-blocks 2p and 2p + 1 of the 64-byte load v as vpdpbusd takes them. Q5_K adds the
   // fifth bits from the high-bit slice at hb: a shift by 2p brings bits 2p and 2p + 1 to bits
   // 0 and 1 (vpsrlvw with the count in every lane, down2p: on the AMD EPYC this was written
   // on it stays off the vpdpbusd ports, where vpsrlw with its count in an xmm register or
-  // vptestmb would not, and the loop over p need not be unrolled), then a shift and a
-  // vpternlogd each.
+  // vptestmb would not, and the loop over p need not be unrolled), a shift by 3 brings them
+  // to bits 3 and 4, a byte add (a shift by one that stays in its byte) moves bit 3 to 4,
+  // and a vpternlogd each ors bit 4 in.
   [[gnu::always_inline]] void decode_pair(__m512i v, const uint8_t* hb, __m512i down2p, __m512i& lo,
                                           __m512i& hi) const {
     lo = _mm512_and_si512(v, m_lo);
     if constexpr (kFive) {
-      const __m512i h = _mm512_srlv_epi16(_mm512_loadu_si512(hb), down2p);
+      const __m512i h3 = _mm512_slli_epi16(_mm512_srlv_epi16(_mm512_loadu_si512(hb), down2p), 3);
       hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-      lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(h, 4), sixteen, 0xF8);
-      hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi16(h, 3), sixteen, 0xF8);
+      lo = _mm512_ternarylogic_epi32(lo, _mm512_add_epi8(h3, h3), sixteen, 0xF8);
+      hi = _mm512_ternarylogic_epi32(hi, h3, sixteen, 0xF8);
     } else {
       hi = _mm512_and_si512(v, m_hi);
     }
