@@ -49,4 +49,24 @@ inline CpuVendorFamily cpu_vendor_family() {
   return id;
 }
 
+// AMX-INT8 tiles in the CPU (CPUID leaf 7: AMX-TILE and AMX-INT8) with their state saved by
+// the OS (XCR0 bits 17 and 18), read once. Using them on Linux also needs the process's grant
+// (quant::amx_usable asks for it). false off x86.
+inline bool cpu_has_amx_int8() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (1u << 27)) == 0) return false;  // OSXSAVE
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+    unsigned lo = 0, hi = 0;
+    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & (3u << 17)) == (3u << 17);
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace hearth

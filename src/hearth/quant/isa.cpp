@@ -12,7 +12,6 @@
 #include <sys/auxv.h>
 #endif
 #if defined(__x86_64__) && defined(__linux__)
-#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -81,14 +80,8 @@ Isa detect_isa() {
 bool amx_usable() {
 #if defined(__x86_64__) && defined(__linux__)
   static const bool usable = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-    const bool tile = (d & (1u << 24)) != 0, int8 = (d & (1u << 25)) != 0;
-    if (!tile || !int8 || !isa_supported(Isa::kAvx512)) return false;
-    // XCR0 bits 17 and 18: the OS saves the tile configuration and data.
-    unsigned lo = 0, hi = 0;
-    asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    // The kernels scale the tiles' sums with AVX-512.
+    if (!cpu_has_amx_int8() || !isa_supported(Isa::kAvx512)) return false;
     // Linux hands out the tile data state per process on request (ARCH_REQ_XCOMP_PERM for
     // XFEATURE_XTILEDATA); without it the first tile load faults.
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;

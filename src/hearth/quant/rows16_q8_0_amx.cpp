@@ -12,8 +12,6 @@
 // The tile instructions sit behind a policy so that the same loop also runs on a software
 // model of them (AmxModel): tests check the arrangement on every AVX-512 machine, and the real
 // tiles where the CPU has them (amx_usable()).
-#include <cstring>
-
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -96,37 +94,34 @@ struct AmxModel {
   }
 };
 
-// 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart).
+// 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart). The tile's sums
+// end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale), so the bits are the same.
 template <typename Tiles>
 void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act_stride,
                          float* out, size_t out_stride) {
   using L = Rows16Q8_0;
   const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
-  __m512 acc[2][kTileTokens];
-  for (auto& group : acc) {
-    for (__m512& a : group) a = _mm512_setzero_ps();
-  }
+  Rows16Acc<kTileTokens> acc0{}, acc1{};
   alignas(64) int32_t sums[2][kTileTokens * kRows16];
   const int64_t n_blocks = cols / L::kBlockCols;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
-    const uint8_t* ab = acts + static_cast<size_t>(b) * L::kActBlockBytes;
-    Tiles::block(ab + 8, act_stride, g0 + at + 32, g1 + at + 32, sums[0], sums[1]);
-    const __m512 dw[2] = {Rows16Lanes::f16(g0 + at, 0), Rows16Lanes::f16(g1 + at, 0)};
+    const uint8_t* ab[kTileTokens];
     for (int t = 0; t < kTileTokens; ++t) {
-      const uint8_t* abt = ab + static_cast<size_t>(t) * act_stride;
-      const float da = rows16_load_f32(abt);
-      const __m512i corr = _mm512_set1_epi32(rows16_load_i32(abt + 4));
-      for (int h = 0; h < 2; ++h) {
-        const __m512i s = _mm512_add_epi32(_mm512_load_si512(sums[h] + kRows16 * t), corr);
-        acc[h][t] = Rows16Lanes::fma_scaled(dw[h], da, s, acc[h][t]);
-      }
+      ab[t] =
+          acts + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
     }
+    Tiles::block(ab[0] + 8, act_stride, g0 + at + 32, g1 + at + 32, sums[0], sums[1]);
+    __m512i s0[kTileTokens], s1[kTileTokens];
+    for (int t = 0; t < kTileTokens; ++t) {
+      s0[t] = _mm512_load_si512(sums[0] + kRows16 * t);
+      s1[t] = _mm512_load_si512(sums[1] + kRows16 * t);
+    }
+    rows16_q8_0_pair_scale<kTileTokens>(g0 + at, g1 + at, ab, s0, s1, acc0, acc1);
   }
   for (int t = 0; t < kTileTokens; ++t) {
-    for (int h = 0; h < 2; ++h) {
-      _mm512_storeu_ps(out + static_cast<size_t>(t) * out_stride + kRows16 * h, acc[h][t]);
-    }
+    Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc0[t]);
+    Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride + kRows16, acc1[t]);
   }
 }
 

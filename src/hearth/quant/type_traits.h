@@ -67,8 +67,8 @@ struct PreparedDot {
 // accumulation order differs; both are within the type's tolerance of the f32 reference.)
 constexpr int kRows16 = 16;
 // Tokens matmul passes per Rows16::dot call: a multiple of every kernel's tokens per pass
-// over the weights (8, 4, 3 for the Q4_K and Q5_K pair kernels, 16 for AMX tiles), so no
-// pass runs short but the last.
+// over the weights (8, 4, 3 for the Q4_K pair kernel, 16 for AMX tiles), so no pass runs
+// short but the last.
 constexpr int kRows16CallTokens = 48;
 struct Rows16 {
   size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
