@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+
+#include "hearth/quant/type_traits.h"
 
 #include "support/subprocess.h"
 
@@ -61,6 +64,26 @@ TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
                                       " " + args);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("HEARTH_STREAM_TUNING=zen9"), std::string::npos) << r.err;
+}
+
+// HEARTH_AMX=1 asks for the AMX tiles ("on" where this CPU has them, "none" where not), 0 or
+// unset leaves them off, anything else is refused.
+TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
+  const std::string args =
+      " bench kernels --quick --threads 1 --types q8_0 --shapes 32x256 --matmul-tokens 0 "
+      "--reps 1 --json";
+  const std::string present = quant::amx_usable() ? "off" : "none";
+  for (const auto& [value, want] : {std::pair<std::string, std::string>{"0", present},
+                                    {"1", quant::amx_usable() ? "on" : "none"}}) {
+    const auto r =
+        testing::run_command("HEARTH_AMX=" + value + " " + std::string(HEARTH_BIN_PATH) + args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(testing::last_json_line(r.out).at("amx"), want) << "HEARTH_AMX=" << value;
+    EXPECT_NE(r.out.find("amx " + want), std::string::npos) << r.out;
+  }
+  const auto r = testing::run_command("HEARTH_AMX=yes " + std::string(HEARTH_BIN_PATH) + args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("HEARTH_AMX=yes: expected 0 or 1"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -94,9 +94,13 @@ bool amx_usable() {
 }
 
 bool amx_enabled() {
-  static const bool enabled = [] {
+  static const bool enabled = [] {  // a throw here is retried on the next call
     const char* env = std::getenv("HEARTH_AMX");
-    return env != nullptr && std::string(env) == "1" && amx_usable();
+    const std::string want = env != nullptr ? env : "";
+    if (!want.empty() && want != "0" && want != "1") {
+      throw UsageError("HEARTH_AMX=" + want + ": expected 0 or 1");
+    }
+    return want == "1" && amx_usable();
   }();
   return enabled;
 }

@@ -139,7 +139,7 @@ const char* isa_name(Isa isa);
 bool amx_usable();
 // Whether matmul runs the AMX kernels (rows16 Q8_0 pairs of 16 tokens): amx_usable() and
 // HEARTH_AMX=1. Off by default until they are measured on an AMX machine (docs/kernels.md,
-// "AMX tiles").
+// "AMX tiles"). UsageError for a HEARTH_AMX other than 0 or 1.
 bool amx_enabled();
 
 // Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
