@@ -20,6 +20,17 @@ namespace {
 
 using nlohmann::json;
 
+// Waits until `pred` holds, at most `seconds`.
+template <typename F>
+bool eventually(F pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
 class ServeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -236,7 +247,7 @@ TEST_F(ServeMoe, ConcurrentGreedyStreamsEqualSingleRequests) {
 }
 
 void ServeTest::concurrent_greedy_streams_equal_single_requests() {
-  constexpr int kClients = 6;  // more than --parallel 4: two wait in the queue
+  constexpr int kClients = 6;  // with the anchor, more than --parallel 4: three wait in the queue
   std::vector<json> bodies;
   std::vector<std::string> alone;
   for (int i = 0; i < kClients; ++i) {
@@ -248,15 +259,19 @@ void ServeTest::concurrent_greedy_streams_equal_single_requests() {
   const double passes0 = metric("hearth_forward_passes_total");
   const double seqs0 = metric("hearth_batch_sequences_total");
   std::vector<SseStream> got(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      json b = bodies[i];
-      b["stream_options"] = {{"include_usage", true}};
-      got[i] = stream("/v1/chat/completions", b);
-    });
-  }
-  for (auto& t : threads) t.join();
+  {
+    const LongStream anchor(server_->port(), chat("keep going", 4000));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kClients; ++i) {
+      threads.emplace_back([&, i] {
+        json b = bodies[i];
+        b["stream_options"] = {{"include_usage", true}};
+        got[i] = stream("/v1/chat/completions", b);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }  // the anchor is cancelled
+  EXPECT_TRUE(eventually([&] { return metric("hearth_active_sequences") == 0; }, 20));
   for (int i = 0; i < kClients; ++i) {
     EXPECT_TRUE(got[i].done) << i;
     EXPECT_EQ(got[i].text, alone[i]) << i;
@@ -349,17 +364,6 @@ TEST_F(ServeTest, BadInputsGetErrorObjects) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_TRUE(json::parse(r->body).contains("error"));
-}
-
-// Waits until `pred` holds, at most `seconds`.
-template <typename F>
-bool eventually(F pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
 }
 
 TEST_F(ServeTest, ClientDisconnectCancelsGeneration) {

@@ -15,11 +15,13 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hearth/model/synth.h"
@@ -263,6 +265,45 @@ inline std::string read_response(int fd, int timeout_ms) {
     return r.substr(start);
   }
 }
+
+// A streamed chat request far longer than a test's other requests, generating while they run,
+// so that tests of batching do not hang on clients' connections overlapping by chance (on a
+// loaded machine short requests can each finish before the next one arrives). It is drained,
+// so the server never takes it for a slow client, and cancelled by closing its socket.
+class LongStream {
+ public:
+  LongStream(int port, const nlohmann::json& chat_body) {
+    fd_ = connect_to(port);
+    if (fd_ < 0) throw std::runtime_error("LongStream: cannot connect");
+    nlohmann::json b = chat_body;
+    b["stream"] = true;
+    char first[256];
+    if (!send_all(fd_, http_post("/v1/chat/completions", b.dump())) ||
+        recv(fd_, first, sizeof first, 0) <= 0) {
+      close(fd_);
+      throw std::runtime_error("LongStream: the stream did not start");
+    }
+    drain_ = std::thread([this] {
+      char buf[4096];
+      pollfd p{fd_, POLLIN, 0};
+      while (!stop_ && poll(&p, 1, 50) >= 0) {
+        if ((p.revents & POLLIN) && recv(fd_, buf, sizeof buf, 0) <= 0) break;
+      }
+    });
+  }
+  LongStream(const LongStream&) = delete;
+  LongStream& operator=(const LongStream&) = delete;
+  ~LongStream() {
+    stop_ = true;
+    drain_.join();
+    close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread drain_;
+};
 
 // One parsed SSE stream: the JSON payloads in order and whether it ended with [DONE].
 struct SseStream {

@@ -58,17 +58,22 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
                   w1.address() + "," + w2.address(), "--plan", "2,1,1"},
                  model);
   std::vector<SseStream> got(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      json b = chat(i);
-      b["stream"] = true;
-      auto c = head.client();
-      auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
-      if (r && r->status == 200) got[i] = parse_sse(r->body);
-    });
-  }
-  for (auto& t : threads) t.join();
+  {
+    json long_body = chat(kClients);
+    long_body["max_tokens"] = 400;
+    const LongStream anchor(head.port(), long_body);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kClients; ++i) {
+      threads.emplace_back([&, i] {
+        json b = chat(i);
+        b["stream"] = true;
+        auto c = head.client();
+        auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
+        if (r && r->status == 200) got[i] = parse_sse(r->body);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }  // the anchor is cancelled
   for (int i = 0; i < kClients; ++i) {
     EXPECT_TRUE(got[i].done) << i << " (head log " << head.log() << ")";
     EXPECT_EQ(got[i].text, alone[i]) << i;
