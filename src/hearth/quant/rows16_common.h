@@ -247,7 +247,11 @@ float rows16_q4_k_block_dot(const uint8_t* g, int r, const uint8_t* ab, float ac
     for (int e = 0; e < 32; ++e) {
       const int at = 64 * (e / 4) + 4 * r + e % 4;
       int q = (g[kQuants + 512 * p + at] >> shift) & 0x0f;
-      if constexpr (kHighBits >= 0) q |= ((g[kHighBits + at] >> j) & 1) << 4;
+      if constexpr (kHighBits >= 0) {
+        const int s = e / 4;  // the slice; its quad's high-bit byte (rows16_kernels.h)
+        const int hb = g[kHighBits + 128 * p + 64 * (s / 4) + 4 * r + e % 4];
+        q |= ((hb >> (2 * (s % 4) + j % 2)) & 1) << 4;
+      }
       isum += q * aq[32 * j + e];
     }
     s1 += g[64 + 16 * j + r] * isum;

@@ -56,12 +56,15 @@ using Rows16Q4_K = Rows16Shape<kQKK, 320 + 2048, 16 + 16 + 256>;
 
 // Q5_K (rows16_q5_k.cpp). Group = 16 rows; per super-block column, kBlockBytes: Q4_K's
 // header (bytes 0-319: d, dmin, scales, mins), then
-//   320  (8 slices, 16 rows, 4 bytes) high bits: GGUF bytes qh[4s .. 4s + 3] of row r at
-//        320 + 64s + 4r (bit j of qh[e]: the fifth bit of element e of sub-block j)
+//   320  (4 pairs, 2 quads of slices, 16 rows, 4 bytes) high bits: the fifth bits of slices
+//        4c .. 4c + 3 of pair p, row r, at 320 + 128p + 64c + 4r + i (i: element 4s + i of
+//        the slice), bit 2(s - 4c) for sub-block 2p and bit 2(s - 4c) + 1 for 2p + 1
 //   832  the low 4 bits as Q4_K holds them at 320 (qs[32p + 4s .. +3] of row r at
 //        832 + 512p + 64s + 4r)
-// The high bits come before the quants because the kernels read them with the first pair:
-// the bytes lie in the order they are first read, which is the order they are prefetched.
+// One high-bit vector serves four slices of one pair, with their bits side by side, so a
+// kernel loads it once per four quant vectors and each slice's two bits sit one immediate
+// shift away from bits 3 and 4. The high bits come before the quants because the kernels read
+// them with the first pair: the bytes lie in the order they are first read.
 // 2880 bytes per 16 rows (GGUF: 2816). Prepared activation and per (row, token) sums as Q4_K,
 // with the 5-bit quants (0..31).
 using Rows16Q5_K = Rows16Shape<kQKK, 320 + 512 + 2048, 16 + 16 + 256>;

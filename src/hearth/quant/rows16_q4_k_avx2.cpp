@@ -4,7 +4,8 @@
 // a sub-block for Q4_K (nibbles 0..15: at most 8 * 2 * 15 * 127 = 30480), 4 at a time for Q5_K
 // (0..31: 4 * 2 * 31 * 127 = 31496). So per 4 quants a sub-block costs a mask (and a shift for
 // the high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's fifth bit costs a shift, a mask and
-// an or more (the bit of sub-block j sits at bit j of the high-bit slice beside the load). Same
+// an or more (the bits of slice s sit at bits 2(s % 4) and 2(s % 4) + 1 of its quad's
+// high-bit vector, rows16_kernels.h). Same
 // integer sums and float steps per lane as the scalar reference (rows16_common.h,
 // rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
@@ -61,9 +62,9 @@ struct Q4_KAvx2 {
           __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
           if constexpr (kFive) {
             const __m256i hb = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(g + kHighBits + 64 * s + 32 * h));
-            lo = _mm256_or_si256(lo, bit_to_16(hb, 2 * p, sixteen));
-            hi = _mm256_or_si256(hi, bit_to_16(hb, 2 * p + 1, sixteen));
+                reinterpret_cast<const __m256i*>(g + kHighBits + 128 * p + 64 * (s / 4) + 32 * h));
+            lo = _mm256_or_si256(lo, bit_to_16(hb, 2 * (s % 4), sixteen));
+            hi = _mm256_or_si256(hi, bit_to_16(hb, 2 * (s % 4) + 1, sixteen));
           }
           for (int t = 0; t < NT; ++t) {
             const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;

@@ -3,7 +3,7 @@
 // high nibbles to sub-block 2p + 1, each one vpdpbusd against the broadcast 4 activation quants.
 // Q4_K takes the high nibbles as they sit (& 0xF0, i.e. 16x the nibble) and shifts the x16 out
 // of the sum exactly afterwards. Q5_K shifts them down instead and adds each element's fifth
-// bit from the high-bit slice beside the load (the same elements' GGUF qh bytes): fifth_bit.
+// bit from its slice quad's high-bit vector, loaded once per four slices (rows16_kernels.h).
 // Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
 // sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
 // (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
@@ -76,6 +76,7 @@ struct Q4_KAvx512 {
       __m512i lo_sum[NT], hi_sum[NT];  // sub-block 2p, and (16x for Q4_K) sub-block 2p + 1
       for (int t = 0; t < NT; ++t) lo_sum[t] = hi_sum[t] = _mm512_setzero_si512();
       const uint8_t* qp = g + kQuants + 512 * p;
+      __m512i h = _mm512_setzero_si512();  // Q5_K: the high bits of slices 4(s/4) .. +3
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
@@ -89,10 +90,10 @@ struct Q4_KAvx512 {
         __m512i lo = _mm512_and_si512(v, m_lo);
         __m512i hi;
         if constexpr (kFive) {
-          const __m512i h = _mm512_loadu_si512(g + kHighBits + 64 * s);
+          if (s % 4 == 0) h = _mm512_loadu_si512(g + kHighBits + 128 * p + 16 * s);
           hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-          lo = fifth_bit<NT>(lo, h, 2 * p);
-          hi = fifth_bit<NT>(hi, h, 2 * p + 1);
+          lo = fifth_bit<NT>(lo, h, 2 * (s % 4));
+          hi = fifth_bit<NT>(hi, h, 2 * (s % 4) + 1);
         } else {
           hi = _mm512_and_si512(v, m_hi);
         }
@@ -154,18 +155,17 @@ struct Q4_KAvx512 {
   // heavier decode, shared by more vpdpbusd, made 4 pay where Q4_K's did not need it. Each
   // group's sums and float steps are block's (scale_sub_blocks, finish), so its bits are dot's.
   static constexpr int kPairTokens = kFive ? 4 : 3;
-  // Sub-blocks 2p and 2p + 1 of the 64-byte load v as vpdpbusd takes them. Q5_K adds the
-  // fifth bits from the high-bit slice at hb: a shift by 2p brings bits 2p and 2p + 1 to bits
-  // 0 and 1 (vpsrlvw with the count in every lane, down2p: on the AMD EPYC this was written
-  // on it stays off the vpdpbusd ports, where vpsrlw with its count in an xmm register or
-  // vptestmb would not, and the loop over p need not be unrolled), a shift by 3 brings them
-  // to bits 3 and 4, a byte add (a shift by one that stays in its byte) moves bit 3 to 4,
-  // and a vpternlogd each ors bit 4 in.
-  [[gnu::always_inline]] void decode_pair(__m512i v, const uint8_t* hb, __m512i down2p, __m512i& lo,
+  // Sub-blocks 2p and 2p + 1 of slice s's 64-byte load v as vpdpbusd takes them. Q5_K adds
+  // the fifth bits from h, its quad's high bits, where they sit at bits 2(s % 4) and
+  // 2(s % 4) + 1: an immediate 16-bit shift brings them to bits 3 and 4, a byte add (a shift
+  // by one that stays in its byte) moves bit 3 to 4, and a vpternlogd each ors bit 4 in. The
+  // shift's bits from the neighbouring byte land outside bits 3 and 4.
+  [[gnu::always_inline]] void decode_pair(__m512i v, __m512i h, int s, __m512i& lo,
                                           __m512i& hi) const {
     lo = _mm512_and_si512(v, m_lo);
     if constexpr (kFive) {
-      const __m512i h3 = _mm512_slli_epi16(_mm512_srlv_epi16(_mm512_loadu_si512(hb), down2p), 3);
+      const int at = 2 * (s % 4);
+      const __m512i h3 = at < 3 ? _mm512_slli_epi16(h, 3 - at) : _mm512_srli_epi16(h, at - 3);
       hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
       lo = _mm512_ternarylogic_epi32(lo, _mm512_add_epi8(h3, h3), sixteen, 0xF8);
       hi = _mm512_ternarylogic_epi32(hi, h3, sixteen, 0xF8);
@@ -182,7 +182,7 @@ struct Q4_KAvx512 {
       __m512i lo_a[NT]{}, hi_a[NT]{}, lo_b[NT]{}, hi_b[NT]{};
       const uint8_t* qa = g0 + kQuants + 512 * p;
       const uint8_t* qb = g1 + kQuants + 512 * p;
-      const __m512i down2p = _mm512_set1_epi16(static_cast<int16_t>(2 * p));
+      __m512i ha4 = _mm512_setzero_si512(), hb4 = ha4;  // Q5_K: the quad's high bits
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i va = _mm512_loadu_si512(qa + 64 * s);
@@ -190,9 +190,13 @@ struct Q4_KAvx512 {
         // One load each: GCC would otherwise fold the load into both ands, and loads are
         // what bounds this loop.
         asm("" : "+v"(va), "+v"(vb));
+        if (kFive && s % 4 == 0) {
+          ha4 = _mm512_loadu_si512(g0 + kHighBits + 128 * p + 16 * s);
+          hb4 = _mm512_loadu_si512(g1 + kHighBits + 128 * p + 16 * s);
+        }
         __m512i la, ha, lb, hb;
-        decode_pair(va, g0 + kHighBits + 64 * s, down2p, la, ha);
-        decode_pair(vb, g1 + kHighBits + 64 * s, down2p, lb, hb);
+        decode_pair(va, ha4, s, la, ha);
+        decode_pair(vb, hb4, s, lb, hb);
         for (int t = 0; t < NT; ++t) {
           const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
           const __m512i xl = _mm512_set1_epi32(rows16_load_i32(aq));

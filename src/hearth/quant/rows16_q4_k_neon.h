@@ -19,15 +19,14 @@ namespace hearth::quant {
 namespace {
 
 // One pair's 8 slices of Q quads of a block column: the low 4 bits at qp (Q quads 16 bytes
-// apart, slices 64 bytes apart) and, for Q5_K (kHighBits >= 0), the high-bit slices of the
-// same elements at hp, laid out alike.
+// apart, slices 64 bytes apart) and, for Q5_K (kHighBits >= 0), the pair's high bits at hp:
+// one vector per 4 slices, laid out alike, slice s's bits at 2(s % 4) (sub-block 2p) and
+// 2(s % 4) + 1 (2p + 1).
 template <int kHighBits, int Q>
 struct Rows16Q4_KSlices {
   static constexpr bool kFive = kHighBits >= 0;
   const uint8_t* qp;
   const uint8_t* hp;  // Q5_K only
-  uint8x16_t bit_lo;  // Q5_K: 1 << 2p in every byte, the fifth bit of sub-block 2p
-  uint8x16_t bit_hi;  // 1 << (2p + 1), that of sub-block 2p + 1
 
   // Slice s's quants (0..15, or 0..31 for Q5_K, so valid signed bytes) of sub-block 2p in
   // wl[k] and of 2p + 1 in wh[k], quad k.
@@ -42,8 +41,10 @@ struct Rows16Q4_KSlices {
         // cmtst sets a byte to 0xff where its element's fifth bit is set; a bit select with
         // 0x10 as the selector copies only bit 4 of that into the quant (whose bit 4 is clear):
         // two instructions per sub-block, no shifts.
-        const uint8x16_t h = vld1q_u8(hp + 64 * s + 16 * k);
+        const uint8x16_t h = vld1q_u8(hp + 64 * (s / 4) + 16 * k);
         const uint8x16_t sixteen = vdupq_n_u8(0x10);
+        const uint8x16_t bit_lo = vdupq_n_u8(static_cast<uint8_t>(1 << (2 * (s % 4))));
+        const uint8x16_t bit_hi = vdupq_n_u8(static_cast<uint8_t>(2 << (2 * (s % 4))));
         lo = vbslq_u8(sixteen, vtstq_u8(h, bit_lo), lo);
         hi = vbslq_u8(sixteen, vtstq_u8(h, bit_hi), hi);
       }
@@ -89,9 +90,8 @@ struct Rows16Q4_KNeon {
             for (int h = 0; h < 5; ++h) __builtin_prefetch(g + 64 * h + kPrefetchBytes);
           }
         }
-        const Rows16Q4_KSlices<kHighBits, Q> w{qp, kFive ? g + kHighBits + 16 * q0 : nullptr,
-                                               vdupq_n_u8(static_cast<uint8_t>(1 << (2 * p))),
-                                               vdupq_n_u8(static_cast<uint8_t>(2 << (2 * p)))};
+        const Rows16Q4_KSlices<kHighBits, Q> w{qp,
+                                               kFive ? g + kHighBits + 128 * p + 16 * q0 : nullptr};
         const uint8_t* aq[NT];
 #pragma GCC unroll 4
         for (int t = 0; t < NT; ++t) aq[t] = ab[t] + 32 + 64 * p;

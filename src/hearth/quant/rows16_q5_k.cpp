@@ -13,14 +13,44 @@ namespace {
 using L = Rows16Q5_K;
 constexpr int kHighBits = kRows16Q5_KHighBits;
 
+// The high-bit byte of element i of slice quad c of pair p (rows16_kernels.h) from GGUF's qh,
+// whose byte 4s + i holds bit j for element 4s + i of sub-block j.
+uint8_t high_bits(const uint8_t* qh, int p, int c, int i) {
+  uint8_t out = 0;
+  for (int s = 0; s < 4; ++s) {
+    const uint8_t from = qh[4 * (4 * c + s) + i];
+    for (int h = 0; h < 2; ++h)
+      out |= static_cast<uint8_t>(((from >> (2 * p + h)) & 1) << (2 * s + h));
+  }
+  return out;
+}
+
 void pack_block(const BlockQ5_K& b, uint8_t* g, int r) {
   rows16_pack_q4_k_part<kRows16Q5_KQuants>(b, g, r);
-  for (int s = 0; s < 8; ++s) std::memcpy(g + kHighBits + 64 * s + 4 * r, b.qh + 4 * s, 4);
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 4; ++i)
+        g[kHighBits + 128 * p + 64 * c + 4 * r + i] = high_bits(b.qh, p, c, i);
+    }
+  }
 }
 
 void unpack_block(const uint8_t* g, int r, BlockQ5_K& b) {
   rows16_unpack_q4_k_part<kRows16Q5_KQuants>(g, r, b);
-  for (int s = 0; s < 8; ++s) std::memcpy(b.qh + 4 * s, g + kHighBits + 64 * s + 4 * r, 4);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t from = g[kHighBits + 128 * p + 64 * c + 4 * r + i];
+        for (int s = 0; s < 4; ++s) {
+          for (int h = 0; h < 2; ++h) {
+            b.qh[4 * (4 * c + s) + i] |=
+                static_cast<uint8_t>(((from >> (2 * s + h)) & 1) << (2 * p + h));
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
