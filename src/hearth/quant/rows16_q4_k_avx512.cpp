@@ -46,23 +46,23 @@ struct Q4_KAvx512 {
     }
   }
 
-  // The prefetches tied to load s of sub-block p (quants at qp, block column at g), into L2 if
-  // kL2 else L1, kBytes ahead: the line that load's line will be, and along the first loads
-  // the lines before the quants (the header, and Q5_K's high bits).
+  // The prefetches tied to load s of sub-block p (block column at g), into L2 if kL2 else L1,
+  // kBytes ahead: the block column's lines in order, spread evenly over its 32 quant loads
+  // (one or two each), so that the header and Q5_K's high bits ahead are fetched along the way.
+  // Fetching those lead lines in a burst with the first pair's loads, as this did before, held
+  // rows16 Q5_K's matvec at about 0.82 of the read bandwidth on an AMD EPYC Zen 5, however far
+  // ahead (docs/kernels.md, "Prefetch distance per CPU").
   template <bool kL2, int kBytes>
-  [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g, const uint8_t* qp,
-                                                    int p, int s) {
-    const auto fetch = [&v](const uint8_t* at) {
+  [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g, int p, int s) {
+    constexpr int kLines = (kQuants + 2048) / 64;
+    const int u = 8 * p + s;
+    for (int l = kLines * u / 32; l < kLines * (u + 1) / 32; ++l) {
       if constexpr (kL2) {
-        rows16_prefetch_l2_beside(v, at);
+        rows16_prefetch_l2_beside(v, g + kBytes + 64 * l);
       } else {
-        rows16_prefetch_beside(v, at);
+        rows16_prefetch_beside(v, g + kBytes + 64 * l);
       }
-    };
-    constexpr int kLeadLines = kQuants / 64;
-    fetch(qp + kBytes + 64 * s);
-    if (p == 0 && s < kLeadLines) fetch(g + kBytes + 64 * s);
-    if (p == 0 && s + 8 < kLeadLines) fetch(g + kBytes + 64 * (s + 8));
+    }
   }
 
   template <int NT>
@@ -80,10 +80,10 @@ struct Q4_KAvx512 {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i v = _mm512_loadu_si512(qp + 64 * s);
-        if constexpr (kAhead > 0) prefetch_ahead<false, kAhead>(v, g, qp, p, s);
+        if constexpr (kAhead > 0) prefetch_ahead<false, kAhead>(v, g, p, s);
         // Decode only: with more tokens the kernel is bound by arithmetic, where the extra
         // prefetches slowed it.
-        if constexpr (kL2Ahead > 0 && NT == 1) prefetch_ahead<true, kL2Ahead>(v, g, qp, p, s);
+        if constexpr (kL2Ahead > 0 && NT == 1) prefetch_ahead<true, kL2Ahead>(v, g, p, s);
         // Q5_K's stores beside the loads made it stream more slowly on Zen 4 and did not
         // help on Zen 5 (docs/kernels.md, Q5_K in "Two layouts").
         if constexpr (!kFive) rows16_store_beside<NT>(v);
@@ -217,9 +217,9 @@ struct Q4_KAvx512 {
 
 // Prefetch distances per CPU (stream_tuning.h). Zen 4: Q4_K 3 KiB, streamed better than 4 and
 // 6 KiB at 2 threads; Q5_K none, because the tied prefetches made it read DRAM more slowly
-// (docs/kernels.md, Q5_K in "Two layouts"). Zen 5: longer L1 distances, and a second prefetch
-// into L2 further ahead, which made both stream faster at 2 threads (at one thread Q4_K was a
-// little slower with it).
+// (docs/kernels.md, Q5_K in "Two layouts"; measured before the lead lines were spread over
+// the loads). Zen 5: 6 KiB, and a second prefetch into L2 12 KiB ahead, for both; with the
+// lead lines spread, Q5_K streamed faster at these than at Q4_K's old 3 + 8 KiB.
 template <int kAhead, int kL2Ahead>
 using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead, kL2Ahead>, Rows16Q4_K>;
 template <int kAhead, int kL2Ahead>
@@ -231,7 +231,7 @@ using Q5_KKernel =
 Rows16DotKernel* const rows16_q4_k_dot_avx512 =
     rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =
-    rows16_dot_tuned<Q5_KKernel<0, 0>, Q5_KKernel<3072, 8192>>;
+    rows16_dot_tuned<Q5_KKernel<0, 0>, Q5_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q4_k_dot_pair_avx512 =
     rows16_dot<Rows16PairBlocks<Q4_KAvx512<kRows16Q4_KQuants, -1, 0, 0>, Rows16Q4_K>>;
 Rows16DotKernel* const rows16_q5_k_dot_pair_avx512 = rows16_dot<
