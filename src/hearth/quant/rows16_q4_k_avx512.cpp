@@ -50,8 +50,8 @@ struct Q4_KAvx512 {
   // kBytes ahead: the block column's lines in order, spread evenly over its 32 quant loads
   // (one or two each), so that the header and Q5_K's high bits ahead are fetched along the way.
   // Fetching those lead lines in a burst with the first pair's loads, as this did before, held
-  // rows16 Q5_K's matvec at about 0.82 of the read bandwidth on an AMD EPYC Zen 5, however far
-  // ahead (docs/kernels.md, "Prefetch distance per CPU").
+  // rows16 Q5_K's matvec well below the read bandwidth on an AMD EPYC Zen 5, however far ahead
+  // (docs/kernels.md, "Lead lines spread over the loads").
   template <bool kL2, int kBytes>
   [[gnu::always_inline]] static void prefetch_ahead(__m512i& v, const uint8_t* g, int p, int s) {
     constexpr int kLines = (kQuants + 2048) / 64;
