@@ -52,11 +52,13 @@ struct Q4_KAvx2 {
 #pragma GCC unroll 8
         for (int s = 0; s < 8; ++s) {
           __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
-          // Q5_K streams on the hardware prefetcher alone, as on AVX-512.
-          if (!kFive && h == 0) {
-            rows16_prefetch_beside(v, qp + kPrefetchBytes + 64 * s);
-            // The super-block's 5 header lines ride along the first loads.
-            if (p == 0 && s < 5) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+          // The block column's lines in order, one or two per quant load of the first half,
+          // header and Q5_K's high bits included, as on AVX-512 (prefetch_ahead there).
+          if (h == 0) {
+            constexpr int kLines = (kQuants + 2048) / 64;
+            const int u = 8 * p + s;
+            for (int l = kLines * u / 32; l < kLines * (u + 1) / 32; ++l)
+              rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * l);
           }
           __m256i lo = _mm256_and_si256(v, m4);
           __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);

@@ -59,10 +59,11 @@ struct Rows16Q4_KSlices {
 template <typename Pairs, int kQuants, int kHighBits>
 struct Rows16Q4_KNeon {
   static constexpr bool kFive = kHighBits >= 0;
-  // Q4_K: one prefetch per 64-byte line consumed, this far ahead (not measured: no ARM
-  // hardware here; the distance the x86 Q6_K kernels use). Q5_K streams on the hardware
-  // prefetcher alone, as its x86 kernels do (there the prefetches Q4_K takes halved its DRAM
-  // read rate); not measured on ARM either.
+  // One prefetch per 64-byte line, this far ahead (not measured: no ARM hardware here; the
+  // distance the x86 Q6_K kernels use). Q5_K takes them too: on x86 its high bits, one vector
+  // per four quant vectors, streamed far below the bandwidth on the hardware prefetcher alone
+  // and at it with the lines prefetched in order (docs/kernels.md, "Lead lines spread over the
+  // loads"); not measured on ARM either.
   static constexpr int kPrefetchBytes = 2048;
 
   template <int NT>
@@ -81,14 +82,13 @@ struct Rows16Q4_KNeon {
       }
       for (int p = 0; p < 4; ++p) {
         const uint8_t* qp = g + kQuants + 512 * p + 16 * q0;
-        if (!kFive && q0 == 0) {
-#pragma GCC unroll 8
-          for (int s = 0; s < 8; ++s) __builtin_prefetch(qp + 64 * s + kPrefetchBytes);
-          // The super-block's 5 header lines (d, dmin, scales, mins).
-          if (p == 0) {
-#pragma GCC unroll 8
-            for (int h = 0; h < 5; ++h) __builtin_prefetch(g + 64 * h + kPrefetchBytes);
-          }
+        if (q0 == 0) {
+          // A quarter of the block column's lines per pair, in order, header and Q5_K's high
+          // bits included (as the x86 kernels spread them over their loads).
+          constexpr int kLines = (kQuants + 2048) / 64;
+#pragma GCC unroll 12
+          for (int l = kLines * p / 4; l < kLines * (p + 1) / 4; ++l)
+            __builtin_prefetch(g + 64 * l + kPrefetchBytes);
         }
         const Rows16Q4_KSlices<kHighBits, Q> w{qp,
                                                kFive ? g + kHighBits + 128 * p + 16 * q0 : nullptr};
