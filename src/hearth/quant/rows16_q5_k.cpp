@@ -18,9 +18,8 @@ constexpr int kHighBits = kRows16Q5_KHighBits;
 uint8_t high_bits(const uint8_t* qh, int p, int c, int i) {
   uint8_t out = 0;
   for (int s = 0; s < 4; ++s) {
-    const uint8_t from = qh[4 * (4 * c + s) + i];
-    for (int h = 0; h < 2; ++h)
-      out |= static_cast<uint8_t>(((from >> (2 * p + h)) & 1) << (2 * s + h));
+    // Bits 2p and 2p + 1 (sub-blocks 2p and 2p + 1) to bits 2s and 2s + 1.
+    out |= static_cast<uint8_t>(((qh[4 * (4 * c + s) + i] >> (2 * p)) & 3) << (2 * s));
   }
   return out;
 }
@@ -43,10 +42,7 @@ void unpack_block(const uint8_t* g, int r, BlockQ5_K& b) {
       for (int i = 0; i < 4; ++i) {
         const uint8_t from = g[kHighBits + 128 * p + 64 * c + 4 * r + i];
         for (int s = 0; s < 4; ++s) {
-          for (int h = 0; h < 2; ++h) {
-            b.qh[4 * (4 * c + s) + i] |=
-                static_cast<uint8_t>(((from >> (2 * s + h)) & 1) << (2 * p + h));
-          }
+          b.qh[4 * (4 * c + s) + i] |= static_cast<uint8_t>(((from >> (2 * s)) & 3) << (2 * p));
         }
       }
     }
