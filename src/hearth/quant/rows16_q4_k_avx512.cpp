@@ -215,11 +215,11 @@ struct Q4_KAvx512 {
   }
 };
 
-// Prefetch distances per CPU (stream_tuning.h). Zen 4: Q4_K 3 KiB, streamed better than 4 and
-// 6 KiB at 2 threads; Q5_K none, because the tied prefetches made it read DRAM more slowly
-// (docs/kernels.md, Q5_K in "Two layouts"; measured before the lead lines were spread over
-// the loads). Zen 5: 6 KiB, and a second prefetch into L2 12 KiB ahead, for both; with the
-// lead lines spread, Q5_K streamed faster at these than at Q4_K's old 3 + 8 KiB.
+// Prefetch distances per CPU (stream_tuning.h). Zen 4: 3 KiB for both; Q4_K streamed better
+// there than at 4 and 6 KiB at 2 threads. Q5_K took none there while its lead lines were
+// fetched in a burst; with them spread, the Zen 4 table streamed it far better than none on a
+// Zen 5 (docs/kernels.md, "Lead lines spread over the loads"; no Zen 4 here to measure). Zen 5:
+// 6 KiB, and a second prefetch into L2 12 KiB ahead, for both.
 template <int kAhead, int kL2Ahead>
 using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead, kL2Ahead>, Rows16Q4_K>;
 template <int kAhead, int kL2Ahead>
@@ -231,7 +231,7 @@ using Q5_KKernel =
 Rows16DotKernel* const rows16_q4_k_dot_avx512 =
     rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =
-    rows16_dot_tuned<Q5_KKernel<0, 0>, Q5_KKernel<6144, 12288>>;
+    rows16_dot_tuned<Q5_KKernel<3072, 0>, Q5_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q4_k_dot_pair_avx512 =
     rows16_dot<Rows16PairBlocks<Q4_KAvx512<kRows16Q4_KQuants, -1, 0, 0>, Rows16Q4_K>>;
 Rows16DotKernel* const rows16_q5_k_dot_pair_avx512 = rows16_dot<
