@@ -30,6 +30,17 @@ json chat(int i) {
           {"ignore_eos", true}};
 }
 
+// A thread that posts `body` to `head` as a streamed chat and parses the stream into `out`
+// (left empty unless the answer is 200).
+std::thread stream_in_thread(ServeProc& head, json body, SseStream& out) {
+  return std::thread([&head, &out, body = std::move(body)]() mutable {
+    body["stream"] = true;
+    auto c = head.client();
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    if (r && r->status == 200) out = parse_sse(r->body);
+  });
+}
+
 // The answers to chat(0) .. chat(n - 1) of one device serving `model` alone, one at a time.
 std::vector<std::string> answers_alone(const std::string& model, int n) {
   std::vector<std::string> alone;
@@ -63,15 +74,7 @@ TEST(ServeRing, ConcurrentGreedyStreamsEqualSingleDevice) {
     long_body["max_tokens"] = 400;
     const LongStream anchor(head.port(), long_body);
     std::vector<std::thread> threads;
-    for (int i = 0; i < kClients; ++i) {
-      threads.emplace_back([&, i] {
-        json b = chat(i);
-        b["stream"] = true;
-        auto c = head.client();
-        auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
-        if (r && r->status == 200) got[i] = parse_sse(r->body);
-      });
-    }
+    for (int i = 0; i < kClients; ++i) threads.push_back(stream_in_thread(head, chat(i), got[i]));
     for (auto& t : threads) t.join();
   }  // the anchor is cancelled
   for (int i = 0; i < kClients; ++i) {
@@ -184,15 +187,7 @@ TEST(ServeRing, StreamsSurviveALostWorkerThatThenRejoins) {
                  model);
   std::vector<SseStream> got(kClients);
   std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      json b = request(i);
-      b["stream"] = true;
-      auto c = head.client();
-      auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
-      if (r && r->status == 200) got[i] = parse_sse(r->body);
-    });
-  }
+  for (int i = 0; i < kClients; ++i) threads.push_back(stream_in_thread(head, request(i), got[i]));
   // Once the ring has made some decode steps for the four streams, the second worker dies.
   auto c = head.client();
   auto passes = [&] {
