@@ -117,17 +117,18 @@ Group make_group(T type, int64_t cols, int n_tokens, uint32_t seed, Fill fill = 
 
 // Runs pair_dot (a Rows16::dot_pair kernel) on g0 and g1, one after the other as matmul lays
 // them out, for the first n of the max_tokens tokens g0 was made with, outputs 36 floats
-// apart; each (row, token) must have the scalar kernel's one-token bits, and the 4 floats
-// after each token's 32 rows, and the tokens past n, must stay untouched. what names the
-// kernel in failure messages.
-void expect_pair_scalar_bits(Rows16DotKernel* pair_dot, T type, const Group& g0, const Group& g1,
+// apart, fetching the pair itself ahead as if it were the next one; each (row, token) must
+// have the scalar kernel's one-token bits, and the 4 floats after each token's 32 rows, and the
+// tokens past n, must stay untouched. what names the kernel in failure messages.
+void expect_pair_scalar_bits(Rows16PairKernel* pair_dot, T type, const Group& g0, const Group& g1,
                              int n, int max_tokens, const std::string& what) {
   const Rows16& scalar = *traits_for_isa(type, Isa::kScalar).rows16;
   constexpr size_t kOutStride = 36;
   std::vector<uint8_t> pair = g0.group;
   pair.insert(pair.end(), g1.group.begin(), g1.group.end());
   std::vector<float> got(static_cast<size_t>(max_tokens) * kOutStride, -7.0f);
-  pair_dot(g0.cols, pair.data(), g0.prepared.data(), g0.prepared_stride, n, got.data(), kOutStride);
+  pair_dot(g0.cols, pair.data(), g0.prepared.data(), g0.prepared_stride, n, got.data(), kOutStride,
+           pair.data(), pair.size());
   for (int t = 0; t < max_tokens; ++t) {
     for (int half = 0; half < 2 && t < n; ++half) {
       std::vector<float> want(kRows16);
@@ -352,7 +353,7 @@ TEST_P(Rows16Amx, PairGivesEachGroupTheScalarBits) {
   const bool real = GetParam();
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU lacks avx512: not run";
   if (real && !amx_usable()) GTEST_SKIP() << "no AMX-INT8 tiles on this CPU or OS: not run";
-  Rows16DotKernel* const kernel = real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
+  Rows16PairKernel* const kernel = real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
   constexpr int kMaxTokens = 40;
   for (const auto& [cols, fill] :
        {std::pair{int64_t{32}, Fill::kRandom}, std::pair{int64_t{96}, Fill::kRandom},

@@ -172,16 +172,36 @@ void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   const int64_t n_units = (n_groups + per_unit - 1) / per_unit;
   std::atomic<int64_t> next{0};
   pool.run_weights([&](int, int) {
-    for (;;) {
-      const int64_t u = next.fetch_add(1, std::memory_order_relaxed);
-      if (u >= n_units) break;
+    // Each thread claims its next unit before it works on the current one, so that dot_pair
+    // can fetch the next unit's weights into L2 during the current unit's passes.
+    int64_t u = next.fetch_add(1, std::memory_order_relaxed);
+    while (u < n_units) {
+      const int64_t u_next = next.fetch_add(1, std::memory_order_relaxed);
       const int64_t g = u * per_unit;
-      const auto dot = g + 1 < n_groups && per_unit == 2 ? r16.dot_pair : r16.dot;
+      const uint8_t* ahead = nullptr;
+      size_t ahead_bytes = 0;
+      if (u_next < n_units) {
+        const int64_t g_next = u_next * per_unit;
+        ahead = groups + static_cast<size_t>(g_next) * gb;
+        ahead_bytes = static_cast<size_t>(std::min(per_unit, n_groups - g_next)) * gb;
+      }
       for (int64_t t = 0; t < n_tokens; t += quant::kRows16CallTokens) {
         const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, n_tokens - t));
-        dot(w.cols, groups + static_cast<size_t>(g) * gb, acts + static_cast<size_t>(t) * ab, ab, n,
-            y + t * w.rows + g * quant::kRows16, static_cast<size_t>(w.rows));
+        const uint8_t* w_at = groups + static_cast<size_t>(g) * gb;
+        const uint8_t* a_at = acts + static_cast<size_t>(t) * ab;
+        float* y_at = y + t * w.rows + g * quant::kRows16;
+        if (per_unit == 2 && g + 1 < n_groups) {
+          // This call's share of the next unit, in proportion to its tokens.
+          const size_t from = ahead_bytes * static_cast<size_t>(t) / static_cast<size_t>(n_tokens);
+          const size_t to =
+              ahead_bytes * static_cast<size_t>(t + n) / static_cast<size_t>(n_tokens);
+          r16.dot_pair(w.cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(w.rows),
+                       ahead == nullptr ? nullptr : ahead + from, to - from);
+        } else {
+          r16.dot(w.cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(w.rows));
+        }
       }
+      u = u_next;
     }
   });
 }

@@ -69,30 +69,55 @@ constexpr int rows16_max_tokens() {
   }
 }
 
-// The Rows16::dot entry for a kernel struct K with
-//   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
-//                                     size_t act_stride, float* out, size_t out_stride);
-// The kernel files export a pointer to it (rows16_kernels.h). Tokens beyond the kernel's
+// Calls fn(t, nt, pass, passes) for each pass of a kernel struct K over n_tokens tokens: the
+// pass takes tokens [t, t + nt), nt a std::integral_constant. Tokens beyond the kernel's
 // rows16_max_tokens take further passes, as even as the count allows (16 tokens at 3 a pass
-// are 3, 3, 3, 3, 2, 2, not five 3s and a 1: a short pass decodes the weights for few
-// tokens). Kept out of line so each kernel is one function of its own: inlined into a caller
-// with all four token counts, the Q4_K AVX2 matvec streamed measurably slower.
-template <typename K>
-[[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
-                                  size_t act_stride, int n_tokens, float* out, size_t out_stride) {
+// are 3, 3, 3, 3, 2, 2, not five 3s and a 1: a short pass decodes the weights for few tokens).
+template <typename K, typename Fn>
+inline void rows16_for_passes(int n_tokens, Fn&& fn) {
   constexpr int kMax = rows16_max_tokens<K>();
   const int passes = (n_tokens + kMax - 1) / kMax;
   for (int i = 0, t = 0; i < passes; ++i) {
     // The first n_tokens % passes passes take one token more than the rest.
     const int n = n_tokens / passes + (i < n_tokens % passes ? 1 : 0);
-    rows16_by_tokens<kMax>(n, [&](auto nt) {
-      K::template run<decltype(nt)::value>(
-          cols, static_cast<const uint8_t*>(group),
-          static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
-          out + static_cast<size_t>(t) * out_stride, out_stride);
-    });
+    rows16_by_tokens<kMax>(n, [&](auto nt) { fn(t, nt, i, passes); });
     t += n;
   }
+}
+
+// The Rows16::dot entry for a kernel struct K with
+//   template <int NT> static void run(int64_t cols, const uint8_t* group, const uint8_t* acts,
+//                                     size_t act_stride, float* out, size_t out_stride);
+// The kernel files export a pointer to it (rows16_kernels.h). Kept out of line so each kernel
+// is one function of its own: inlined into a caller with all four token counts, the Q4_K AVX2
+// matvec streamed measurably slower.
+template <typename K>
+[[gnu::noinline]] void rows16_dot(int64_t cols, const void* group, const void* acts,
+                                  size_t act_stride, int n_tokens, float* out, size_t out_stride) {
+  rows16_for_passes<K>(n_tokens, [&](int t, auto nt, int, int) {
+    K::template run<decltype(nt)::value>(
+        cols, static_cast<const uint8_t*>(group),
+        static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
+        out + static_cast<size_t>(t) * out_stride, out_stride);
+  });
+}
+
+// The Rows16::dot_pair entry for a pair kernel struct K, whose run takes two more arguments:
+// the lines to fetch ahead during the pass, `ahead` and `ahead_lines` of them. The lines of
+// next_bytes at next are dealt out evenly over the passes.
+template <typename K>
+[[gnu::noinline]] void rows16_dot_pair(int64_t cols, const void* groups, const void* acts,
+                                       size_t act_stride, int n_tokens, float* out,
+                                       size_t out_stride, const void* next, size_t next_bytes) {
+  const int64_t lines = next == nullptr ? 0 : static_cast<int64_t>((next_bytes + 63) / 64);
+  rows16_for_passes<K>(n_tokens, [&](int t, auto nt, int pass, int passes) {
+    const int64_t l0 = lines * pass / passes, l1 = lines * (pass + 1) / passes;
+    K::template run<decltype(nt)::value>(
+        cols, static_cast<const uint8_t*>(groups),
+        static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
+        out + static_cast<size_t>(t) * out_stride, out_stride,
+        static_cast<const uint8_t*>(next) + 64 * l0, l1 - l0);
+  });
 }
 
 // Rows16::group_bytes and Rows16::act_bytes of a layout L (rows16_kernels.h).

@@ -97,6 +97,10 @@ extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_0Scalar, kRows16Q4_KScalar, kRo
 // The SIMD Rows16::dot kernels, each in rows16_<type>_<isa>.cpp.
 using Rows16DotKernel = void(int64_t cols, const void* group, const void* acts, size_t act_stride,
                              int n_tokens, float* out, size_t out_stride);
+// The Rows16::dot_pair kernels: two groups, and the memory to fetch ahead (type_traits.h).
+using Rows16PairKernel = void(int64_t cols, const void* groups, const void* acts, size_t act_stride,
+                              int n_tokens, float* out, size_t out_stride, const void* next,
+                              size_t next_bytes);
 #if defined(__x86_64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_avx2;
 extern Rows16DotKernel* const rows16_q8_0_dot_avx512;
@@ -109,15 +113,15 @@ extern Rows16DotKernel* const rows16_q4_0_dot_avx512;
 extern Rows16DotKernel* const rows16_q5_k_dot_avx2;
 extern Rows16DotKernel* const rows16_q5_k_dot_avx512;
 // Rows16::dot_pair kernels.
-extern Rows16DotKernel* const rows16_q8_0_dot_pair_avx512;
-extern Rows16DotKernel* const rows16_q4_0_dot_pair_avx512;
-extern Rows16DotKernel* const rows16_q4_k_dot_pair_avx512;
-extern Rows16DotKernel* const rows16_q5_k_dot_pair_avx512;
-extern Rows16DotKernel* const rows16_q6_k_dot_pair_avx512;
+extern Rows16PairKernel* const rows16_q8_0_dot_pair_avx512;
+extern Rows16PairKernel* const rows16_q4_0_dot_pair_avx512;
+extern Rows16PairKernel* const rows16_q4_k_dot_pair_avx512;
+extern Rows16PairKernel* const rows16_q5_k_dot_pair_avx512;
+extern Rows16PairKernel* const rows16_q6_k_dot_pair_avx512;
 // Q8_0's dot_pair on AMX tiles (rows16_q8_0_amx.cpp; only where amx_usable()), and the same
 // loop on a software model of the tile instructions (tests; needs AVX-512 only).
-extern Rows16DotKernel* const rows16_q8_0_dot_pair_amx;
-extern Rows16DotKernel* const rows16_q8_0_dot_pair_amx_model;
+extern Rows16PairKernel* const rows16_q8_0_dot_pair_amx;
+extern Rows16PairKernel* const rows16_q8_0_dot_pair_amx_model;
 #endif
 #if defined(__aarch64__)
 extern Rows16DotKernel* const rows16_q8_0_dot_neon;

@@ -80,7 +80,7 @@ struct Q4_0Avx512 {
 }  // namespace
 
 Rows16DotKernel* const rows16_q4_0_dot_avx512 = rows16_dot<Rows16Blocks<Q4_0Avx512, Rows16Q4_0>>;
-Rows16DotKernel* const rows16_q4_0_dot_pair_avx512 =
-    rows16_dot<Rows16PairBlocks<Q4_0Avx512, Rows16Q4_0>>;
+Rows16PairKernel* const rows16_q4_0_dot_pair_avx512 =
+    rows16_dot_pair<Rows16PairBlocks<Q4_0Avx512, Rows16Q4_0>>;
 
 }  // namespace hearth::quant

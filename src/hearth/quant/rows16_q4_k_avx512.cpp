@@ -232,9 +232,9 @@ Rows16DotKernel* const rows16_q4_k_dot_avx512 =
     rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =
     rows16_dot_tuned<Q5_KKernel<3072, 0>, Q5_KKernel<6144, 12288>>;
-Rows16DotKernel* const rows16_q4_k_dot_pair_avx512 =
-    rows16_dot<Rows16PairBlocks<Q4_KAvx512<kRows16Q4_KQuants, -1, 0, 0>, Rows16Q4_K>>;
-Rows16DotKernel* const rows16_q5_k_dot_pair_avx512 = rows16_dot<
+Rows16PairKernel* const rows16_q4_k_dot_pair_avx512 =
+    rows16_dot_pair<Rows16PairBlocks<Q4_KAvx512<kRows16Q4_KQuants, -1, 0, 0>, Rows16Q4_K>>;
+Rows16PairKernel* const rows16_q5_k_dot_pair_avx512 = rows16_dot_pair<
     Rows16PairBlocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, 0, 0>, Rows16Q5_K>>;
 
 }  // namespace hearth::quant

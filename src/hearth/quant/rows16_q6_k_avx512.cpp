@@ -136,7 +136,7 @@ using Q6_KKernel = Rows16Blocks<Q6_KAvx512<kAhead>, Rows16Q6_K>;
 
 Rows16DotKernel* const rows16_q6_k_dot_avx512 =
     rows16_dot_tuned<Q6_KKernel<2048>, Q6_KKernel<6144>>;
-Rows16DotKernel* const rows16_q6_k_dot_pair_avx512 =
-    rows16_dot<Rows16PairBlocks<Q6_KAvx512<0>, Rows16Q6_K>>;
+Rows16PairKernel* const rows16_q6_k_dot_pair_avx512 =
+    rows16_dot_pair<Rows16PairBlocks<Q6_KAvx512<0>, Rows16Q6_K>>;
 
 }  // namespace hearth::quant

@@ -96,16 +96,19 @@ struct AmxModel {
 
 // 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart). The tile's sums
 // end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale), so the bits are the same.
+// Meanwhile the ahead_lines lines at `ahead` are fetched into L2 (Rows16FetchAhead).
 template <typename Tiles>
 void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act_stride,
-                         float* out, size_t out_stride) {
+                         float* out, size_t out_stride, const uint8_t* ahead, int64_t ahead_lines) {
   using L = Rows16Q8_0;
   const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
   Rows16Acc<kTileTokens> acc0{}, acc1{};
   alignas(64) int32_t sums[2][kTileTokens * kRows16];
   const int64_t n_blocks = cols / L::kBlockCols;
+  Rows16FetchAhead fetch(ahead, ahead_lines, n_blocks);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
+    fetch.block(b);
     const uint8_t* ab[kTileTokens];
     for (int t = 0; t < kTileTokens; ++t) {
       ab[t] =
@@ -126,30 +129,39 @@ void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, s
 }
 
 // Rows16::dot_pair: whole tiles of 16 tokens, the rest on the AVX-512 pair kernel (same bits).
+// The lines of next_bytes at next are dealt out over the tiles and that rest.
 template <typename Tiles>
 void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, size_t act_stride,
-                         int n_tokens, float* out, size_t out_stride) {
+                         int n_tokens, float* out, size_t out_stride, const void* next,
+                         size_t next_bytes) {
   const auto* g = static_cast<const uint8_t*>(groups);
   const auto* a = static_cast<const uint8_t*>(acts);
+  const auto* ahead = static_cast<const uint8_t*>(next);
+  const int64_t lines = next == nullptr ? 0 : static_cast<int64_t>((next_bytes + 63) / 64);
+  const int tiles = n_tokens / kTileTokens;
+  const int steps = tiles + (n_tokens % kTileTokens != 0 ? 1 : 0);
   int t = 0;
-  if (n_tokens >= kTileTokens) {
+  if (tiles > 0) {
     Tiles::begin();
-    for (; t + kTileTokens <= n_tokens; t += kTileTokens) {
+    for (int i = 0; i < tiles; ++i, t += kTileTokens) {
+      const int64_t l0 = lines * i / steps, l1 = lines * (i + 1) / steps;
       q8_0_pair_16_tokens<Tiles>(cols, g, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                 out + static_cast<size_t>(t) * out_stride, out_stride);
+                                 out + static_cast<size_t>(t) * out_stride, out_stride,
+                                 ahead + 64 * l0, l1 - l0);
     }
     Tiles::end();
   }
   if (t < n_tokens) {
+    const int64_t l0 = lines * tiles / steps;
     rows16_q8_0_dot_pair_avx512(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                n_tokens - t, out + static_cast<size_t>(t) * out_stride,
-                                out_stride);
+                                n_tokens - t, out + static_cast<size_t>(t) * out_stride, out_stride,
+                                ahead + 64 * l0, static_cast<size_t>(lines - l0) * 64);
   }
 }
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q8_0_dot_pair_amx = q8_0_dot_pair_tiles<AmxTiles>;
-Rows16DotKernel* const rows16_q8_0_dot_pair_amx_model = q8_0_dot_pair_tiles<AmxModel>;
+Rows16PairKernel* const rows16_q8_0_dot_pair_amx = q8_0_dot_pair_tiles<AmxTiles>;
+Rows16PairKernel* const rows16_q8_0_dot_pair_amx_model = q8_0_dot_pair_tiles<AmxModel>;
 
 }  // namespace hearth::quant

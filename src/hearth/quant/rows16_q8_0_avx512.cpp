@@ -64,7 +64,7 @@ struct Q8_0Avx512 {
 }  // namespace
 
 Rows16DotKernel* const rows16_q8_0_dot_avx512 = rows16_dot<Rows16Blocks<Q8_0Avx512, Rows16Q8_0>>;
-Rows16DotKernel* const rows16_q8_0_dot_pair_avx512 =
-    rows16_dot<Rows16PairBlocks<Q8_0Avx512, Rows16Q8_0>>;
+Rows16PairKernel* const rows16_q8_0_dot_pair_avx512 =
+    rows16_dot_pair<Rows16PairBlocks<Q8_0Avx512, Rows16Q8_0>>;
 
 }  // namespace hearth::quant

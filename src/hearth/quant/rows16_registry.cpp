@@ -18,9 +18,9 @@ struct Rows16Row {
   // slot unused.
   Rows16DotKernel* const* simd[5];
   // The same for Rows16::dot_pair (nullptr: none on that ISA).
-  Rows16DotKernel* const* pair[5] = {};
+  Rows16PairKernel* const* pair[5] = {};
   // The AVX-512 table's dot_pair where amx_enabled() (nullptr: none on AMX).
-  Rows16DotKernel* const* amx_pair = nullptr;
+  Rows16PairKernel* const* amx_pair = nullptr;
 };
 
 #if defined(__x86_64__)

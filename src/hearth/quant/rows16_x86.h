@@ -109,17 +109,39 @@ struct Rows16Blocks {
   }
 };
 
+// Fetches `lines` lines from `ahead` into L2 over a loop of n_blocks block columns, the same
+// number each (one more for the first lines % n_blocks): matmul's next pair of groups, so that
+// its first pass does not wait on DRAM, as it did for a large share of a short matmul's time.
+// Fetching it in bursts between kernel calls recovered much less than spreading it
+// (docs/kernels.md, "The next pair fetched ahead").
+class Rows16FetchAhead {
+ public:
+  Rows16FetchAhead(const uint8_t* ahead, int64_t lines, int64_t n_blocks)
+      : at_(ahead), each_(lines / n_blocks), extra_(lines % n_blocks) {}
+  [[gnu::always_inline]] void block(int64_t b) {
+    const int64_t n = each_ + (b < extra_ ? 1 : 0);
+    for (int64_t l = 0; l < n; ++l, at_ += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(at_), _MM_HINT_T1);
+  }
+
+ private:
+  const uint8_t* at_;
+  const int64_t each_, extra_;
+};
+
 // Rows16Blocks for two adjacent groups at once (Rows16::dot_pair): K::block_pair<NT>(g0, g1,
 // ab, acc0, acc1) adds block column g0 of the first group and g1 of the second into acc0 and
 // acc1, for NT up to K::kPairTokens. Each lane runs block's steps, so each group gets dot's
 // bits; what changes is that one activation broadcast in a register feeds both groups'
 // vpdpbusd.
+// Meanwhile it fetches the ahead_lines lines at `ahead` into L2 (rows16_dot_pair deals them
+// out), a few per block column.
 template <typename K, typename L>
 struct Rows16PairBlocks {
   static constexpr int kMaxTokens = K::kPairTokens;
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
+                  size_t out_stride, const uint8_t* ahead, int64_t ahead_lines) {
     const K kernel;
     Rows16Acc<NT> acc0, acc1;
     for (int t = 0; t < NT; ++t) {
@@ -130,12 +152,14 @@ struct Rows16PairBlocks {
     }
     const int64_t n_blocks = cols / L::kBlockCols;
     const size_t group_bytes = static_cast<size_t>(n_blocks) * L::kBlockBytes;
+    Rows16FetchAhead fetch(ahead, ahead_lines, n_blocks);
     for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
       const uint8_t* ab[NT];
       for (int t = 0; t < NT; ++t) {
         ab[t] =
             act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       }
+      fetch.block(b);
       kernel.template block_pair<NT>(g, g + group_bytes, ab, acc0, acc1);
     }
     for (int t = 0; t < NT; ++t) {

@@ -89,8 +89,12 @@ struct Rows16 {
   // bits dot gives each group. Each activation quant loaded serves both groups: on AVX-512
   // the one-group kernels load an activation broadcast per vpdpbusd, and the loads, not the
   // multiply-adds, bound them (docs/kernels.md, "Two groups per pass"). Matmul uses it.
+  // next, next_bytes: memory the caller reads after this call (its next pair's weights, or a
+  // share of them), which the kernel fetches into L2 spread over its passes; nullptr and 0
+  // for none. A hint only: the results do not depend on it.
   void (*dot_pair)(int64_t cols, const void* groups, const void* acts, size_t act_stride,
-                   int n_tokens, float* out, size_t out_stride) = nullptr;
+                   int n_tokens, float* out, size_t out_stride, const void* next,
+                   size_t next_bytes) = nullptr;
 };
 
 struct TypeTraits {
