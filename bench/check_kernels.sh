@@ -2,9 +2,8 @@
 # Issue 19's kernel bar, checked: runs `hearth bench kernels --threads THREADS --json` ROUNDS
 # times and prints, per type, layout and shape, the median over the rounds of
 #   matvec: the ratio to the read bandwidth measured beside it (bar 0.9, both layouts),
-#   matmul: the fraction of the int8 multiply-add peak probed right after each matmul rep
-#           (bar 0.7, the layout the engine uses: rows16 where the type has it), and beside
-#           it the fraction of the probe the run printed in its header,
+#   matmul: the fraction of the int8 multiply-add peak measured in the same run (bar 0.7,
+#           the layout the engine uses: rows16 where the type has it),
 # each with "ok" or "below". Exits 0 whatever the figures (it reports, it does not gate).
 #
 #   bench/check_kernels.sh [-r ROUNDS] [-t TYPES] [-j THREADS] [HEARTH]
@@ -30,7 +29,7 @@ for ((i = 1; i <= rounds; i++)); do
   "$hearth" bench kernels --types "$types" --threads "$threads" --json 2>/dev/null | tail -n 1
 done | python3 -c '
 import json, statistics, sys
-runs, start = {}, {}
+runs = {}
 for line in sys.stdin:
     for r in json.loads(line)["rows"]:
         layout = r.get("layout", "gguf")
@@ -40,7 +39,6 @@ for line in sys.stdin:
         else:
             key, value, bar = ("matmul", r["type"], layout, shape + "x" + str(r["tokens"])), \
                 r["peak_fraction"], 0.7
-            start.setdefault(key, []).append(r.get("start_peak_fraction", value))
         runs.setdefault(key, (bar, []))[1].append(value)
 # Matmul is held to the bar in the layout the engine prefills with: rows16 where it exists.
 has_rows16 = {k[1] for k in runs if k[2] == "rows16"}
@@ -50,10 +48,7 @@ for key in sorted(runs):
     if op == "matmul" and layout == "gguf" and typ in has_rows16:
         continue
     m = statistics.median(values)
-    against_start = ""
-    if key in start:
-        against_start = "  (against the header probe {:.3f})".format(statistics.median(start[key]))
-    print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}{}".format(
+    print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}".format(
         op, typ, layout, shape, m, bar, "ok" if m >= bar else "below",
-        " ".join("{:.2f}".format(v) for v in values), against_start))
+        " ".join("{:.2f}".format(v) for v in values)))
 '

@@ -12,17 +12,15 @@
 // this CPU get a second row ("q8_0/r16", JSON "layout": "rows16"): the layout the engine
 // repacks to at load. Matmul rows give GFLOP/s and, in the ratio column, the fraction of the
 // int8 multiply-add peak (compute::measure_int8_peak: the ISA's dot instruction with
-// operands in registers), prefill's compute roofline: the median over pairs of a matmul and a
-// peak probe run right after it (JSON "peak_fraction", beside "start_peak_fraction" against
-// the probe printed in the header, int8_peak_gmacs_by_threads).
+// operands in registers, measured in the same run), prefill's compute roofline.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -146,9 +144,8 @@ int run_bench_kernels(const Args& args) {
   if (quick) reps = std::min(reps, 9);
   reps = std::max(reps, 1);
 
-  std::vector<Shape> shapes = quick
-                                  ? std::vector<Shape>{{14336, 4096}}
-                                  : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  std::vector<Shape> shapes = quick ? std::vector<Shape>{{14336, 4096}}
+                                    : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
   if (!shape_names.empty()) {
     shapes.clear();
     for (const auto& name : shape_names) {
@@ -336,32 +333,19 @@ int run_bench_kernels(const Args& args) {
         for (size_t ti = 0; ti < pools.size(); ++ti) {
           compute::ThreadPool& pool = *pools[ti];
           for (int64_t n_tokens : matmul_tokens) {
-            // Each timed rep is a pair, as matvec's are: the matmul, then the int8 peak probe
-            // on the same pool at once, so that both see the same clock and the same other work
-            // on the machine. "ratio" is the median per-pair fraction of the peak (2 flops per
-            // multiply-add); the peak measured once before all rows ran at the start of a run
-            // that then streams memory for a minute, and on a shared host the clock drifts
-            // between the two.
-            const double macs = static_cast<double>(shape.rows * shape.cols * n_tokens);
-            std::vector<double> times, pair_peaks, fractions;
-            const int mm_reps = quick ? 1 : (n_tokens >= 256 ? 3 : 5);
+            std::vector<double> times;
+            const int mm_reps = n_tokens >= 256 ? 1 : 3;
             for (int r = -1; r < mm_reps; ++r) {
               const auto t0 = std::chrono::steady_clock::now();
               compute::matmul(pool, w, x.data(), n_tokens, y.data());
-              const double mm_s = seconds_since(t0);
-              if (r < 0 || peaks[ti].gmacs <= 0) {
-                if (r >= 0) times.push_back(mm_s);
-                continue;
-              }
-              const double peak = compute::measure_int8_peak(pool).gmacs;
-              times.push_back(mm_s);
-              pair_peaks.push_back(peak);
-              fractions.push_back(macs / mm_s / 1e9 / peak);
+              if (r >= 0) times.push_back(seconds_since(t0));
             }
             const double s = median(times);
-            const double gflops = 2.0 * macs / s / 1e9;
-            const double peak_gflops = pair_peaks.empty() ? 0 : 2 * median(pair_peaks);
-            const double peak_fraction = fractions.empty() ? 0 : median(fractions);
+            const double gflops =
+                2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens) / s / 1e9;
+            // Fraction of the int8 peak (matmul's "ratio": 2 flops per multiply-add).
+            const double peak_gflops = 2 * peaks[ti].gmacs;
+            const double peak_fraction = peak_gflops > 0 ? gflops / peak_gflops : 0;
             fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f}\n", "matmul",
                        label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
                        pool.size(), s * 1e3, "-", "-",
@@ -375,10 +359,7 @@ int run_bench_kernels(const Args& args) {
                             {"ms", s * 1e3},
                             {"gbps", static_cast<double>(weights.size()) / s / 1e9},
                             {"gflops", gflops},
-                            {"peak_gmacs", peak_gflops / 2},
-                            {"peak_fraction", peak_fraction},
-                            {"start_peak_fraction",
-                             peaks[ti].gmacs > 0 ? gflops / (2 * peaks[ti].gmacs) : 0}});
+                            {"peak_fraction", peak_fraction}});
           }
         }
       }
