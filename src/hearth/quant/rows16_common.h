@@ -116,7 +116,7 @@ template <typename K>
         cols, static_cast<const uint8_t*>(groups),
         static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
         out + static_cast<size_t>(t) * out_stride, out_stride,
-        static_cast<const uint8_t*>(next) + 64 * l0, l1 - l0);
+        lines == 0 ? nullptr : static_cast<const uint8_t*>(next) + 64 * l0, l1 - l0);
   });
 }
 

@@ -138,6 +138,8 @@ void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, siz
   const auto* a = static_cast<const uint8_t*>(acts);
   const auto* ahead = static_cast<const uint8_t*>(next);
   const int64_t lines = next == nullptr ? 0 : static_cast<int64_t>((next_bytes + 63) / 64);
+  // Line l of next (no pointer arithmetic on a null next).
+  const auto line = [&](int64_t l) { return lines == 0 ? nullptr : ahead + 64 * l; };
   const int tiles = n_tokens / kTileTokens;
   const int steps = tiles + (n_tokens % kTileTokens != 0 ? 1 : 0);
   int t = 0;
@@ -146,8 +148,8 @@ void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, siz
     for (int i = 0; i < tiles; ++i, t += kTileTokens) {
       const int64_t l0 = lines * i / steps, l1 = lines * (i + 1) / steps;
       q8_0_pair_16_tokens<Tiles>(cols, g, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                 out + static_cast<size_t>(t) * out_stride, out_stride,
-                                 ahead + 64 * l0, l1 - l0);
+                                 out + static_cast<size_t>(t) * out_stride, out_stride, line(l0),
+                                 l1 - l0);
     }
     Tiles::end();
   }
@@ -155,7 +157,7 @@ void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, siz
     const int64_t l0 = lines * tiles / steps;
     rows16_q8_0_dot_pair_avx512(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride,
                                 n_tokens - t, out + static_cast<size_t>(t) * out_stride, out_stride,
-                                ahead + 64 * l0, static_cast<size_t>(lines - l0) * 64);
+                                line(l0), static_cast<size_t>(lines - l0) * 64);
   }
 }
 
