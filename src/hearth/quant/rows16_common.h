@@ -102,21 +102,36 @@ template <typename K>
   });
 }
 
-// The Rows16::dot_pair entry for a pair kernel struct K, whose run takes two more arguments:
-// the lines to fetch ahead during the pass, `ahead` and `ahead_lines` of them. The lines of
-// next_bytes at next are dealt out evenly over the passes.
+// Memory a pair kernel fetches ahead into L2: `lines` 64-byte lines from `at` (none by default).
+struct Rows16Ahead {
+  const uint8_t* at = nullptr;
+  int64_t lines = 0;
+
+  // Rows16::dot_pair's next and next_bytes.
+  static Rows16Ahead of(const void* next, size_t next_bytes) {
+    if (next == nullptr) return {};
+    return {static_cast<const uint8_t*>(next), static_cast<int64_t>((next_bytes + 63) / 64)};
+  }
+  // Part i of n, the lines dealt out as evenly as their count allows.
+  Rows16Ahead part(int64_t i, int64_t n) const {
+    if (lines == 0) return {};
+    const int64_t l0 = lines * i / n, l1 = lines * (i + 1) / n;
+    return {at + 64 * l0, l1 - l0};
+  }
+};
+
+// The Rows16::dot_pair entry for a pair kernel struct K, whose run takes one more argument,
+// the Rows16Ahead to fetch during the pass: next_bytes at next, dealt out over the passes.
 template <typename K>
 [[gnu::noinline]] void rows16_dot_pair(int64_t cols, const void* groups, const void* acts,
                                        size_t act_stride, int n_tokens, float* out,
                                        size_t out_stride, const void* next, size_t next_bytes) {
-  const int64_t lines = next == nullptr ? 0 : static_cast<int64_t>((next_bytes + 63) / 64);
+  const Rows16Ahead ahead = Rows16Ahead::of(next, next_bytes);
   rows16_for_passes<K>(n_tokens, [&](int t, auto nt, int pass, int passes) {
-    const int64_t l0 = lines * pass / passes, l1 = lines * (pass + 1) / passes;
     K::template run<decltype(nt)::value>(
         cols, static_cast<const uint8_t*>(groups),
         static_cast<const uint8_t*>(acts) + static_cast<size_t>(t) * act_stride, act_stride,
-        out + static_cast<size_t>(t) * out_stride, out_stride,
-        lines == 0 ? nullptr : static_cast<const uint8_t*>(next) + 64 * l0, l1 - l0);
+        out + static_cast<size_t>(t) * out_stride, out_stride, ahead.part(pass, passes));
   });
 }
 

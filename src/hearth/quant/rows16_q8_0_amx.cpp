@@ -96,16 +96,16 @@ struct AmxModel {
 
 // 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart). The tile's sums
 // end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale), so the bits are the same.
-// Meanwhile the ahead_lines lines at `ahead` are fetched into L2 (Rows16FetchAhead).
+// Meanwhile `ahead` is fetched into L2 (Rows16FetchAhead).
 template <typename Tiles>
 void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act_stride,
-                         float* out, size_t out_stride, const uint8_t* ahead, int64_t ahead_lines) {
+                         float* out, size_t out_stride, Rows16Ahead ahead) {
   using L = Rows16Q8_0;
   const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
   Rows16Acc<kTileTokens> acc0{}, acc1{};
   alignas(64) int32_t sums[2][kTileTokens * kRows16];
   const int64_t n_blocks = cols / L::kBlockCols;
-  Rows16FetchAhead fetch(ahead, ahead_lines, n_blocks);
+  Rows16FetchAhead fetch(ahead, n_blocks);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
     fetch.block(b);
@@ -136,28 +136,24 @@ void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, siz
                          size_t next_bytes) {
   const auto* g = static_cast<const uint8_t*>(groups);
   const auto* a = static_cast<const uint8_t*>(acts);
-  const auto* ahead = static_cast<const uint8_t*>(next);
-  const int64_t lines = next == nullptr ? 0 : static_cast<int64_t>((next_bytes + 63) / 64);
-  // Line l of next (no pointer arithmetic on a null next).
-  const auto line = [&](int64_t l) { return lines == 0 ? nullptr : ahead + 64 * l; };
+  const Rows16Ahead ahead = Rows16Ahead::of(next, next_bytes);
   const int tiles = n_tokens / kTileTokens;
   const int steps = tiles + (n_tokens % kTileTokens != 0 ? 1 : 0);
   int t = 0;
   if (tiles > 0) {
     Tiles::begin();
     for (int i = 0; i < tiles; ++i, t += kTileTokens) {
-      const int64_t l0 = lines * i / steps, l1 = lines * (i + 1) / steps;
       q8_0_pair_16_tokens<Tiles>(cols, g, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                 out + static_cast<size_t>(t) * out_stride, out_stride, line(l0),
-                                 l1 - l0);
+                                 out + static_cast<size_t>(t) * out_stride, out_stride,
+                                 ahead.part(i, steps));
     }
     Tiles::end();
   }
   if (t < n_tokens) {
-    const int64_t l0 = lines * tiles / steps;
+    const Rows16Ahead rest = ahead.part(tiles, steps);
     rows16_q8_0_dot_pair_avx512(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride,
                                 n_tokens - t, out + static_cast<size_t>(t) * out_stride, out_stride,
-                                line(l0), static_cast<size_t>(lines - l0) * 64);
+                                rest.at, static_cast<size_t>(rest.lines) * 64);
   }
 }
 

@@ -109,15 +109,15 @@ struct Rows16Blocks {
   }
 };
 
-// Fetches `lines` lines from `ahead` into L2 over a loop of n_blocks block columns, the same
+// Fetches the lines of a Rows16Ahead into L2 over a loop of n_blocks block columns, the same
 // number each (one more for the first lines % n_blocks): matmul's next pair of groups, so that
 // its first pass does not wait on DRAM, as it did for a large share of a short matmul's time.
 // Fetching it in bursts between kernel calls recovered much less than spreading it
 // (docs/kernels.md, "The next pair fetched ahead").
 class Rows16FetchAhead {
  public:
-  Rows16FetchAhead(const uint8_t* ahead, int64_t lines, int64_t n_blocks)
-      : at_(ahead), each_(lines / n_blocks), extra_(lines % n_blocks) {}
+  Rows16FetchAhead(Rows16Ahead ahead, int64_t n_blocks)
+      : at_(ahead.at), each_(ahead.lines / n_blocks), extra_(ahead.lines % n_blocks) {}
   [[gnu::always_inline]] void block(int64_t b) {
     const int64_t n = each_ + (b < extra_ ? 1 : 0);
     for (int64_t l = 0; l < n; ++l, at_ += 64)
@@ -134,14 +134,14 @@ class Rows16FetchAhead {
 // acc1, for NT up to K::kPairTokens. Each lane runs block's steps, so each group gets dot's
 // bits; what changes is that one activation broadcast in a register feeds both groups'
 // vpdpbusd.
-// Meanwhile it fetches the ahead_lines lines at `ahead` into L2 (rows16_dot_pair deals them
-// out), a few per block column.
+// Meanwhile it fetches `ahead` into L2 (rows16_dot_pair deals it out), a few lines per block
+// column.
 template <typename K, typename L>
 struct Rows16PairBlocks {
   static constexpr int kMaxTokens = K::kPairTokens;
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride, const uint8_t* ahead, int64_t ahead_lines) {
+                  size_t out_stride, Rows16Ahead ahead) {
     const K kernel;
     Rows16Acc<NT> acc0, acc1;
     for (int t = 0; t < NT; ++t) {
@@ -152,7 +152,7 @@ struct Rows16PairBlocks {
     }
     const int64_t n_blocks = cols / L::kBlockCols;
     const size_t group_bytes = static_cast<size_t>(n_blocks) * L::kBlockBytes;
-    Rows16FetchAhead fetch(ahead, ahead_lines, n_blocks);
+    Rows16FetchAhead fetch(ahead, n_blocks);
     for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
       const uint8_t* ab[NT];
       for (int t = 0; t < NT; ++t) {
