@@ -7,6 +7,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/ref_blocks.h"
 
 namespace hearth::quant::ref {
@@ -85,10 +86,11 @@ inline void k_row_quantize(const float* src, void* dst, int64_t n) {
   });
 }
 
-// The dot of a Q4_K or Q5_K block with a Q8_K block, where sub_dot(s) is the integer dot of
-// sub-block s's quants with its 32 activations. The mins come from the activation group sums.
+// acc after a Q4_K or Q5_K block against a Q8_K block (block_steps.h), where sub_dot(s) is the
+// integer dot of sub-block s's quants with its 32 activations. The mins come from the
+// activation group sums.
 template <class Block, class SubDot>
-inline float k_block_dot(const Block& x, const BlockQ8_K& y, SubDot sub_dot) {
+inline float k_block_dot(float acc, const Block& x, const BlockQ8_K& y, SubDot sub_dot) {
   uint8_t sc[8], m[8];
   unpack_q4k_scales(x.scales, sc, m);
   int32_t isum = 0, imin = 0;  // sum sc*q*a, sum m*a
@@ -96,15 +98,14 @@ inline float k_block_dot(const Block& x, const BlockQ8_K& y, SubDot sub_dot) {
     isum += sc[sb] * sub_dot(sb);
     imin += m[sb] * (y.bsums[2 * sb] + y.bsums[2 * sb + 1]);
   }
-  return y.d * (half_to_float(x.d) * static_cast<float>(isum) -
-                half_to_float(x.dmin) * static_cast<float>(imin));
+  return k_block_step(acc, half_to_float(x.d), half_to_float(x.dmin), y.d, isum, imin);
 }
 
 // The dot of a row of Q4_K or Q5_K blocks with a row of Q8_K blocks, q = quant_at(block, sb, l).
 template <class Block, int (*quant_at)(const Block&, int, int)>
 inline void k_row_dot(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks<Block, BlockQ8_K>(n, w, a, out, [](const Block& x, const BlockQ8_K& y) {
-    return k_block_dot(x, y, [&](int sb) {
+  dot_blocks_chained<Block, BlockQ8_K>(n, w, a, out, [](float acc, const Block& x, const BlockQ8_K& y) {
+    return k_block_dot(acc, x, y, [&](int sb) {
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) dot += quant_at(x, sb, l) * y.qs[32 * sb + l];
       return dot;

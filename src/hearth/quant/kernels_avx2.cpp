@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
 #include "hearth/quant/x86_dot_common.h"
 
@@ -26,6 +27,14 @@ inline __m256i word_broadcast_mask(int k) {
                           lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
 }
 
+// The sums of the 8 int32 lanes of a and of b, in lanes 0 and 1 (exact).
+inline __m128i hsum256_epi32_pair(__m256i a, __m256i b) {
+  const __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  const __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+  const __m128i h = _mm_hadd_epi32(a4, b4);  // a01 a23 b01 b23
+  return _mm_hadd_epi32(h, h);              // a, b, a, b
+}
+
 // ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
 // sub-blocks 2c (lo) and 2c + 1 (hi) as bytes. NT activation rows a_stride bytes apart at
@@ -37,8 +46,7 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
   const auto* x = static_cast<const Block*>(w);
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
-  __m256 acc[NT], acc_min[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
@@ -46,11 +54,9 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
     const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
         _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
-    __m256i sum[NT];
+    __m256i sum[NT], prod_min[NT];
     for (int t = 0; t < NT; ++t) {
-      const __m256i prod_min = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
-      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
-                                   acc_min[t]);
+      prod_min[t] = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
       sum[t] = _mm256_setzero_si256();
     }
     // (8) scales as words in both 128-bit lanes.
@@ -70,10 +76,12 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
       }
     }
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][i].d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      const __m128i s = hsum256_epi32_pair(sum[t], prod_min[t]);
+      acc[t] = k_block_step(acc[t], dx, dminx, ys[t][i].d, _mm_cvtsi128_si32(s),
+                            _mm_extract_epi32(s, 1));
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) - hsum256(acc_min[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 template <typename Block, typename Nibbles, size_t kL2Ahead = 0>
@@ -125,8 +133,7 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   q8_k_rows<NT>(a, a_stride, ys);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const float dx = h2f(x[i].d);
@@ -169,10 +176,11 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
       }
     }
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t][i].d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      const __m128i s = hsum256_epi32_pair(sum[t], _mm256_setzero_si256());
+      acc[t] = q6_k_block_step(acc[t], dx, ys[t][i].d, _mm_cvtsi128_si32(s));
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 template <size_t kL2Ahead = 0>

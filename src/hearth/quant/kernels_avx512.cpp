@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
 #include "hearth/quant/x86_dot_common.h"
 
@@ -46,6 +47,25 @@ struct Q4KChunks {
   }
 };
 
+// A K-quant super-block's two exact integer sums: the scaled quant sum (16 lanes) and the
+// mins term (8 lanes), reduced together.
+struct K2Sums {
+  int32_t scaled, mins;
+};
+inline K2Sums k_block_sums(__m512i sum, __m256i mins) {
+  // Lanes 0..7: the scaled sum folded to 8 lanes; 8..15: the mins.
+  const __m512i v = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_add_epi32(_mm512_castsi512_si256(sum),
+                                              _mm512_extracti64x4_epi64(sum, 1))),
+      mins, 1);
+  __m512i r = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+  r = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, _MM_PERM_CDAB));
+  // Each 128-bit chunk now holds its 4-lane sum in every lane; add chunk pairs.
+  r = _mm512_add_epi32(r, _mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(2, 3, 0, 1)));
+  return {_mm_cvtsi128_si32(_mm512_castsi512_si128(r)),
+          _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(r, 2))};
+}
+
 // Q4_K and Q5_K, NT activation rows at once (matmul): the weight decode is shared, each token
 // costs one vpmaddubsw and one vpdpwssd per 64 weights. Quants(x) gives chunk c's 64
 // unsigned quants (Q4KQuants, Q5KQuants below); everything else is the same for both types.
@@ -55,12 +75,7 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
   const Q4KChunks chunks;
-  __m512 acc[NT];
-  __m256 acc_min[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm512_setzero_ps();
-    acc_min[t] = _mm256_setzero_ps();
-  }
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
@@ -73,11 +88,10 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
     const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(
         _mm_cvtsi64_si128(static_cast<int64_t>(sc8))));  // (32) words, first 8 are scales
     __m512i sum[NT];
+    __m256i prod_min[NT];
     for (int t = 0; t < NT; ++t) {
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums));
-      const __m256i prod_min = _mm256_madd_epi16(mins16, bsums);  // (8) i32
-      acc_min[t] = _mm256_fmadd_ps(_mm256_set1_ps(dminx * ys[t][i].d), _mm256_cvtepi32_ps(prod_min),
-                                   acc_min[t]);
+      prod_min[t] = _mm256_madd_epi16(mins16, bsums);  // (8) i32
       sum[t] = _mm512_setzero_si512();
     }
     Quants quants(chunks, x[i]);
@@ -90,10 +104,11 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
       }
     }
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ys[t][i].d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      const K2Sums s = k_block_sums(sum[t], prod_min[t]);
+      acc[t] = k_block_step(acc[t], dx, dminx, ys[t][i].d, s.scaled, s.mins);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum256(acc_min[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 struct Q4KQuants {
@@ -173,8 +188,7 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, four),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(8)),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
-  __m512 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  float acc[NT] = {};
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const float dx = h2f(x[i].d);
@@ -208,10 +222,10 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
       }
     }
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(dx * ys[t][i].d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      acc[t] = q6_k_block_step(acc[t], dx, ys[t][i].d, _mm512_reduce_add_epi32(sum[t]));
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {

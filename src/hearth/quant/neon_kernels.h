@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
 
 namespace hearth::quant {
@@ -59,10 +60,23 @@ template <typename BlockW, typename BlockA, typename BlockDot>
   *out = sum;
 }
 
+// acc = block_step(acc, x[i], y[i]) over the weight blocks x and Q8_K activation blocks y of
+// an n-element row, in block order from 0 (the K-quants, whose float steps are
+// block_steps.h's). Always inlined, as neon_blocks_dot.
+template <typename BlockW, typename BlockStep>
+[[gnu::always_inline]] inline void neon_k_blocks_dot(int64_t n, const void* w, const void* a,
+                                                     float* out, BlockStep block_step) {
+  const auto* x = static_cast<const BlockW*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  float acc = 0;
+  for (int64_t i = 0; i < n / kQKK; ++i) acc = block_step(acc, x[i], y[i]);
+  *out = acc;
+}
+
 // Q4_K / Q5_K x Q8_K: quants(c, q) sets q[0], q[1] to the 32 signed quants of sub-block 2c
 // and q[2], q[3] to those of sub-block 2c + 1.
 template <typename Dot, typename Block, typename Quants>
-inline BlockTerm k_nibbles_block_dot(const Block& x, const BlockQ8_K& y, Quants quants) {
+inline float k_nibbles_block_dot(float acc, const Block& x, const BlockQ8_K& y, Quants quants) {
   uint8_t sc[8], m[8];
   unpack_q4k_scales(x.scales, sc, m);
   int32_t imin = 0;
@@ -76,15 +90,14 @@ inline BlockTerm k_nibbles_block_dot(const Block& x, const BlockQ8_K& y, Quants 
     const int32_t hi = dot32<Dot>(ay + 32, q[2], q[3]);
     isum += sc[2 * c] * lo + sc[2 * c + 1] * hi;
   }
-  return {y.d, fp16_to_f32(x.d) * static_cast<float>(isum) -
-                   fp16_to_f32(x.dmin) * static_cast<float>(imin)};
+  return k_block_step(acc, fp16_to_f32(x.d), fp16_to_f32(x.dmin), y.d, isum, imin);
 }
 
 template <typename Dot>
 void neon_dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
-  neon_blocks_dot<BlockQ4_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ4_K& x, const BlockQ8_K& y) {
-    return k_nibbles_block_dot<Dot>(x, y, [&](int c, int8x16_t q[4]) {
+  neon_k_blocks_dot<BlockQ4_K>(n, w, a, out, [&](float acc, const BlockQ4_K& x, const BlockQ8_K& y) {
+    return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
       const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
       const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
       q[0] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
@@ -99,10 +112,10 @@ template <typename Dot>
 void neon_dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t one = vdupq_n_u8(1);
-  neon_blocks_dot<BlockQ5_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ5_K& x, const BlockQ8_K& y) {
+  neon_k_blocks_dot<BlockQ5_K>(n, w, a, out, [&](float acc, const BlockQ5_K& x, const BlockQ8_K& y) {
     const uint8x16_t qh0 = vld1q_u8(x.qh);
     const uint8x16_t qh1 = vld1q_u8(x.qh + 16);
-    return k_nibbles_block_dot<Dot>(x, y, [&](int c, int8x16_t q[4]) {
+    return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
       // Bit 2c (low nibbles) and 2c+1 (high nibbles) of qh, moved to bit 4.
       const int8x16_t sh_lo = vdupq_n_s8(static_cast<int8_t>(-2 * c));
       const int8x16_t sh_hi = vdupq_n_s8(static_cast<int8_t>(-2 * c - 1));
@@ -130,7 +143,7 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t m3 = vdupq_n_u8(0x03);
   const int8x16_t off = vdupq_n_s8(32);
-  neon_blocks_dot<BlockQ6_K, BlockQ8_K>(n, w, a, out, [&](const BlockQ6_K& x, const BlockQ8_K& y) {
+  neon_k_blocks_dot<BlockQ6_K>(n, w, a, out, [&](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
     int32_t isum = 0;
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = x.ql + 64 * h;
@@ -153,7 +166,7 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
         }
       }
     }
-    return BlockTerm{fp16_to_f32(x.d) * y.d, static_cast<float>(isum)};
+    return q6_k_block_step(acc, fp16_to_f32(x.d), y.d, isum);
   });
 }
 

@@ -46,6 +46,19 @@ inline void dot_blocks(int64_t n, const void* w, const void* a, float* out, Bloc
   *out = s;
 }
 
+// *out = acc after acc = block_step(acc, weight block, activation block) over the blocks in
+// order from 0: kernels whose float steps are block_steps.h's.
+template <class W, class A, class BlockStep>
+inline void dot_blocks_chained(int64_t n, const void* w, const void* a, float* out,
+                               BlockStep block_step) {
+  constexpr int qk = kBlockElems<W>;
+  const auto* x = static_cast<const W*>(w);
+  const auto* y = static_cast<const A*>(a);
+  float acc = 0;
+  for (int64_t i = 0; i < n / qk; ++i) acc = block_step(acc, x[i], y[i]);
+  *out = acc;
+}
+
 // Largest |x[j]| for j < N (a multiple of 8). Eight partial maxima let the baseline compiler
 // vectorize it; the activation quantizers run it on the decode path.
 template <int N>

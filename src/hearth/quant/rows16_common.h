@@ -11,6 +11,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/type_traits.h"
 
 namespace hearth::quant {
@@ -304,8 +305,7 @@ float rows16_q4_k_block_dot(const uint8_t* g, int r, const uint8_t* ab, float ac
   uint16_t dh, dmh;
   std::memcpy(&dh, g + 2 * r, 2);
   std::memcpy(&dmh, g + 32 + 2 * r, 2);
-  acc = std::fma(half_to_float(dh) * da, static_cast<float>(s1), acc);
-  return std::fma(-(half_to_float(dmh) * da), static_cast<float>(s2), acc);
+  return k_block_step(acc, half_to_float(dh), half_to_float(dmh), da, s1, s2);
 }
 
 // The scalar Rows16::dot of a layout L, one row and token at a time: acc = block(g, r, ab, acc)

@@ -5,6 +5,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 
@@ -90,7 +91,7 @@ float block_dot(const uint8_t* sb, int r, const uint8_t* ab, float acc) {
   std::memcpy(&da, ab, 4);
   uint16_t dh;
   std::memcpy(&dh, sb + 2 * r, 2);
-  return std::fma(half_to_float(dh) * da, static_cast<float>(s), acc);
+  return q6_k_block_step(acc, half_to_float(dh), da, s);
 }
 
 }  // namespace

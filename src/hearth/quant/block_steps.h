@@ -1,0 +1,28 @@
+// The float steps one row takes per K-quant super-block, shared by every kernel of both
+// layouts: the rows16 lanes (rows16_q4_k_block_dot, rows16_q6_k.cpp) and the GGUF-layout
+// kernels of every ISA (reference, NEON, AVX2, AVX-512). Each kernel forms the block's exact
+// integer sums in whatever order suits it, then calls these in block order starting from 0,
+// so a row gets the same bits whichever layout and ISA computed it: matmul may repack GGUF
+// rows into rows16 on the fly and still give each token matvec's bits, and devices of a ring
+// that read different layouts agree (docs/kernels.md, "One set of float steps").
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace hearth::quant {
+
+// Q4_K / Q5_K: scaled = sum over sub-blocks of scale * (quants . activation), mins = sum of
+// min * (activation sub-block sum); d, dmin the block's, da the activation block's scale.
+inline float k_block_step(float acc, float d, float dmin, float da, int32_t scaled,
+                          int32_t mins) {
+  acc = std::fma(d * da, static_cast<float>(scaled), acc);
+  return std::fma(-(dmin * da), static_cast<float>(mins), acc);
+}
+
+// Q6_K: sum = sum over groups of scale * ((quants - 32) . activation).
+inline float q6_k_block_step(float acc, float d, float da, int32_t sum) {
+  return std::fma(d * da, static_cast<float>(sum), acc);
+}
+
+}  // namespace hearth::quant
