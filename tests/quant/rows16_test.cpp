@@ -317,6 +317,52 @@ TEST_P(Rows16Isa, ExtremeQuantsGiveTheScalarBits) {
   }
 }
 
+// Where the traits say so (the K-quants, on every ISA), the GGUF-layout kernels give each row
+// of the group the scalar rows16 kernel's bits: vec_dot, vec_dot_long and vec_dot_x4, on
+// random and extreme quants and every row length.
+TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const TypeTraits& tr = traits_for_isa(type, isa);
+  const bool k_quant = type == T::kQ4_K || type == T::kQ5_K || type == T::kQ6_K;
+  EXPECT_EQ(tr.gguf_rows16_bits, k_quant) << isa_name(isa);
+  if (!tr.gguf_rows16_bits) return;
+  std::vector<std::pair<int64_t, Fill>> cases;
+  for (int64_t cols : lengths(type)) cases.emplace_back(cols, Fill::kRandom);
+  cases.emplace_back(4096, Fill::kAllMax);
+  cases.emplace_back(4096, Fill::kAllMin);
+  for (const auto& [cols, fill] : cases) {
+    const Group g = make_group(type, cols, 4, 61, fill);
+    for (int t = 0; t < 4; ++t) {
+      const auto want = scalar_dot(type, g, t);
+      for (int r = 0; r < kRows16; ++r) {
+        const uint8_t* row = g.rows.data() + static_cast<size_t>(r) * g.row_bytes;
+        const uint8_t* act = g.acts.data() + static_cast<size_t>(t) * g.act_row_bytes;
+        float got = -7.0f;
+        tr.vec_dot(cols, row, act, &got);
+        EXPECT_EQ(0, std::memcmp(&got, &want[r], sizeof got))
+            << isa_name(isa) << " vec_dot, cols " << cols << ", row " << r << ", token " << t
+            << ": " << got << " vs " << want[r];
+        if (tr.vec_dot_long != nullptr) {
+          tr.vec_dot_long(cols, row, act, &got);
+          EXPECT_EQ(0, std::memcmp(&got, &want[r], sizeof got))
+              << isa_name(isa) << " vec_dot_long, cols " << cols << ", row " << r;
+        }
+        if (tr.vec_dot_x4 != nullptr && t == 0) {
+          float got4[4];
+          tr.vec_dot_x4(cols, row, g.acts.data(), g.act_row_bytes, got4);
+          for (int k = 0; k < 4; ++k) {
+            const auto want_k = scalar_dot(type, g, k);
+            EXPECT_EQ(0, std::memcmp(&got4[k], &want_k[r], sizeof(float)))
+                << isa_name(isa) << " vec_dot_x4, cols " << cols << ", row " << r << ", token "
+                << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 // On ISAs that advertise rows16 kernels for a type, they are real SIMD kernels.
 TEST_P(Rows16Isa, FastMeansASimdKernel) {
   const auto [isa, type] = GetParam();

@@ -17,13 +17,6 @@ using L = Rows16Q6_K;
 // GGUF Q6_K element idx (0..255): half h = idx / 128; within it quarter c = (idx % 128) / 32
 // and l = idx % 32: low 4 bits in ql[64h + 32 (c & 1) + l] (low nibble for c < 2, high
 // nibble otherwise), high 2 bits in qh[32h + l] bits 2c, 2c + 1.
-int q6_get(const BlockQ6_K& b, int idx) {
-  const int h = idx / 128, c = (idx % 128) / 32, l = idx % 32;
-  const uint8_t lo = b.ql[64 * h + 32 * (c & 1) + l];
-  const int low4 = c < 2 ? lo & 15 : lo >> 4;
-  return low4 | ((b.qh[32 * h + l] >> (2 * c)) & 3) << 4;
-}
-
 void q6_set(BlockQ6_K& b, int idx, int q) {
   const int h = idx / 128, c = (idx % 128) / 32, l = idx % 32;
   uint8_t& lo = b.ql[64 * h + 32 * (c & 1) + l];
@@ -43,19 +36,33 @@ int rows16_get(const uint8_t* sb, int g, int r, int k) {
   return (v[0] >> 6) | (v[64] >> 6) << 2 | (v[128] >> 6) << 4;
 }
 
-// Row r's share of a group block column sb, from the row's GGUF block b.
+// Row r's share of a group block column sb, from the row's GGUF block b. Matmul repacks GGUF
+// rows on the fly (compute/matmul.cpp), so this runs once per weight per prefill there: the
+// quants are unpacked a whole block at a time (in q6_set's order) rather than one by one.
 void pack_block(const BlockQ6_K& b, uint8_t* sb, int r) {
   std::memcpy(sb + 2 * r, &b.d, 2);
+  uint8_t q[kQKK];
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const int lo0 = b.ql[64 * h + l], lo1 = b.ql[64 * h + 32 + l], hi = b.qh[32 * h + l];
+      q[128 * h + l] = static_cast<uint8_t>((lo0 & 15) | (hi & 3) << 4);
+      q[128 * h + 32 + l] = static_cast<uint8_t>((lo1 & 15) | ((hi >> 2) & 3) << 4);
+      q[128 * h + 64 + l] = static_cast<uint8_t>((lo0 >> 4) | ((hi >> 4) & 3) << 4);
+      q[128 * h + 96 + l] = static_cast<uint8_t>((lo1 >> 4) | (hi >> 6) << 4);
+    }
+  }
   for (int g = 0; g < 16; ++g) {
     sb[32 + 16 * g + r] = static_cast<uint8_t>(b.scales[g]);
     uint8_t* v = sb + 288 + 192 * g;
-    for (int e = 0; e < 4; ++e) {
-      const int q1 = q6_get(b, 16 * g + e), q2 = q6_get(b, 16 * g + 4 + e);
-      const int q3 = q6_get(b, 16 * g + 8 + e), q4 = q6_get(b, 16 * g + 12 + e);
-      v[4 * r + e] = static_cast<uint8_t>(q1 | (q4 & 3) << 6);
-      v[64 + 4 * r + e] = static_cast<uint8_t>(q2 | ((q4 >> 2) & 3) << 6);
-      v[128 + 4 * r + e] = static_cast<uint8_t>(q3 | (q4 >> 4) << 6);
-    }
+    // The four elements e < 4 of each set at once, one per byte (6-bit values, so the shifts
+    // move no bit into a neighbour byte that the masks keep).
+    uint32_t set[4];
+    std::memcpy(set, q + 16 * g, sizeof set);
+    const uint32_t top = set[3];
+    const uint32_t vec[3] = {set[0] | (top & 0x03030303u) << 6,
+                             set[1] | ((top >> 2) & 0x03030303u) << 6,
+                             set[2] | ((top >> 4) & 0x03030303u) << 6};
+    for (int k = 0; k < 3; ++k) std::memcpy(v + 64 * k + 4 * r, &vec[k], 4);
   }
 }
 

@@ -56,6 +56,12 @@ constexpr IsaKernels kIsaKernels[] = {
 #endif
 };
 
+// The types whose GGUF-layout kernels take rows16's float steps on every ISA (block_steps.h):
+// the K-quants. Q8_0's and Q4_0's sum their blocks' terms in other orders.
+constexpr bool gguf_kernels_take_rows16_steps(TensorType t) {
+  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K;
+}
+
 const IsaKernels& kernels_of(Isa isa) {
   for (const IsaKernels& k : kIsaKernels) {
     if (k.isa == isa) return k;
@@ -86,6 +92,7 @@ Table build_table(Isa isa) {
     if (k.vec_dot_x4 != nullptr) t.vec_dot_x4 = k.vec_dot_x4(t.type);
     if (k.prepared != nullptr) t.prepared = k.prepared(t.type);
     if (k.vec_dot_long != nullptr) t.vec_dot_long = k.vec_dot_long(t.type);
+    t.gguf_rows16_bits = t.rows16 != nullptr && gguf_kernels_take_rows16_steps(t.type);
   }
   return table;
 }

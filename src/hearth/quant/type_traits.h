@@ -125,6 +125,11 @@ struct TypeTraits {
   // nullptr when the type has no such layout.
   const Rows16* rows16 = nullptr;
   bool rows16_fast = false;  // rows16 has SIMD kernels on this ISA (worth repacking for)
+  // vec_dot, vec_dot_long and vec_dot_x4 give each GGUF row the bits rows16->dot gives it
+  // repacked (they take the same float steps per block, block_steps.h). Then the two layouts
+  // agree bitwise, and matmul may repack GGUF rows into rows16 groups on the fly and still
+  // give every token matvec's bits.
+  bool gguf_rows16_bits = false;
 };
 
 enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDotprod };
