@@ -146,6 +146,50 @@ TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
   }
 }
 
+// Where the traits say the GGUF kernels take rows16's float steps (the K-quants), both layouts
+// give every (row, token) the same bits on every ISA: matvec, and matmul on GGUF rows, which
+// repacks them on the fly from kRepackingMinTokens tokens on (64 rows: two pairs; 48: a pair
+// and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two calls).
+TEST_P(Rows16Matmul, BothLayoutsGiveTheSameBitsWhereTheTraitsSaySo) {
+  ThreadPool pool(2);
+  for (quant::Isa isa : machine_isas()) {
+    if (!quant::traits_for_isa(GetParam(), isa).gguf_rows16_bits) continue;
+    for (const int64_t rows : {64, 48, 40}) {
+      const int64_t cols = 768;
+      const auto src = normal(static_cast<size_t>(rows * cols), 17);
+      const auto& tr = quant::traits(GetParam());
+      const size_t rb = *gguf::row_bytes(GetParam(), static_cast<uint64_t>(cols));
+      std::vector<uint8_t> gguf(rb * static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        tr.quantize(src.data() + r * cols, gguf.data() + static_cast<size_t>(r) * rb, cols);
+      }
+      const WeightView gv{GetParam(), rows, cols, gguf.data()};
+      // The rows16 view of the first whole groups, to compare against.
+      const WeightView head{GetParam(), rows / 16 * 16, cols, gguf.data()};
+      std::vector<uint8_t> packed(rows16_bytes(head));
+      const WeightView rv = repack_rows16(pool, head, packed.data());
+      for (int64_t n_tokens : {1, 2, 7, 8, 9, 50}) {
+        const auto x = normal(static_cast<size_t>(n_tokens * cols), 40 + n_tokens);
+        std::vector<float> yg(static_cast<size_t>(n_tokens * rows), NAN);
+        std::vector<float> yr(static_cast<size_t>(n_tokens * rv.rows), NAN);
+        matmul(pool, gv, x.data(), n_tokens, yg.data(), isa);
+        matmul(pool, rv, x.data(), n_tokens, yr.data(), isa);
+        std::vector<float> one(static_cast<size_t>(rows), NAN);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          EXPECT_EQ(0, std::memcmp(yr.data() + t * rv.rows, yg.data() + t * rows,
+                                   static_cast<size_t>(rv.rows) * sizeof(float)))
+              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of "
+              << n_tokens;
+          matvec(pool, gv, x.data() + t * cols, one.data(), isa);
+          EXPECT_EQ(0, std::memcmp(one.data(), yg.data() + t * rows, one.size() * sizeof(float)))
+              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of "
+              << n_tokens << ": matmul on GGUF rows against matvec";
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, Rows16Matmul, ::testing::ValuesIn(rows16_types()),
                          [](const auto& info) {
                            return std::string(gguf::tensor_type_name(info.param));

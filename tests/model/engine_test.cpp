@@ -384,6 +384,37 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   EXPECT_THROW(parse_repack_mode("yes"), UsageError);
 }
 
+// K-quant files: the GGUF-layout kernels take rows16's float steps (TypeTraits::
+// gguf_rows16_bits), so an engine reading the file and one reading the repacked copy give the
+// prompt and every greedy step the same logits, bit for bit (what makes devices of a ring
+// agree whichever layout each reads). The prompt's matmuls on the file run through rows16
+// groups made on the fly.
+TEST(Engine, KQuantFilesGiveTheSameBitsRepackedOrNot) {
+  for (const char* type : {"q4_k_m", "q6_k"}) {
+    const auto path =
+        make_model(Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false,
+                        1.0f, 0});
+    const auto file = gguf::GgufFile::open(path);
+    EngineOptions on{2, 64, {}}, off{2, 64, {}};
+    on.repack = RepackMode::kOn;
+    off.repack = RepackMode::kOff;
+    Engine packed(file, on), plain(file, off);
+    EXPECT_EQ(plain.repacked_bytes(), 0u);
+    EXPECT_EQ(packed.repacked_bytes() > 0, quant::traits(gguf::TensorType::kQ4_K).rows16_fast);
+    const int64_t vocab = packed.hparams().vocab;
+    std::vector<float> a(vocab), b(vocab);
+    packed.eval(0, kPrompt, a.data());
+    plain.eval(0, kPrompt, b.data());
+    for (int step = 0; step < 6; ++step) {
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << type << ", step " << step;
+      const int32_t next = argmax(a);
+      packed.eval(0, std::span<const int32_t>(&next, 1), a.data());
+      plain.eval(0, std::span<const int32_t>(&next, 1), b.data());
+    }
+  }
+}
+
 // --repack auto weighs the copy against the free memory the caller passes in: less than twice
 // the copy's size keeps the file layout; no figure (0) repacks as `on` does.
 TEST(Engine, AutoRepackWeighsTheMemoryPassedIn) {

@@ -13,6 +13,10 @@ namespace hearth::compute {
 
 namespace {
 
+// Fewest tokens for which matmul repacks GGUF rows on the fly (matmul_repacking) rather than
+// running the GGUF-layout kernels on them.
+constexpr int64_t kRepackingMinTokens = 8;
+
 struct Prepared {
   const quant::TypeTraits* w_traits;
   const quant::TypeTraits* act_traits;
@@ -143,65 +147,134 @@ void matvec_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, con
   });
 }
 
-// Rows16 matmul: every token's activation quantized and prepared once, then each group of
-// 16 rows is visited once and walks all tokens kRows16CallTokens at a time (the kernel
-// decodes the weights once per pass of several of them, rows16_max_tokens).
-// Each token's bits are matvec's (Rows16 contract).
-void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
-                   int64_t n_tokens, float* y) {
-  const quant::Rows16& r16 = *p.w_traits->rows16;
-  const size_t ab = r16.act_bytes(w.cols);
-  // (n_tokens, ab) prepared activations. Each token is quantized into a row of the thread's
-  // own and prepared from it at once, while the row is in L1: quantizing every token first
-  // and preparing in a second pass wrote and read the quantized rows through memory.
+// Every token's activation quantized and prepared for r16 once, (n_tokens, act_bytes) in
+// scratch slot 1. Each token is quantized into a row of the thread's own and prepared from it
+// at once, while the row is in L1: quantizing every token first and preparing in a second
+// pass wrote and read the quantized rows through memory.
+const uint8_t* prepare_rows16_acts(ThreadPool& pool, const quant::Rows16& r16, const Prepared& p,
+                                   int64_t cols, const float* x, int64_t n_tokens) {
+  const size_t ab = r16.act_bytes(cols);
   uint8_t* acts = activation_scratch(ab * static_cast<size_t>(n_tokens), 1).data();
   const auto quantize = p.act_traits->quantize;
   pool.run([&](int ti, int nt) {
     uint8_t* row = activation_scratch(p.act_row_bytes).data();
     for (int64_t t = ti; t < n_tokens; t += nt) {
-      quantize(x + t * w.cols, row, w.cols);
-      r16.prepare_act(w.cols, row, acts + static_cast<size_t>(t) * ab);
+      quantize(x + t * cols, row, cols);
+      r16.prepare_act(cols, row, acts + static_cast<size_t>(t) * ab);
     }
   });
-  const auto* groups = static_cast<const uint8_t*>(w.data);
-  const size_t gb = r16.group_bytes(w.cols);
-  const int64_t n_groups = w.rows / quant::kRows16;
+  return acts;
+}
+
+// Where a matmul unit's rows16 groups come from: the repacked matrix, or GGUF rows repacked
+// into a per-thread buffer as the unit starts (gguf_rows16_bits types; see matmul_repacking).
+struct UnitSource {
+  const uint8_t* data;  // the view's bytes
+  size_t group_bytes;   // bytes of one rows16 group
+  size_t unit_stride;   // bytes in `data` of one group's rows: group_bytes, or 16 GGUF rows
+  bool repack;          // repack each unit's GGUF rows before its passes
+};
+
+// Rows16 matmul over n_groups groups of 16 rows: each group is visited once and walks all
+// tokens kRows16CallTokens at a time (the kernel decodes the weights once per pass of several
+// of them, rows16_max_tokens), two groups a unit where the kernel has dot_pair. Each token's
+// bits are matvec's (Rows16 contract).
+void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t cols, int64_t rows,
+                         int64_t n_groups, const UnitSource& src, const uint8_t* acts,
+                         int64_t n_tokens, float* y) {
+  const size_t ab = r16.act_bytes(cols);
+  const size_t gb = src.group_bytes;
   // Work units of two groups where the kernel has dot_pair (the last one alone if the count
   // is odd), else of one.
   const int64_t per_unit = r16.dot_pair != nullptr ? 2 : 1;
   const int64_t n_units = (n_groups + per_unit - 1) / per_unit;
   std::atomic<int64_t> next{0};
   pool.run_weights([&](int, int) {
+    thread_local std::vector<uint8_t> unit_buf;
+    if (src.repack && unit_buf.size() < static_cast<size_t>(per_unit) * gb) {
+      unit_buf.resize(static_cast<size_t>(per_unit) * gb);
+    }
     // Each thread claims its next unit before it works on the current one, so that dot_pair
-    // can fetch the next unit's weights into L2 during the current unit's passes.
+    // can fetch the next unit's weights (or GGUF rows) into L2 during the current unit's
+    // passes.
     int64_t u = next.fetch_add(1, std::memory_order_relaxed);
     while (u < n_units) {
       const int64_t u_next = next.fetch_add(1, std::memory_order_relaxed);
       const int64_t g = u * per_unit;
+      const int64_t in_unit = std::min(per_unit, n_groups - g);
       const uint8_t* ahead = nullptr;
       size_t ahead_bytes = 0;
       if (u_next < n_units) {
         const int64_t g_next = u_next * per_unit;
-        ahead = groups + static_cast<size_t>(g_next) * gb;
-        ahead_bytes = static_cast<size_t>(std::min(per_unit, n_groups - g_next)) * gb;
+        ahead = src.data + static_cast<size_t>(g_next) * src.unit_stride;
+        ahead_bytes = static_cast<size_t>(std::min(per_unit, n_groups - g_next)) * src.unit_stride;
+      }
+      const uint8_t* w_at = src.data + static_cast<size_t>(g) * src.unit_stride;
+      if (src.repack) {
+        const size_t row_bytes = src.unit_stride / quant::kRows16;
+        for (int64_t k = 0; k < in_unit; ++k) {
+          r16.repack(cols, w_at + static_cast<size_t>(k) * src.unit_stride, row_bytes,
+                     unit_buf.data() + static_cast<size_t>(k) * gb);
+        }
+        w_at = unit_buf.data();
       }
       for (int64_t t = 0; t < n_tokens; t += quant::kRows16CallTokens) {
         const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, n_tokens - t));
-        const uint8_t* w_at = groups + static_cast<size_t>(g) * gb;
         const uint8_t* a_at = acts + static_cast<size_t>(t) * ab;
-        float* y_at = y + t * w.rows + g * quant::kRows16;
-        if (per_unit == 2 && g + 1 < n_groups) {
+        float* y_at = y + t * rows + g * quant::kRows16;
+        if (in_unit == 2) {
           // This call's share of the next unit, in proportion to its tokens.
           const size_t from = ahead_bytes * static_cast<size_t>(t) / static_cast<size_t>(n_tokens);
           const size_t to =
               ahead_bytes * static_cast<size_t>(t + n) / static_cast<size_t>(n_tokens);
-          r16.dot_pair(w.cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(w.rows),
+          r16.dot_pair(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows),
                        ahead == nullptr ? nullptr : ahead + from, to - from);
         } else {
-          r16.dot(w.cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(w.rows));
+          r16.dot(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows));
         }
       }
       u = u_next;
+    }
+  });
+}
+
+void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
+                   int64_t n_tokens, float* y) {
+  const quant::Rows16& r16 = *p.w_traits->rows16;
+  const uint8_t* acts = prepare_rows16_acts(pool, r16, p, w.cols, x, n_tokens);
+  const size_t gb = r16.group_bytes(w.cols);
+  matmul_rows16_units(pool, r16, w.cols, w.rows, w.rows / quant::kRows16,
+                      {static_cast<const uint8_t*>(w.data), gb, gb, false}, acts, n_tokens, y);
+}
+
+// Prefill on GGUF rows (a ring device streaming its windows from the file never repacks):
+// each unit's 16 or 32 GGUF rows are repacked into a per-thread rows16 buffer as the unit
+// starts, and the rows16 kernels walk the tokens there. The repack costs one pass over the
+// weights, against the tokens' passes it serves; the GGUF-layout matmul kernels reached a
+// fraction of rows16's (docs/kernels.md, "GGUF-layout prefill"). Only for types whose GGUF
+// kernels give rows16's bits (gguf_rows16_bits), so every token still gets matvec's bits; the
+// rows after the last whole group take vec_dot, with the same bits.
+void matmul_repacking(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
+                      int64_t n_tokens, float* y) {
+  const quant::Rows16& r16 = *p.w_traits->rows16;
+  const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  const int64_t n_groups = w.rows / quant::kRows16;
+  if (n_groups > 0) {
+    const uint8_t* acts = prepare_rows16_acts(pool, r16, p, w.cols, x, n_tokens);
+    matmul_rows16_units(pool, r16, w.cols, w.rows, n_groups,
+                        {wbytes, r16.group_bytes(w.cols), quant::kRows16 * p.w_row_bytes, true},
+                        acts, n_tokens, y);
+  }
+  const int64_t r0 = n_groups * quant::kRows16;
+  if (r0 == w.rows) return;
+  pool.run([&](int ti, int nt) {
+    uint8_t* act = activation_scratch(p.act_row_bytes).data();
+    for (int64_t t = ti; t < n_tokens; t += nt) {
+      p.act_traits->quantize(x + t * w.cols, act, w.cols);
+      for (int64_t r = r0; r < w.rows; ++r) {
+        p.w_traits->vec_dot(w.cols, wbytes + static_cast<size_t>(r) * p.w_row_bytes, act,
+                            y + t * w.rows + r);
+      }
     }
   });
 }
@@ -489,6 +562,11 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
   if (n_tokens <= 0) return;
   if (w.layout == WeightLayout::kRows16) {
     matmul_rows16(pool, w, p, x, n_tokens, y);
+    return;
+  }
+  if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast &&
+      n_tokens >= kRepackingMinTokens) {
+    matmul_repacking(pool, w, p, x, n_tokens, y);
     return;
   }
   // (n_tokens, act_row_bytes) quantized activations, or x itself for f32.
