@@ -14,8 +14,11 @@ namespace hearth::compute {
 namespace {
 
 // Fewest tokens for which matmul repacks GGUF rows on the fly (matmul_repacking) rather than
-// running the GGUF-layout kernels on them.
-constexpr int64_t kRepackingMinTokens = 8;
+// running the GGUF-layout kernels on them: the repack is a pass over the weights at a few
+// times the cost of reading them, which the rows16 kernels win back only over enough tokens.
+// Side by side on 4096 x 4096 matrices (docs/kernels.md, "GGUF-layout prefill"), Q4_K broke
+// even at 8 tokens and Q6_K, the slowest to repack, near 12.
+constexpr int64_t kRepackingMinTokens = 12;
 
 struct Prepared {
   const quant::TypeTraits* w_traits;

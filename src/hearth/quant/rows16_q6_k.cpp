@@ -41,14 +41,21 @@ int rows16_get(const uint8_t* sb, int g, int r, int k) {
 // quants are unpacked a whole block at a time (in q6_set's order) rather than one by one.
 void pack_block(const BlockQ6_K& b, uint8_t* sb, int r) {
   std::memcpy(sb + 2 * r, &b.d, 2);
+  // Eight elements l .. l + 7 of each quarter at once, one per byte of a 64-bit word (the
+  // masks drop every bit a shift moves into a neighbour byte).
   uint8_t q[kQKK];
+  constexpr uint64_t kLow4 = 0x0f0f0f0f0f0f0f0full, kLow2 = 0x0303030303030303ull;
   for (int h = 0; h < 2; ++h) {
-    for (int l = 0; l < 32; ++l) {
-      const int lo0 = b.ql[64 * h + l], lo1 = b.ql[64 * h + 32 + l], hi = b.qh[32 * h + l];
-      q[128 * h + l] = static_cast<uint8_t>((lo0 & 15) | (hi & 3) << 4);
-      q[128 * h + 32 + l] = static_cast<uint8_t>((lo1 & 15) | ((hi >> 2) & 3) << 4);
-      q[128 * h + 64 + l] = static_cast<uint8_t>((lo0 >> 4) | ((hi >> 4) & 3) << 4);
-      q[128 * h + 96 + l] = static_cast<uint8_t>((lo1 >> 4) | (hi >> 6) << 4);
+    for (int l = 0; l < 32; l += 8) {
+      uint64_t lo0, lo1, hi;
+      std::memcpy(&lo0, b.ql + 64 * h + l, 8);
+      std::memcpy(&lo1, b.ql + 64 * h + 32 + l, 8);
+      std::memcpy(&hi, b.qh + 32 * h + l, 8);
+      const uint64_t quarter[4] = {(lo0 & kLow4) | (hi & kLow2) << 4,
+                                   (lo1 & kLow4) | ((hi >> 2) & kLow2) << 4,
+                                   ((lo0 >> 4) & kLow4) | ((hi >> 4) & kLow2) << 4,
+                                   ((lo1 >> 4) & kLow4) | ((hi >> 6) & kLow2) << 4};
+      for (int c = 0; c < 4; ++c) std::memcpy(q + 128 * h + 32 * c + l, &quarter[c], 8);
     }
   }
   for (int g = 0; g < 16; ++g) {
