@@ -14,15 +14,24 @@ namespace hearth::quant {
 
 // Q4_K / Q5_K: scaled = sum over sub-blocks of scale * (quants . activation), mins = sum of
 // min * (activation sub-block sum); d, dmin the block's, da the activation block's scale.
+// scaled_f and mins_f: the sums converted to float (round to nearest, as static_cast and
+// vcvtdq2ps do), for kernels that convert several blocks' sums in one vector op.
+inline float k_block_step_f(float acc, float d, float dmin, float da, float scaled_f,
+                            float mins_f) {
+  acc = std::fma(d * da, scaled_f, acc);
+  return std::fma(-(dmin * da), mins_f, acc);
+}
 inline float k_block_step(float acc, float d, float dmin, float da, int32_t scaled,
                           int32_t mins) {
-  acc = std::fma(d * da, static_cast<float>(scaled), acc);
-  return std::fma(-(dmin * da), static_cast<float>(mins), acc);
+  return k_block_step_f(acc, d, dmin, da, static_cast<float>(scaled), static_cast<float>(mins));
 }
 
-// Q6_K: sum = sum over groups of scale * ((quants - 32) . activation).
+// Q6_K: sum = sum over groups of scale * ((quants - 32) . activation); sum_f converted.
+inline float q6_k_block_step_f(float acc, float d, float da, float sum_f) {
+  return std::fma(d * da, sum_f, acc);
+}
 inline float q6_k_block_step(float acc, float d, float da, int32_t sum) {
-  return std::fma(d * da, static_cast<float>(sum), acc);
+  return q6_k_block_step_f(acc, d, da, static_cast<float>(sum));
 }
 
 }  // namespace hearth::quant

@@ -1,6 +1,8 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) dot kernels. Built with AVX-512 flags; called only when
 // isa_supported(kAvx512). Integer kernels compute the same per-block integer sums as the
-// scalar reference (ref::dot_*), so only the float accumulation order differs.
+// scalar reference (ref::dot_*). The K-quant kernels then take its float steps too, one
+// super-block at a time (block_steps.h), so they give its bits, which are rows16's; the Q8_0
+// and Q4_0 kernels accumulate their blocks' terms in another order.
 //
 // Idiom for the K-quants: vpmaddubsw multiplies unsigned weight quants by signed Q8_K
 // activations into 16-bit pair sums (no saturation: |q| * 127 * 2 stays below 2^15), then
@@ -47,23 +49,41 @@ struct Q4KChunks {
   }
 };
 
-// A K-quant super-block's two exact integer sums: the scaled quant sum (16 lanes) and the
-// mins term (8 lanes), reduced together.
-struct K2Sums {
-  int32_t scaled, mins;
+// A K-quant super-block's two exact integer sums, the scaled quant sum (16 lanes) and the
+// mins term (8 lanes), as one vector: lanes 0..7 the first folded to 8 lanes, 8..15 the mins.
+inline __m512i k_block_fold(__m512i sum, __m256i mins) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_add_epi32(
+                                _mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1))),
+                            mins, 1);
+}
+
+// The sums of two blocks' k_block_fold vectors a and b, reduced together and converted to float
+// in one op each (the reduction is the decode loop's largest cost after the multiplies):
+// lanes 0 and 2 of .scaled hold a's and b's scaled sums, of .mins their mins terms.
+struct K2SumsF {
+  __m128 scaled, mins;
 };
-inline K2Sums k_block_sums(__m512i sum, __m256i mins) {
-  // Lanes 0..7: the scaled sum folded to 8 lanes; 8..15: the mins.
-  const __m512i v = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_add_epi32(_mm512_castsi512_si256(sum),
-                                              _mm512_extracti64x4_epi64(sum, 1))),
-      mins, 1);
+inline K2SumsF k_block_sums2(__m512i a, __m512i b) {
+  // Per 128-bit chunk: lanes 0 and 1 the chunk's pair sums of a, lanes 2 and 3 of b.
+  const __m512i ta = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
+  const __m512i tb = _mm512_add_epi32(b, _mm512_shuffle_epi32(b, _MM_PERM_BADC));
+  __m512i u = _mm512_unpacklo_epi64(ta, tb);
+  u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));  // lane 0: a's chunk, 2: b's
+  u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512 f = _mm512_cvtepi32_ps(u);
+  return {_mm512_castps512_ps128(f), _mm512_extractf32x4_ps(f, 2)};
+}
+
+// The lane sums of a and b, reduced together and converted to float: lanes 0 and 2.
+inline __m128 pair_sums(__m512i a, __m512i b) {
+  // (a's 16 lanes folded to 8, b's folded to 8)
+  const __m512i v =
+      _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xee));
   __m512i r = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
   r = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, _MM_PERM_CDAB));
-  // Each 128-bit chunk now holds its 4-lane sum in every lane; add chunk pairs.
-  r = _mm512_add_epi32(r, _mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(2, 3, 0, 1)));
-  return {_mm_cvtsi128_si32(_mm512_castsi512_si128(r)),
-          _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(r, 2))};
+  r = _mm512_add_epi32(r, _mm512_shuffle_i32x4(r, r, _MM_SHUFFLE(2, 3, 0, 1)));  // lanes 0, 8
+  const __m512 f = _mm512_cvtepi32_ps(r);
+  return _mm_movelh_ps(_mm512_castps512_ps128(f), _mm512_extractf32x4_ps(f, 2));
 }
 
 // Q4_K and Q5_K, NT activation rows at once (matmul): the weight decode is shared, each token
@@ -75,37 +95,57 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
   const Q4KChunks chunks;
-  float acc[NT] = {};
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  // Block i's sums for each token as one k_block_fold vector.
+  auto block_sums = [&](int64_t i, __m512i (&folded)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
     // Mins: sum_s m[s] * (bsums[2s] + bsums[2s+1]) via one 16-lane multiply-add.
     const __m128i m_pairs = _mm_unpacklo_epi8(_mm_cvtsi64_si128(static_cast<int64_t>(m8)),
                                               _mm_cvtsi64_si128(static_cast<int64_t>(m8)));
     const __m256i mins16 = _mm256_cvtepu8_epi16(m_pairs);  // (16) m[g/2]
     const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(
         _mm_cvtsi64_si128(static_cast<int64_t>(sc8))));  // (32) words, first 8 are scales
-    __m512i sum[NT];
-    __m256i prod_min[NT];
-    for (int t = 0; t < NT; ++t) {
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums));
-      prod_min[t] = _mm256_madd_epi16(mins16, bsums);  // (8) i32
-      sum[t] = _mm512_setzero_si512();
-    }
+    // Two chains per token (even and odd chunks) halve the latency from the loads to the sums.
+    __m512i sum[NT][2];
+    for (int t = 0; t < NT; ++t) sum[t][0] = sum[t][1] = _mm512_setzero_si512();
     Quants quants(chunks, x[i]);
     for (int c = 0; c < 4; ++c) {
       const __m512i q = quants.chunk(c);
       const __m512i sc = _mm512_permutexvar_epi16(chunks.sc_idx[c], sc16);
       for (int t = 0; t < NT; ++t) {
         const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(ys[t][i].qs + 64 * c));
-        sum[t] = _mm512_dpwssd_epi32(sum[t], p, sc);
+        sum[t][c % 2] = _mm512_dpwssd_epi32(sum[t][c % 2], p, sc);
       }
     }
     for (int t = 0; t < NT; ++t) {
-      const K2Sums s = k_block_sums(sum[t], prod_min[t]);
-      acc[t] = k_block_step(acc[t], dx, dminx, ys[t][i].d, s.scaled, s.mins);
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums));
+      folded[t] = k_block_fold(_mm512_add_epi32(sum[t][0], sum[t][1]),
+                               _mm256_madd_epi16(mins16, bsums));
+    }
+  };
+  float acc[NT] = {};
+  const int64_t nb = n / kQKK;
+  // Blocks go in pairs so that their sums are reduced together (k_block_sums2); an odd last
+  // block pairs with a zero vector.
+  for (int64_t i = 0; i < nb; i += 2) {
+    __m512i fa[NT], fb[NT];
+    block_sums(i, fa);
+    const bool pair = i + 1 < nb;
+    if (pair) {
+      block_sums(i + 1, fb);
+    } else {
+      for (int t = 0; t < NT; ++t) fb[t] = _mm512_setzero_si512();
+    }
+    for (int t = 0; t < NT; ++t) {
+      const K2SumsF s = k_block_sums2(fa[t], fb[t]);
+      acc[t] = k_block_step_f(acc[t], h2f(x[i].d), h2f(x[i].dmin), ys[t][i].d,
+                              _mm_cvtss_f32(s.scaled), _mm_cvtss_f32(s.mins));
+      if (pair) {
+        acc[t] = k_block_step_f(acc[t], h2f(x[i + 1].d), h2f(x[i + 1].dmin), ys[t][i + 1].d,
+                                _mm_cvtss_f32(_mm_movehl_ps(s.scaled, s.scaled)),
+                                _mm_cvtss_f32(_mm_movehl_ps(s.mins, s.mins)));
+      }
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
@@ -188,21 +228,21 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   const __m512i sc_idx[4] = {sc_idx0, _mm512_add_epi16(sc_idx0, four),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(8)),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
-  float acc[NT] = {};
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  // Block i's exact integer sum for each token, in 16 lanes; two chains (one per half).
+  auto block_sum = [&](int64_t i, __m512i (&sum)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
-    const float dx = h2f(x[i].d);
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
     const __m512i scz = _mm512_castsi256_si512(sc16);
-    __m512i sum[NT];
+    __m512i half_sum[NT][2];
     for (int t = 0; t < NT; ++t) {
       // zextsi256 zeroes lanes 8..15: the offset 32 * scale * group sum lands once per group.
       const __m256i offset = _mm256_slli_epi32(
           _mm256_madd_epi16(sc16,
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums))),
           5);
-      sum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(offset));
+      half_sum[t][0] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(offset));
+      half_sum[t][1] = _mm512_setzero_si512();
     }
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(x[i].ql + 64 * h);
@@ -217,12 +257,31 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
       for (int t = 0; t < NT; ++t) {
         const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(ys[t][i].qs + 128 * h));
         const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(ys[t][i].qs + 128 * h + 64));
-        sum[t] = _mm512_dpwssd_epi32(sum[t], p0, s0);
-        sum[t] = _mm512_dpwssd_epi32(sum[t], p1, s1);
+        half_sum[t][h] = _mm512_dpwssd_epi32(half_sum[t][h], p0, s0);
+        half_sum[t][h] = _mm512_dpwssd_epi32(half_sum[t][h], p1, s1);
       }
     }
+    for (int t = 0; t < NT; ++t) sum[t] = _mm512_add_epi32(half_sum[t][0], half_sum[t][1]);
+  };
+  float acc[NT] = {};
+  const int64_t nb = n / kQKK;
+  // Blocks in pairs, their sums reduced together (pair_sums); an odd last block pairs with 0.
+  for (int64_t i = 0; i < nb; i += 2) {
+    __m512i sa[NT], sb[NT];
+    block_sum(i, sa);
+    const bool pair = i + 1 < nb;
+    if (pair) {
+      block_sum(i + 1, sb);
+    } else {
+      for (int t = 0; t < NT; ++t) sb[t] = _mm512_setzero_si512();
+    }
     for (int t = 0; t < NT; ++t) {
-      acc[t] = q6_k_block_step(acc[t], dx, ys[t][i].d, _mm512_reduce_add_epi32(sum[t]));
+      const __m128 f = pair_sums(sa[t], sb[t]);
+      acc[t] = q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
+      if (pair) {
+        acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
+                                   _mm_cvtss_f32(_mm_movehl_ps(f, f)));
+      }
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
