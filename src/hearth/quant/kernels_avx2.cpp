@@ -28,12 +28,12 @@ inline __m256i word_broadcast_mask(int k) {
                           lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
 }
 
-// The sums of the 8 int32 lanes of a and of b, in lanes 0 and 1 (exact).
-inline __m128i hsum256_epi32_pair(__m256i a, __m256i b) {
+// The sums of the 8 int32 lanes of a and b in lanes 0 and 1 (and again in 2 and 3), exact.
+inline __m128i hsum256_epi32_x2(__m256i a, __m256i b) {
   const __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
   const __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
   const __m128i h = _mm_hadd_epi32(a4, b4);  // a01 a23 b01 b23
-  return _mm_hadd_epi32(h, h);              // a, b, a, b
+  return _mm_hadd_epi32(h, h);
 }
 
 // ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
@@ -77,9 +77,11 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
       }
     }
     for (int t = 0; t < NT; ++t) {
-      const __m128i s = hsum256_epi32_pair(sum[t], prod_min[t]);
-      acc[t] = k_block_step(acc[t], dx, dminx, ys[t][i].d, _mm_cvtsi128_si32(s),
-                            _mm_extract_epi32(s, 1));
+      // (scaled, mins); one block at a time here, as two blocks' sums in flight at once need
+      // more than AVX2's 16 registers.
+      const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(sum[t], prod_min[t]));
+      acc[t] = k_block_step_f(acc[t], dx, dminx, ys[t][i].d, _mm_cvtss_f32(f),
+                              _mm_cvtss_f32(_mm_movehdup_ps(f)));
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
@@ -134,13 +136,11 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   q8_k_rows<NT>(a, a_stride, ys);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
-  float acc[NT] = {};
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  // Block i's exact integer sum for each token, in 8 lanes.
+  auto block_sum = [&](int64_t i, __m256i(&sum)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
-    const float dx = h2f(x[i].d);
     const __m256i sc_all =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    __m256i sum[NT];
     for (int t = 0; t < NT; ++t) {
       // The -32 offset first: the sum of exact integers is the same in any order.
       sum[t] =
@@ -176,9 +176,27 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
         }
       }
     }
+  };
+  float acc[NT] = {};
+  const int64_t nb = n / kQKK;
+  // Blocks in pairs, their sums reduced together (hsum256_epi32_x2); an odd last block pairs
+  // with zeros.
+  for (int64_t i = 0; i < nb; i += 2) {
+    __m256i sa[NT], sb[NT];
+    block_sum(i, sa);
+    const bool pair = i + 1 < nb;
+    if (pair) {
+      block_sum(i + 1, sb);
+    } else {
+      for (int t = 0; t < NT; ++t) sb[t] = _mm256_setzero_si256();
+    }
     for (int t = 0; t < NT; ++t) {
-      const __m128i s = hsum256_epi32_pair(sum[t], _mm256_setzero_si256());
-      acc[t] = q6_k_block_step(acc[t], dx, ys[t][i].d, _mm_cvtsi128_si32(s));
+      const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(sa[t], sb[t]));
+      acc[t] = q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
+      if (pair) {
+        acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
+                                   _mm_cvtss_f32(_mm_movehdup_ps(f)));
+      }
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t];

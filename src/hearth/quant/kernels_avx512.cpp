@@ -96,7 +96,7 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
   q8_k_rows<NT>(a, a_stride, ys);
   const Q4KChunks chunks;
   // Block i's sums for each token as one k_block_fold vector.
-  auto block_sums = [&](int64_t i, __m512i (&folded)[NT]) {
+  auto block_sums = [&](int64_t i, __m512i(&folded)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
@@ -120,8 +120,8 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
     }
     for (int t = 0; t < NT; ++t) {
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys[t][i].bsums));
-      folded[t] = k_block_fold(_mm512_add_epi32(sum[t][0], sum[t][1]),
-                               _mm256_madd_epi16(mins16, bsums));
+      folded[t] =
+          k_block_fold(_mm512_add_epi32(sum[t][0], sum[t][1]), _mm256_madd_epi16(mins16, bsums));
     }
   };
   float acc[NT] = {};
@@ -229,7 +229,7 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(8)),
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
   // Block i's exact integer sum for each token, in 16 lanes; two chains (one per half).
-  auto block_sum = [&](int64_t i, __m512i (&sum)[NT]) {
+  auto block_sum = [&](int64_t i, __m512i(&sum)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
@@ -608,19 +608,20 @@ template <size_t kL2Ahead = 0, typename GroupDot>
 // Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   const __m512i eight = _mm512_set1_epi8(8);
-  q4_0_rows(n, w, static_cast<const uint8_t*>(a), kQ8Group * sizeof(BlockQ8_0), out,
-            [&](const BlockQ4_0* xg, const uint8_t* ag, __m512* ad) __attribute__((always_inline)) {
-              const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
-              __m512i v[8], s[8];
-              for (int p = 0; p < 8; ++p) {
-                const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
-                v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                           q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
-                s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
-              }
-              *ad = group_scales(yg);
-              return _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
-            });
+  q4_0_rows(
+      n, w, static_cast<const uint8_t*>(a), kQ8Group * sizeof(BlockQ8_0),
+      out, [&](const BlockQ4_0* xg, const uint8_t* ag, __m512* ad) __attribute__((always_inline)) {
+        const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
+        __m512i v[8], s[8];
+        for (int p = 0; p < 8; ++p) {
+          const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
+          v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                     q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
+          s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
+        }
+        *ad = group_scales(yg);
+        return _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
+      });
 }
 
 // On a q8_prepare'd activation (PreparedDot): its -128 * sum(a) per block, divided by 16
