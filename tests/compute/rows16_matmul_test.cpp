@@ -178,12 +178,11 @@ TEST_P(Rows16Matmul, BothLayoutsGiveTheSameBitsWhereTheTraitsSaySo) {
         for (int64_t t = 0; t < n_tokens; ++t) {
           EXPECT_EQ(0, std::memcmp(yr.data() + t * rv.rows, yg.data() + t * rows,
                                    static_cast<size_t>(rv.rows) * sizeof(float)))
-              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of "
-              << n_tokens;
+              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of " << n_tokens;
           matvec(pool, gv, x.data() + t * cols, one.data(), isa);
           EXPECT_EQ(0, std::memcmp(one.data(), yg.data() + t * rows, one.size() * sizeof(float)))
-              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of "
-              << n_tokens << ": matmul on GGUF rows against matvec";
+              << quant::isa_name(isa) << ", " << rows << " rows, token " << t << " of " << n_tokens
+              << ": matmul on GGUF rows against matvec";
         }
       }
     }

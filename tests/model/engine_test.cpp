@@ -391,9 +391,8 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
 // groups made on the fly.
 TEST(Engine, KQuantFilesGiveTheSameBitsRepackedOrNot) {
   for (const char* type : {"q4_k_m", "q6_k"}) {
-    const auto path =
-        make_model(Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false,
-                        1.0f, 0});
+    const auto path = make_model(
+        Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false, 1.0f, 0});
     const auto file = gguf::GgufFile::open(path);
     EngineOptions on{2, 64, {}}, off{2, 64, {}};
     on.repack = RepackMode::kOn;

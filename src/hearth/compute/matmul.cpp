@@ -567,8 +567,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
     matmul_rows16(pool, w, p, x, n_tokens, y);
     return;
   }
-  if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast &&
-      n_tokens >= kRepackingMinTokens) {
+  if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast && n_tokens >= kRepackingMinTokens) {
     matmul_repacking(pool, w, p, x, n_tokens, y);
     return;
   }

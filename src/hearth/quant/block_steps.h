@@ -21,8 +21,7 @@ inline float k_block_step_f(float acc, float d, float dmin, float da, float scal
   acc = std::fma(d * da, scaled_f, acc);
   return std::fma(-(dmin * da), mins_f, acc);
 }
-inline float k_block_step(float acc, float d, float dmin, float da, int32_t scaled,
-                          int32_t mins) {
+inline float k_block_step(float acc, float d, float dmin, float da, int32_t scaled, int32_t mins) {
   return k_block_step_f(acc, d, dmin, da, static_cast<float>(scaled), static_cast<float>(mins));
 }
 

@@ -104,13 +104,15 @@ inline float k_block_dot(float acc, const Block& x, const BlockQ8_K& y, SubDot s
 // The dot of a row of Q4_K or Q5_K blocks with a row of Q8_K blocks, q = quant_at(block, sb, l).
 template <class Block, int (*quant_at)(const Block&, int, int)>
 inline void k_row_dot(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks_chained<Block, BlockQ8_K>(n, w, a, out, [](float acc, const Block& x, const BlockQ8_K& y) {
-    return k_block_dot(acc, x, y, [&](int sb) {
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) dot += quant_at(x, sb, l) * y.qs[32 * sb + l];
-      return dot;
-    });
-  });
+  dot_blocks_chained<Block, BlockQ8_K>(n, w, a, out,
+                                       [](float acc, const Block& x, const BlockQ8_K& y) {
+                                         return k_block_dot(acc, x, y, [&](int sb) {
+                                           int32_t dot = 0;
+                                           for (int l = 0; l < 32; ++l)
+                                             dot += quant_at(x, sb, l) * y.qs[32 * sb + l];
+                                           return dot;
+                                         });
+                                       });
 }
 
 }  // namespace hearth::quant::ref

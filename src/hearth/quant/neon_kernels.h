@@ -96,41 +96,43 @@ inline float k_nibbles_block_dot(float acc, const Block& x, const BlockQ8_K& y, 
 template <typename Dot>
 void neon_dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
-  neon_k_blocks_dot<BlockQ4_K>(n, w, a, out, [&](float acc, const BlockQ4_K& x, const BlockQ8_K& y) {
-    return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
-      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
-      q[0] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
-      q[1] = vreinterpretq_s8_u8(vandq_u8(q1, m4));
-      q[2] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
-      q[3] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
-    });
-  });
+  neon_k_blocks_dot<BlockQ4_K>(
+      n, w, a, out, [&](float acc, const BlockQ4_K& x, const BlockQ8_K& y) {
+        return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
+          const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
+          const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
+          q[0] = vreinterpretq_s8_u8(vandq_u8(q0, m4));
+          q[1] = vreinterpretq_s8_u8(vandq_u8(q1, m4));
+          q[2] = vreinterpretq_s8_u8(vshrq_n_u8(q0, 4));
+          q[3] = vreinterpretq_s8_u8(vshrq_n_u8(q1, 4));
+        });
+      });
 }
 
 template <typename Dot>
 void neon_dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t one = vdupq_n_u8(1);
-  neon_k_blocks_dot<BlockQ5_K>(n, w, a, out, [&](float acc, const BlockQ5_K& x, const BlockQ8_K& y) {
-    const uint8x16_t qh0 = vld1q_u8(x.qh);
-    const uint8x16_t qh1 = vld1q_u8(x.qh + 16);
-    return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
-      // Bit 2c (low nibbles) and 2c+1 (high nibbles) of qh, moved to bit 4.
-      const int8x16_t sh_lo = vdupq_n_s8(static_cast<int8_t>(-2 * c));
-      const int8x16_t sh_hi = vdupq_n_s8(static_cast<int8_t>(-2 * c - 1));
-      const uint8x16_t h0lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh0, sh_lo), one), 4);
-      const uint8x16_t h1lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_lo), one), 4);
-      const uint8x16_t h0hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh0, sh_hi), one), 4);
-      const uint8x16_t h1hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_hi), one), 4);
-      const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
-      const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
-      q[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), h0lo));
-      q[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), h1lo));
-      q[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), h0hi));
-      q[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), h1hi));
-    });
-  });
+  neon_k_blocks_dot<BlockQ5_K>(
+      n, w, a, out, [&](float acc, const BlockQ5_K& x, const BlockQ8_K& y) {
+        const uint8x16_t qh0 = vld1q_u8(x.qh);
+        const uint8x16_t qh1 = vld1q_u8(x.qh + 16);
+        return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
+          // Bit 2c (low nibbles) and 2c+1 (high nibbles) of qh, moved to bit 4.
+          const int8x16_t sh_lo = vdupq_n_s8(static_cast<int8_t>(-2 * c));
+          const int8x16_t sh_hi = vdupq_n_s8(static_cast<int8_t>(-2 * c - 1));
+          const uint8x16_t h0lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh0, sh_lo), one), 4);
+          const uint8x16_t h1lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_lo), one), 4);
+          const uint8x16_t h0hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh0, sh_hi), one), 4);
+          const uint8x16_t h1hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh1, sh_hi), one), 4);
+          const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
+          const uint8x16_t q1 = vld1q_u8(x.qs + 32 * c + 16);
+          q[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q0, m4), h0lo));
+          q[1] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q1, m4), h1lo));
+          q[2] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q0, 4), h0hi));
+          q[3] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q1, 4), h1hi));
+        });
+      });
 }
 
 template <typename Dot>
@@ -143,7 +145,8 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t m3 = vdupq_n_u8(0x03);
   const int8x16_t off = vdupq_n_s8(32);
-  neon_k_blocks_dot<BlockQ6_K>(n, w, a, out, [&](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
+  neon_k_blocks_dot<
+      BlockQ6_K>(n, w, a, out, [&](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
     int32_t isum = 0;
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = x.ql + 64 * h;

@@ -67,16 +67,16 @@ void quantize_q6_k(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q6_k_q8_k(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks_chained<BlockQ6_K, BlockQ8_K>(n, w, a, out, [](float acc, const BlockQ6_K& x,
-                                                             const BlockQ8_K& y) {
-    int32_t isum = 0;
-    for (int g = 0; g < 16; ++g) {
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += (q6_at(x, 16 * g + l) - 32) * y.qs[16 * g + l];
-      isum += x.scales[g] * dot;
-    }
-    return q6_k_block_step(acc, half_to_float(x.d), y.d, isum);
-  });
+  dot_blocks_chained<BlockQ6_K, BlockQ8_K>(
+      n, w, a, out, [](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
+        int32_t isum = 0;
+        for (int g = 0; g < 16; ++g) {
+          int32_t dot = 0;
+          for (int l = 0; l < 16; ++l) dot += (q6_at(x, 16 * g + l) - 32) * y.qs[16 * g + l];
+          isum += x.scales[g] * dot;
+        }
+        return q6_k_block_step(acc, half_to_float(x.d), y.d, isum);
+      });
 }
 
 }  // namespace hearth::quant::ref
