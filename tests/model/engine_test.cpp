@@ -352,6 +352,13 @@ void expect_same_answers(Engine& packed, Engine& plain) {
   }
 }
 
+// Two threads, a 64-token context and the given repack mode.
+EngineOptions repack_options(RepackMode mode) {
+  EngineOptions o{2, 64, {}};
+  o.repack = mode;
+  return o;
+}
+
 // Repacking into the rows16 layout (EngineOptions::repack) keeps the logits within the
 // quantized tolerance of the file-layout run (only float summation order differs), and
 // the greedy continuation is the same. Where this CPU has no rows16 kernels nothing is
@@ -359,10 +366,8 @@ void expect_same_answers(Engine& packed, Engine& plain) {
 TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   const auto path = make_model(Case{"repack", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 0});
   const auto file = gguf::GgufFile::open(path);
-  EngineOptions on{2, 64, {}}, off{2, 64, {}};
-  on.repack = RepackMode::kOn;
-  off.repack = RepackMode::kOff;
-  Engine packed(file, on), plain(file, off);
+  const EngineOptions on = repack_options(RepackMode::kOn);
+  Engine packed(file, on), plain(file, repack_options(RepackMode::kOff));
   EXPECT_EQ(plain.repacked_bytes(), 0u);
   const bool fast = quant::traits(gguf::TensorType::kQ8_0).rows16_fast;
   if (fast) {
@@ -394,10 +399,8 @@ TEST(Engine, KQuantFilesGiveTheSameBitsRepackedOrNot) {
     const auto path = make_model(
         Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false, 1.0f, 0});
     const auto file = gguf::GgufFile::open(path);
-    EngineOptions on{2, 64, {}}, off{2, 64, {}};
-    on.repack = RepackMode::kOn;
-    off.repack = RepackMode::kOff;
-    Engine packed(file, on), plain(file, off);
+    Engine packed(file, repack_options(RepackMode::kOn));
+    Engine plain(file, repack_options(RepackMode::kOff));
     EXPECT_EQ(plain.repacked_bytes(), 0u);
     EXPECT_EQ(packed.repacked_bytes() > 0, quant::traits(gguf::TensorType::kQ4_K).rows16_fast);
     const int64_t vocab = packed.hparams().vocab;
@@ -422,9 +425,7 @@ TEST(Engine, AutoRepackWeighsTheMemoryPassedIn) {
   }
   const auto path = make_model(Case{"repack", Arch::kLlama, "q8_0", 4, 2, false, false, 1.0f, 0});
   const auto file = gguf::GgufFile::open(path);
-  EngineOptions on{2, 64, {}};
-  on.repack = RepackMode::kOn;
-  const uint64_t copy = Engine(file, on).repacked_bytes();
+  const uint64_t copy = Engine(file, repack_options(RepackMode::kOn)).repacked_bytes();
   ASSERT_GT(copy, 0u);
   EngineOptions tight{2, 64, {}}, ample{2, 64, {}}, unknown{2, 64, {}};
   tight.memory_available = 2 * copy - 1;
@@ -441,9 +442,7 @@ TEST(Engine, RepackedExpertsGiveTheSameAnswers) {
   const auto path =
       make_model(Case{"repack_moe", Arch::kQwen3Moe, "q8_0", 4, 2, false, false, 1.0f, 0, 16, 4});
   const auto file = gguf::GgufFile::open(path);
-  EngineOptions on{2, 64, {}}, off{2, 64, {}};
-  on.repack = RepackMode::kOn;
-  off.repack = RepackMode::kOff;
+  EngineOptions on = repack_options(RepackMode::kOn), off = repack_options(RepackMode::kOff);
   on.with_output = false;  // only the layers' matrices
   Engine packed(file, on), plain(file, off);
   if (quant::traits(gguf::TensorType::kQ8_0).rows16_fast) {

@@ -179,26 +179,18 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   };
   float acc[NT] = {};
   const int64_t nb = n / kQKK;
-  // Blocks in pairs, their sums reduced together (hsum256_epi32_x2); an odd last block pairs
-  // with zeros.
-  for (int64_t i = 0; i < nb; i += 2) {
-    __m256i sa[NT], sb[NT];
-    block_sum(i, sa);
-    const bool pair = i + 1 < nb;
-    if (pair) {
-      block_sum(i + 1, sb);
-    } else {
-      for (int t = 0; t < NT; ++t) sb[t] = _mm256_setzero_si256();
-    }
-    for (int t = 0; t < NT; ++t) {
-      const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(sa[t], sb[t]));
-      acc[t] = q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
-      if (pair) {
-        acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
-                                   _mm_cvtss_f32(_mm_movehdup_ps(f)));
-      }
-    }
-  }
+  // Blocks in pairs, their sums reduced together (hsum256_epi32_x2).
+  for_block_pairs<NT>(nb, _mm256_setzero_si256(), block_sum,
+                      [&](int64_t i, const __m256i* sa, const __m256i* sb, bool both) {
+                        for (int t = 0; t < NT; ++t) {
+                          const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(sa[t], sb[t]));
+                          acc[t] =
+                              q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
+                          if (!both) continue;
+                          acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
+                                                     _mm_cvtss_f32(_mm_movehdup_ps(f)));
+                        }
+                      });
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 

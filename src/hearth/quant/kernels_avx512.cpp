@@ -126,28 +126,20 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
   };
   float acc[NT] = {};
   const int64_t nb = n / kQKK;
-  // Blocks go in pairs so that their sums are reduced together (k_block_sums2); an odd last
-  // block pairs with a zero vector.
-  for (int64_t i = 0; i < nb; i += 2) {
-    __m512i fa[NT], fb[NT];
-    block_sums(i, fa);
-    const bool pair = i + 1 < nb;
-    if (pair) {
-      block_sums(i + 1, fb);
-    } else {
-      for (int t = 0; t < NT; ++t) fb[t] = _mm512_setzero_si512();
-    }
-    for (int t = 0; t < NT; ++t) {
-      const K2SumsF s = k_block_sums2(fa[t], fb[t]);
-      acc[t] = k_block_step_f(acc[t], h2f(x[i].d), h2f(x[i].dmin), ys[t][i].d,
-                              _mm_cvtss_f32(s.scaled), _mm_cvtss_f32(s.mins));
-      if (pair) {
-        acc[t] = k_block_step_f(acc[t], h2f(x[i + 1].d), h2f(x[i + 1].dmin), ys[t][i + 1].d,
-                                _mm_cvtss_f32(_mm_movehl_ps(s.scaled, s.scaled)),
-                                _mm_cvtss_f32(_mm_movehl_ps(s.mins, s.mins)));
-      }
-    }
-  }
+  // Blocks in pairs, their sums reduced together (k_block_sums2).
+  for_block_pairs<NT>(nb, _mm512_setzero_si512(), block_sums,
+                      [&](int64_t i, const __m512i* fa, const __m512i* fb, bool both) {
+                        for (int t = 0; t < NT; ++t) {
+                          const K2SumsF s = k_block_sums2(fa[t], fb[t]);
+                          acc[t] = k_block_step_f(acc[t], h2f(x[i].d), h2f(x[i].dmin), ys[t][i].d,
+                                                  _mm_cvtss_f32(s.scaled), _mm_cvtss_f32(s.mins));
+                          if (!both) continue;
+                          acc[t] = k_block_step_f(acc[t], h2f(x[i + 1].d), h2f(x[i + 1].dmin),
+                                                  ys[t][i + 1].d,
+                                                  _mm_cvtss_f32(_mm_movehl_ps(s.scaled, s.scaled)),
+                                                  _mm_cvtss_f32(_mm_movehl_ps(s.mins, s.mins)));
+                        }
+                      });
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
@@ -265,25 +257,18 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   };
   float acc[NT] = {};
   const int64_t nb = n / kQKK;
-  // Blocks in pairs, their sums reduced together (pair_sums); an odd last block pairs with 0.
-  for (int64_t i = 0; i < nb; i += 2) {
-    __m512i sa[NT], sb[NT];
-    block_sum(i, sa);
-    const bool pair = i + 1 < nb;
-    if (pair) {
-      block_sum(i + 1, sb);
-    } else {
-      for (int t = 0; t < NT; ++t) sb[t] = _mm512_setzero_si512();
-    }
-    for (int t = 0; t < NT; ++t) {
-      const __m128 f = pair_sums(sa[t], sb[t]);
-      acc[t] = q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
-      if (pair) {
-        acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
-                                   _mm_cvtss_f32(_mm_movehl_ps(f, f)));
-      }
-    }
-  }
+  // Blocks in pairs, their sums reduced together (pair_sums).
+  for_block_pairs<NT>(nb, _mm512_setzero_si512(), block_sum,
+                      [&](int64_t i, const __m512i* sa, const __m512i* sb, bool both) {
+                        for (int t = 0; t < NT; ++t) {
+                          const __m128 f = pair_sums(sa[t], sb[t]);
+                          acc[t] =
+                              q6_k_block_step_f(acc[t], h2f(x[i].d), ys[t][i].d, _mm_cvtss_f32(f));
+                          if (!both) continue;
+                          acc[t] = q6_k_block_step_f(acc[t], h2f(x[i + 1].d), ys[t][i + 1].d,
+                                                     _mm_cvtss_f32(_mm_movehl_ps(f, f)));
+                        }
+                      });
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 

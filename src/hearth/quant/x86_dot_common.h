@@ -56,6 +56,25 @@ inline void q8_k_rows(const void* a, size_t a_stride, const BlockQ8_K* ys[NT]) {
   }
 }
 
+// The super-blocks i < nb of a GGUF-layout K-quant row in pairs, so that a kernel reduces two
+// blocks' integer lanes together: block(i, v) writes block i's sums for each of the NT tokens
+// into v, then pair(i, a, b, both) takes blocks i and i + 1 (both false: i is the last block
+// and b is zero) and runs their float steps in order.
+template <int NT, typename V, typename Block, typename Pair>
+[[gnu::always_inline]] inline void for_block_pairs(int64_t nb, V zero, Block block, Pair pair) {
+  for (int64_t i = 0; i < nb; i += 2) {
+    V a[NT], b[NT];
+    block(i, a);
+    const bool both = i + 1 < nb;
+    if (both) {
+      block(i + 1, b);
+    } else {
+      for (int t = 0; t < NT; ++t) b[t] = zero;
+    }
+    pair(i, a, b, both);
+  }
+}
+
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
