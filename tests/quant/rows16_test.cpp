@@ -363,6 +363,27 @@ TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
   }
 }
 
+// Every ISA's repack writes the scalar repack's bytes (random and extreme quants, every row
+// length), and nothing past the group's block columns.
+TEST_P(Rows16Isa, RepackGivesTheScalarBytes) {
+  const auto [isa, type] = GetParam();
+  if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
+  const Rows16& r16 = *traits_for_isa(type, isa).rows16;
+  std::vector<std::pair<int64_t, Fill>> cases;
+  for (int64_t cols : lengths(type)) cases.emplace_back(cols, Fill::kRandom);
+  cases.emplace_back(4096, Fill::kAllMax);
+  cases.emplace_back(4096, Fill::kAllMin);
+  for (const auto& [cols, fill] : cases) {
+    const Group g = make_group(type, cols, 1, 71, fill);
+    // Both start from the same bytes: the scalar repack leaves a group's padding as it was.
+    std::vector<uint8_t> ref(g.group.size() + 64, 0xa5), got = ref;
+    traits_for_isa(type, Isa::kScalar).rows16->repack(cols, g.rows.data(), g.row_bytes, ref.data());
+    r16.repack(cols, g.rows.data(), g.row_bytes, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), got.size()))
+        << isa_name(isa) << ", cols " << cols;
+  }
+}
+
 // On ISAs that advertise rows16 kernels for a type, they are real SIMD kernels.
 TEST_P(Rows16Isa, FastMeansASimdKernel) {
   const auto [isa, type] = GetParam();

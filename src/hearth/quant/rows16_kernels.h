@@ -97,6 +97,9 @@ extern const Rows16 kRows16Q8_0Scalar, kRows16Q4_0Scalar, kRows16Q4_KScalar, kRo
 // The SIMD Rows16::dot kernels, each in rows16_<type>_<isa>.cpp.
 using Rows16DotKernel = void(int64_t cols, const void* group, const void* acts, size_t act_stride,
                              int n_tokens, float* out, size_t out_stride);
+// Rows16::repack on SIMD (the same bytes as the scalar repack; matmul repacks GGUF rows on the
+// fly, compute/matmul.cpp).
+using Rows16RepackKernel = void(int64_t cols, const void* src, size_t src_row_bytes, void* group);
 // The Rows16::dot_pair kernels: two groups, and the memory to fetch ahead (type_traits.h).
 using Rows16PairKernel = void(int64_t cols, const void* groups, const void* acts, size_t act_stride,
                               int n_tokens, float* out, size_t out_stride, const void* next,
@@ -118,6 +121,7 @@ extern Rows16PairKernel* const rows16_q4_0_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q4_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q5_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q6_k_dot_pair_avx512;
+extern Rows16RepackKernel* const rows16_q6_k_repack_avx512;
 // Q8_0's dot_pair on AMX tiles (rows16_q8_0_amx.cpp; only where amx_usable()), and the same
 // loop on a software model of the tile instructions (tests; needs AVX-512 only).
 extern Rows16PairKernel* const rows16_q8_0_dot_pair_amx;

@@ -5,6 +5,9 @@
 // activation quants, starting from the group's -32 * sum(a)
 // correction. The int8 group scale applies lane-wise. Same integer sums and float steps per
 // lane as the scalar reference (rows16_q6_k.cpp).
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -132,8 +135,62 @@ struct Q6_KAvx512 {
 template <int kAhead>
 using Q6_KKernel = Rows16Blocks<Q6_KAvx512<kAhead>, Rows16Q6_K>;
 
+// Rows16::repack, AVX-512: per row, the 256 quants unpacked one per byte (as the GGUF-layout
+// kernel does), each group's four-byte sets gathered into lanes (lane g: group g) and the top
+// two bits of set 3 merged into sets 0-2; then rows16_transpose turns the 16 rows' vectors
+// into the layout's. The same bytes as the scalar pack_block (rows16_q6_k.cpp).
+void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i top2 = _mm512_set1_epi8(static_cast<char>(0xc0));
+  const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // quarters 0, 1 of a half
+  const __m512i shr_hi = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);  // quarters 2, 3
+  __m512i set_idx[4];  // lane g < 8: dword 4g + k of two vectors
+  for (int k = 0; k < 4; ++k) {
+    set_idx[k] = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(4)),
+        _mm512_set1_epi32(k));
+  }
+  auto* g = static_cast<uint8_t*>(group);
+  for (int64_t i = 0; i < cols / kQKK; ++i, g += Rows16Q6_K::kBlockBytes) {
+    __m512i vec[3][16];  // [k][row]: lane j of row r's vector = the bytes at 288 + 192j + 64k + 4r
+    for (int r = 0; r < kRows16; ++r) {
+      const BlockQ6_K& b = rows16_row<BlockQ6_K>(src, r, src_row_bytes)[i];
+      std::memcpy(g + 2 * r, &b.d, 2);
+      for (int j = 0; j < 16; ++j) g[32 + 16 * j + r] = static_cast<uint8_t>(b.scales[j]);
+      __m512i q[4];  // elements 64m .. 64m + 63, one per byte
+      for (int h = 0; h < 2; ++h) {
+        const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
+        const __m512i qh = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                   _mm512_and_si512(_mm512_sllv_epi64(qh, shl_lo), m30));
+        q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi64(qh, shr_hi), m30));
+      }
+      // Set k of group j is dword 4j + k: groups 0-7 in q[0], q[1], groups 8-15 in q[2], q[3].
+      __m512i set[4];
+      for (int k = 0; k < 4; ++k) {
+        set[k] = _mm512_mask_blend_epi32(0xff00, _mm512_permutex2var_epi32(q[0], set_idx[k], q[1]),
+                                         _mm512_permutex2var_epi32(q[2], set_idx[k], q[3]));
+      }
+      // set 3's bits 2k, 2k + 1 of each byte to bits 6, 7 of set k's byte (masked: the 32-bit
+      // shift moves bits into the neighbour byte's low bits).
+      vec[0][r] = _mm512_ternarylogic_epi32(set[0], _mm512_slli_epi32(set[3], 6), top2, 0xf8);
+      vec[1][r] = _mm512_ternarylogic_epi32(set[1], _mm512_slli_epi32(set[3], 4), top2, 0xf8);
+      vec[2][r] = _mm512_ternarylogic_epi32(set[2], _mm512_slli_epi32(set[3], 2), top2, 0xf8);
+    }
+    for (int k = 0; k < 3; ++k) {
+      __m512i out[16];
+      rows16_transpose(vec[k], out);
+      for (int j = 0; j < 16; ++j) _mm512_storeu_si512(g + 288 + 192 * j + 64 * k, out[j]);
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q6_k_repack_avx512 = repack_q6_k;
 Rows16DotKernel* const rows16_q6_k_dot_avx512 =
     rows16_dot_tuned<Q6_KKernel<2048>, Q6_KKernel<6144>>;
 Rows16PairKernel* const rows16_q6_k_dot_pair_avx512 =

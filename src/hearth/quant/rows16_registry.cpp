@@ -21,6 +21,8 @@ struct Rows16Row {
   Rows16PairKernel* const* pair[5] = {};
   // The AVX-512 table's dot_pair where amx_enabled() (nullptr: none on AMX).
   Rows16PairKernel* const* amx_pair = nullptr;
+  // Rows16::repack per ISA where it has a SIMD one (nullptr: the scalar repack).
+  Rows16RepackKernel* const* repack[5] = {};
 };
 
 #if defined(__x86_64__)
@@ -37,7 +39,9 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr},
-     {nullptr, nullptr, &rows16_q6_k_dot_pair_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q6_k_dot_pair_avx512, nullptr, nullptr},
+     nullptr,
+     {nullptr, nullptr, &rows16_q6_k_repack_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ4_0,
      &kRows16Q4_0Scalar,
      {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr},
@@ -89,6 +93,7 @@ const Rows16IsaTables& isa_tables() {
         t[r][i] = *kRows16Table[r].scalar;
         if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
         if (kRows16Table[r].pair[i] != nullptr) t[r][i].dot_pair = *kRows16Table[r].pair[i];
+        if (kRows16Table[r].repack[i] != nullptr) t[r][i].repack = *kRows16Table[r].repack[i];
         if (i == static_cast<size_t>(Isa::kAvx512) && kRows16Table[r].amx_pair != nullptr &&
             amx_enabled()) {
           t[r][i].dot_pair = *kRows16Table[r].amx_pair;

@@ -186,6 +186,33 @@ template <int NT>
     acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
   }
 }
+
+// The 16 x 16 transpose of 32-bit lanes: lane r of out[m] = lane m of v[r]. A SIMD repack
+// builds each row's 4-byte units in the lanes of a vector and turns 16 rows' vectors into the
+// layout's vectors (one row per lane) with it: 64 shuffles for 16 vectors.
+inline void rows16_transpose(const __m512i (&v)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit chunk: (a0 b0 a1 b1), (a2 b2 a3 b3)
+    t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int j = 0; j < 4; ++j) {  // u[4j + e], chunk c: element 4c + e of rows 4j .. 4j + 3
+    u[4 * j] = _mm512_unpacklo_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
+    u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // chunk c of the four row quads -> out[4c + e]
+    const __m512i w0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88);       // chunks 0, 2
+    const __m512i w1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xdd);       // chunks 1, 3
+    const __m512i w2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);  // of rows 8-15
+    const __m512i w3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xdd);
+    out[e] = _mm512_shuffle_i32x4(w0, w2, 0x88);
+    out[8 + e] = _mm512_shuffle_i32x4(w0, w2, 0xdd);
+    out[4 + e] = _mm512_shuffle_i32x4(w1, w3, 0x88);
+    out[12 + e] = _mm512_shuffle_i32x4(w1, w3, 0xdd);
+  }
+}
 #endif
 
 // The Rows16::dot entry of a kernel built once per prefetch table (stream_tuning.h), its
