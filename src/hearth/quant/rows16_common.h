@@ -232,10 +232,9 @@ void rows16_prepare_q8_k(int64_t cols, const void* act_row, void* dst, Sums sums
 // Q4_K and Q5_K share their header and the arrangement of the low 4 bits (at kQuants in a
 // block column: rows16_kernels.h), their activation and their sums; Q5_K adds the high bits.
 
-// Writes (pack) or reads back (unpack) row r's d, dmin, scales, mins and low 4 bits of a
-// Q4_K or Q5_K block b in the group block column g.
-template <int kQuants, typename B>
-void rows16_pack_q4_k_part(const B& b, uint8_t* g, int r) {
+// Row r's d, dmin, scales and mins in a Q4_K / Q5_K group block column g (rows16_kernels.h).
+template <typename B>
+void rows16_pack_q4_k_header(const B& b, uint8_t* g, int r) {
   std::memcpy(g + 2 * r, &b.d, 2);
   std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
   uint8_t sc[8], m[8];
@@ -244,6 +243,35 @@ void rows16_pack_q4_k_part(const B& b, uint8_t* g, int r) {
   for (int p = 0; p < 4; ++p) {
     g[192 + 32 * p + 2 * r] = m[2 * p];
     g[192 + 32 * p + 2 * r + 1] = m[2 * p + 1];
+  }
+}
+
+// Row r's Q5_K high-bit bytes (at kHighBits) in group block column g from GGUF's qh (layout
+// in rows16_kernels.h). Matmul repacks GGUF rows on the fly (compute/matmul.cpp): the byte of
+// element i of slice quad c of pair p gathers bits 2p and 2p + 1 of qh byte 4 (4c + s) + i into
+// bits 2s and 2s + 1. The four bytes i < 4 go at once, one per byte of a word (the shifts move no
+// bit into a neighbour byte that the mask keeps).
+template <int kHighBits>
+void rows16_pack_q5_k_high_bits(const uint8_t* qh, uint8_t* g, int r) {
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c < 2; ++c) {
+      uint32_t out = 0;
+      for (int s = 0; s < 4; ++s) {
+        uint32_t from;
+        std::memcpy(&from, qh + 4 * (4 * c + s), 4);
+        out |= ((from >> (2 * p)) & 0x03030303u) << (2 * s);
+      }
+      std::memcpy(g + kHighBits + 128 * p + 64 * c + 4 * r, &out, 4);
+    }
+  }
+}
+
+// Writes (pack) or reads back (unpack) row r's d, dmin, scales, mins and low 4 bits of a
+// Q4_K or Q5_K block b in the group block column g.
+template <int kQuants, typename B>
+void rows16_pack_q4_k_part(const B& b, uint8_t* g, int r) {
+  rows16_pack_q4_k_header(b, g, r);
+  for (int p = 0; p < 4; ++p) {
     for (int s = 0; s < 8; ++s)
       std::memcpy(g + kQuants + 512 * p + 64 * s + 4 * r, b.qs + 32 * p + 4 * s, 4);
   }

@@ -121,6 +121,8 @@ extern Rows16PairKernel* const rows16_q4_0_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q4_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q5_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q6_k_dot_pair_avx512;
+extern Rows16RepackKernel* const rows16_q4_k_repack_avx512;
+extern Rows16RepackKernel* const rows16_q5_k_repack_avx512;
 extern Rows16RepackKernel* const rows16_q6_k_repack_avx512;
 // Q8_0's dot_pair on AMX tiles (rows16_q8_0_amx.cpp; only where amx_usable()), and the same
 // loop on a software model of the tile instructions (tests; needs AVX-512 only).

@@ -226,8 +226,39 @@ template <int kAhead, int kL2Ahead>
 using Q5_KKernel =
     Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead, kL2Ahead>, Rows16Q5_K>;
 
+// Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's header (and Q5_K's
+// high bits) as the scalar pack writes them, and its 32 quant dwords (dword 8p + s goes to slice
+// s of pair p) turned into the layout's vectors by two rows16_transpose. The same bytes as the
+// scalar repack.
+template <typename L, typename B, int kQuants, int kHighBits>
+void repack_q4_k(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  for (int64_t i = 0; i < cols / kQKK; ++i, g += L::kBlockBytes) {
+    __m512i v[2][16];  // [half][row]: the row's quant dwords 16 half .. 16 half + 15
+    for (int r = 0; r < kRows16; ++r) {
+      const B& b = rows16_row<B>(src, r, src_row_bytes)[i];
+      rows16_pack_q4_k_header(b, g, r);
+      if constexpr (kHighBits >= 0) rows16_pack_q5_k_high_bits<kHighBits>(b.qh, g, r);
+      v[0][r] = _mm512_loadu_si512(b.qs);
+      v[1][r] = _mm512_loadu_si512(b.qs + 64);
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m512i out[16];
+      rows16_transpose(v[h], out);
+      for (int m = 0; m < 16; ++m) {
+        const int d = 16 * h + m;
+        _mm512_storeu_si512(g + kQuants + 512 * (d / 8) + 64 * (d % 8), out[m]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q4_k_repack_avx512 =
+    repack_q4_k<Rows16Q4_K, BlockQ4_K, kRows16Q4_KQuants, -1>;
+Rows16RepackKernel* const rows16_q5_k_repack_avx512 =
+    repack_q4_k<Rows16Q5_K, BlockQ5_K, kRows16Q5_KQuants, kRows16Q5_KHighBits>;
 Rows16DotKernel* const rows16_q4_k_dot_avx512 =
     rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =

@@ -13,25 +13,10 @@ namespace {
 using L = Rows16Q5_K;
 constexpr int kHighBits = kRows16Q5_KHighBits;
 
-// Row r's share of a group block column g, from the row's GGUF block b. The high-bit byte of
-// element i of slice quad c of pair p (rows16_kernels.h) gathers, from GGUF's qh (whose byte
-// 4s + i holds bit j for element 4s + i of sub-block j), bits 2p and 2p + 1 of byte
-// 4 (4c + s) + i into bits 2s and 2s + 1. Matmul repacks GGUF rows on the fly
-// (compute/matmul.cpp), so the four bytes i < 4 go at once, one per byte of a word (the
-// shifts move no bit into a neighbour byte that the mask keeps).
+// Row r's share of a group block column g, from the row's GGUF block b.
 void pack_block(const BlockQ5_K& b, uint8_t* g, int r) {
   rows16_pack_q4_k_part<kRows16Q5_KQuants>(b, g, r);
-  for (int p = 0; p < 4; ++p) {
-    for (int c = 0; c < 2; ++c) {
-      uint32_t out = 0;
-      for (int s = 0; s < 4; ++s) {
-        uint32_t from;
-        std::memcpy(&from, b.qh + 4 * (4 * c + s), 4);
-        out |= ((from >> (2 * p)) & 0x03030303u) << (2 * s);
-      }
-      std::memcpy(g + kHighBits + 128 * p + 64 * c + 4 * r, &out, 4);
-    }
-  }
+  rows16_pack_q5_k_high_bits<kHighBits>(b.qh, g, r);
 }
 
 void unpack_block(const uint8_t* g, int r, BlockQ5_K& b) {

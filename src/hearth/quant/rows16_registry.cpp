@@ -35,7 +35,9 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
-     {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr},
+     nullptr,
+     {nullptr, nullptr, &rows16_q4_k_repack_avx512, nullptr, nullptr}},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr},
@@ -49,7 +51,9 @@ constexpr Rows16Row kRows16Table[] = {
     {gguf::TensorType::kQ5_K,
      &kRows16Q5_KScalar,
      {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr},
-     {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr},
+     nullptr,
+     {nullptr, nullptr, &rows16_q5_k_repack_avx512, nullptr, nullptr}},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
