@@ -148,8 +148,8 @@ TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
 
 // Where the traits say the GGUF kernels take rows16's float steps (the K-quants), both layouts
 // give every (row, token) the same bits on every ISA: matvec, and matmul on GGUF rows, which
-// repacks them on the fly from kRepackingMinTokens tokens on (64 rows: two pairs; 48: a pair
-// and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two calls).
+// repacks them on the fly from 6 or 12 tokens on (repacking_min_tokens) (64 rows: two pairs; 48: a
+// pair and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two calls).
 TEST_P(Rows16Matmul, BothLayoutsGiveTheSameBitsWhereTheTraitsSaySo) {
   ThreadPool pool(2);
   for (quant::Isa isa : machine_isas()) {
@@ -168,7 +168,7 @@ TEST_P(Rows16Matmul, BothLayoutsGiveTheSameBitsWhereTheTraitsSaySo) {
       const WeightView head{GetParam(), rows / 16 * 16, cols, gguf.data()};
       std::vector<uint8_t> packed(rows16_bytes(head));
       const WeightView rv = repack_rows16(pool, head, packed.data());
-      for (int64_t n_tokens : {1, 2, 11, 12, 13, 50}) {
+      for (int64_t n_tokens : {1, 2, 5, 6, 11, 12, 13, 50}) {
         const auto x = normal(static_cast<size_t>(n_tokens * cols), 40 + n_tokens);
         std::vector<float> yg(static_cast<size_t>(n_tokens * rows), NAN);
         std::vector<float> yr(static_cast<size_t>(n_tokens * rv.rows), NAN);

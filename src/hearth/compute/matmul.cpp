@@ -16,9 +16,14 @@ namespace {
 // Fewest tokens for which matmul repacks GGUF rows on the fly (matmul_repacking) rather than
 // running the GGUF-layout kernels on them: the repack is a pass over the weights at a few
 // times the cost of reading them, which the rows16 kernels win back only over enough tokens.
-// Side by side on 4096 x 4096 matrices (docs/kernels.md, "GGUF-layout prefill"), Q4_K broke
-// even at 8 tokens and Q6_K, the slowest to repack, near 12.
-constexpr int64_t kRepackingMinTokens = 12;
+// Side by side on 4096 x 4096 matrices (docs/kernels.md, "GGUF-layout prefill"): with the
+// scalar repacks Q4_K broke even at 8 tokens and Q6_K near 12; with the AVX-512 ones all three
+// K-quants were ahead from 6.
+int64_t repacking_min_tokens(const quant::TypeTraits& tr) {
+  const bool simd_repack =
+      tr.rows16->repack != quant::traits_for_isa(tr.type, quant::Isa::kScalar).rows16->repack;
+  return simd_repack ? 6 : 12;
+}
 
 struct Prepared {
   const quant::TypeTraits* w_traits;
@@ -567,7 +572,8 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
     matmul_rows16(pool, w, p, x, n_tokens, y);
     return;
   }
-  if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast && n_tokens >= kRepackingMinTokens) {
+  if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast &&
+      n_tokens >= repacking_min_tokens(*p.w_traits)) {
     matmul_repacking(pool, w, p, x, n_tokens, y);
     return;
   }
