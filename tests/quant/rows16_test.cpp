@@ -68,6 +68,15 @@ void saturate(T type, std::vector<uint8_t>& row, Fill fill) {
   }
 }
 
+// Every row length with random quants, and 4096 columns with extreme ones.
+std::vector<std::pair<int64_t, Fill>> every_length_and_fill(T type) {
+  std::vector<std::pair<int64_t, Fill>> cases;
+  for (int64_t cols : lengths(type)) cases.emplace_back(cols, Fill::kRandom);
+  cases.emplace_back(4096, Fill::kAllMax);
+  cases.emplace_back(4096, Fill::kAllMin);
+  return cases;
+}
+
 // 16 GGUF rows of one type and `n_tokens` activation rows, each prepared.
 struct Group {
   int64_t cols = 0;
@@ -327,11 +336,7 @@ TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
   const bool k_quant = type == T::kQ4_K || type == T::kQ5_K || type == T::kQ6_K;
   EXPECT_EQ(tr.gguf_rows16_bits, k_quant) << isa_name(isa);
   if (!tr.gguf_rows16_bits) return;
-  std::vector<std::pair<int64_t, Fill>> cases;
-  for (int64_t cols : lengths(type)) cases.emplace_back(cols, Fill::kRandom);
-  cases.emplace_back(4096, Fill::kAllMax);
-  cases.emplace_back(4096, Fill::kAllMin);
-  for (const auto& [cols, fill] : cases) {
+  for (const auto& [cols, fill] : every_length_and_fill(type)) {
     const Group g = make_group(type, cols, 4, 61, fill);
     for (int t = 0; t < 4; ++t) {
       const auto want = scalar_dot(type, g, t);
@@ -369,11 +374,7 @@ TEST_P(Rows16Isa, RepackGivesTheScalarBytes) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
   const Rows16& r16 = *traits_for_isa(type, isa).rows16;
-  std::vector<std::pair<int64_t, Fill>> cases;
-  for (int64_t cols : lengths(type)) cases.emplace_back(cols, Fill::kRandom);
-  cases.emplace_back(4096, Fill::kAllMax);
-  cases.emplace_back(4096, Fill::kAllMin);
-  for (const auto& [cols, fill] : cases) {
+  for (const auto& [cols, fill] : every_length_and_fill(type)) {
     const Group g = make_group(type, cols, 1, 71, fill);
     // Both start from the same bytes: the scalar repack leaves a group's padding as it was.
     std::vector<uint8_t> ref(g.group.size() + 64, 0xa5), got = ref;
