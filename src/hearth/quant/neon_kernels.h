@@ -16,6 +16,7 @@
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/ref_blocks.h"
 
 namespace hearth::quant {
 namespace {
@@ -60,19 +61,6 @@ template <typename BlockW, typename BlockA, typename BlockDot>
   *out = sum;
 }
 
-// acc = block_step(acc, x[i], y[i]) over the weight blocks x and Q8_K activation blocks y of
-// an n-element row, in block order from 0 (the K-quants, whose float steps are
-// block_steps.h's). Always inlined, as neon_blocks_dot.
-template <typename BlockW, typename BlockStep>
-[[gnu::always_inline]] inline void neon_k_blocks_dot(int64_t n, const void* w, const void* a,
-                                                     float* out, BlockStep block_step) {
-  const auto* x = static_cast<const BlockW*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  float acc = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) acc = block_step(acc, x[i], y[i]);
-  *out = acc;
-}
-
 // Q4_K / Q5_K x Q8_K: quants(c, q) sets q[0], q[1] to the 32 signed quants of sub-block 2c
 // and q[2], q[3] to those of sub-block 2c + 1.
 template <typename Dot, typename Block, typename Quants>
@@ -96,7 +84,7 @@ inline float k_nibbles_block_dot(float acc, const Block& x, const BlockQ8_K& y, 
 template <typename Dot>
 void neon_dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
-  neon_k_blocks_dot<BlockQ4_K>(
+  ref::dot_blocks_chained<BlockQ4_K, BlockQ8_K>(
       n, w, a, out, [&](float acc, const BlockQ4_K& x, const BlockQ8_K& y) {
         return k_nibbles_block_dot<Dot>(acc, x, y, [&](int c, int8x16_t q[4]) {
           const uint8x16_t q0 = vld1q_u8(x.qs + 32 * c);
@@ -113,7 +101,7 @@ template <typename Dot>
 void neon_dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t one = vdupq_n_u8(1);
-  neon_k_blocks_dot<BlockQ5_K>(
+  ref::dot_blocks_chained<BlockQ5_K, BlockQ8_K>(
       n, w, a, out, [&](float acc, const BlockQ5_K& x, const BlockQ8_K& y) {
         const uint8x16_t qh0 = vld1q_u8(x.qh);
         const uint8x16_t qh1 = vld1q_u8(x.qh + 16);
@@ -145,32 +133,32 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t m3 = vdupq_n_u8(0x03);
   const int8x16_t off = vdupq_n_s8(32);
-  neon_k_blocks_dot<
-      BlockQ6_K>(n, w, a, out, [&](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
-    int32_t isum = 0;
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = x.ql + 64 * h;
-      const uint8_t* qh = x.qh + 32 * h;
-      const int8_t* sc = x.scales + 8 * h;
-      const int8_t* ay = y.qs + 128 * h;
-      for (int j = 0; j < 2; ++j) {  // lanes l = 16j .. 16j + 15 of each quarter
-        const uint8x16_t la = vld1q_u8(ql + 16 * j);
-        const uint8x16_t lb = vld1q_u8(ql + 32 + 16 * j);
-        const uint8x16_t hb = vld1q_u8(qh + 16 * j);
-        const uint8x16_t q[4] = {
-            vorrq_u8(vandq_u8(la, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-            vorrq_u8(vandq_u8(lb, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-            vorrq_u8(vshrq_n_u8(la, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-            vorrq_u8(vshrq_n_u8(lb, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-        };
-        for (int k = 0; k < 4; ++k) {
-          const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[k]), off);
-          isum += sc[2 * k + j] * dot16<Dot>(ay + 32 * k + 16 * j, qs);
+  ref::dot_blocks_chained<BlockQ6_K, BlockQ8_K>(
+      n, w, a, out, [&](float acc, const BlockQ6_K& x, const BlockQ8_K& y) {
+        int32_t isum = 0;
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* ql = x.ql + 64 * h;
+          const uint8_t* qh = x.qh + 32 * h;
+          const int8_t* sc = x.scales + 8 * h;
+          const int8_t* ay = y.qs + 128 * h;
+          for (int j = 0; j < 2; ++j) {  // lanes l = 16j .. 16j + 15 of each quarter
+            const uint8x16_t la = vld1q_u8(ql + 16 * j);
+            const uint8x16_t lb = vld1q_u8(ql + 32 + 16 * j);
+            const uint8x16_t hb = vld1q_u8(qh + 16 * j);
+            const uint8x16_t q[4] = {
+                vorrq_u8(vandq_u8(la, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                vorrq_u8(vandq_u8(lb, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                vorrq_u8(vshrq_n_u8(la, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                vorrq_u8(vshrq_n_u8(lb, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+            };
+            for (int k = 0; k < 4; ++k) {
+              const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[k]), off);
+              isum += sc[2 * k + j] * dot16<Dot>(ay + 32 * k + 16 * j, qs);
+            }
+          }
         }
-      }
-    }
-    return q6_k_block_step(acc, fp16_to_f32(x.d), y.d, isum);
-  });
+        return q6_k_block_step(acc, fp16_to_f32(x.d), y.d, isum);
+      });
 }
 
 template <typename Dot>

@@ -47,10 +47,12 @@ inline void dot_blocks(int64_t n, const void* w, const void* a, float* out, Bloc
 }
 
 // *out = acc after acc = block_step(acc, weight block, activation block) over the blocks in
-// order from 0: kernels whose float steps are block_steps.h's.
+// order from 0: the K-quant kernels whose float steps are block_steps.h's (the reference and
+// NEON). Always inlined, so GCC weighs a SIMD kernel's loops as one function (see
+// neon_blocks_dot).
 template <class W, class A, class BlockStep>
-inline void dot_blocks_chained(int64_t n, const void* w, const void* a, float* out,
-                               BlockStep block_step) {
+[[gnu::always_inline]] inline void dot_blocks_chained(int64_t n, const void* w, const void* a,
+                                                      float* out, BlockStep block_step) {
   constexpr int qk = kBlockElems<W>;
   const auto* x = static_cast<const W*>(w);
   const auto* y = static_cast<const A*>(a);

@@ -144,13 +144,11 @@ void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* grou
   const __m512i top2 = _mm512_set1_epi8(static_cast<char>(0xc0));
   const __m512i shl_lo = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4);  // quarters 0, 1 of a half
   const __m512i shr_hi = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);  // quarters 2, 3
-  __m512i set_idx[4];  // lane g < 8: dword 4g + k of two vectors
-  for (int k = 0; k < 4; ++k) {
-    set_idx[k] = _mm512_add_epi32(
-        _mm512_mullo_epi32(_mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0),
-                           _mm512_set1_epi32(4)),
-        _mm512_set1_epi32(k));
-  }
+  // Lane g: dword 4 (g % 8) + k of two vectors.
+  const __m512i every_4th =
+      _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  __m512i set_idx[4];
+  for (int k = 0; k < 4; ++k) set_idx[k] = _mm512_add_epi32(every_4th, _mm512_set1_epi32(k));
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQKK; ++i, g += Rows16Q6_K::kBlockBytes) {
     __m512i vec[3][16];  // [k][row]: lane j of row r's vector = the bytes at 288 + 192j + 64k + 4r
