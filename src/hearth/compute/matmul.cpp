@@ -16,9 +16,8 @@ namespace {
 // Fewest tokens for which matmul repacks GGUF rows on the fly (matmul_repacking) rather than
 // running the GGUF-layout kernels on them: the repack is a pass over the weights at a few
 // times the cost of reading them, which the rows16 kernels win back only over enough tokens.
-// Side by side on 4096 x 4096 matrices (docs/kernels.md, "GGUF-layout prefill"): with the
-// scalar repacks Q4_K broke even at 8 tokens and Q6_K near 12; with the AVX-512 ones all three
-// K-quants were ahead from 6.
+// The break-even points, measured side by side, are in docs/kernels.md ("GGUF-layout
+// prefill"); a SIMD repack is cheap enough to pay off over fewer tokens.
 int64_t repacking_min_tokens(const quant::TypeTraits& tr) {
   const bool simd_repack =
       tr.rows16->repack != quant::traits_for_isa(tr.type, quant::Isa::kScalar).rows16->repack;
