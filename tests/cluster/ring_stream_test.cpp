@@ -1,8 +1,8 @@
 // Greedy ids across residency modes on a real ring: a head and two `hearth worker` processes
 // that stream part of their weights (--weight-memory below their share) give the ids of one
 // device reading everything from the mapping, at k = 1 and k = 2, and with a head that holds
-// no layers. Every device runs the GGUF layout (--repack off); for this K-quant model one
-// device on a repacked copy gives the same ids too.
+// no layers. Every device runs the GGUF layout (--repack off); one device on a repacked copy
+// gives the same ids too.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,7 +32,7 @@ TEST(RingStream, StreamingDevicesGiveTheIdsOfOneDevice) {
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   const auto ids = last_json_line(ref.out)["ids"];
   ASSERT_EQ(ids.size(), 8u);
-  // K-quant GGUF kernels take rows16's float steps (TypeTraits::gguf_rows16_bits): one device
+  // The GGUF kernels take rows16's float steps (TypeTraits::gguf_rows16_bits): one device
   // reading a repacked copy gives the same ids as the streaming ring below.
   const auto packed = run_hearth("run -m " + model +
                                  " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json"
@@ -86,7 +86,7 @@ TEST(RingStream, ExpertsReadWhenRoutedGiveTheIdsOfOneDevice) {
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   const auto ids = last_json_line(ref.out)["ids"];
   ASSERT_EQ(ids.size(), 8u);
-  // K-quant GGUF kernels take rows16's float steps (TypeTraits::gguf_rows16_bits): one device
+  // The GGUF kernels take rows16's float steps (TypeTraits::gguf_rows16_bits): one device
   // reading a repacked copy gives the same ids as the streaming ring below.
   const auto packed = run_hearth("run -m " + model +
                                  " -p hello -n 8 -t 1 -c 64 --temp 0 --ignore-eos --json"

@@ -389,13 +389,12 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
   EXPECT_THROW(parse_repack_mode("yes"), UsageError);
 }
 
-// K-quant files: the GGUF-layout kernels take rows16's float steps (TypeTraits::
-// gguf_rows16_bits), so an engine reading the file and one reading the repacked copy give the
-// prompt and every greedy step the same logits, bit for bit (what makes devices of a ring
-// agree whichever layout each reads). The prompt's matmuls on the file run through rows16
-// groups made on the fly.
-TEST(Engine, KQuantFilesGiveTheSameBitsRepackedOrNot) {
-  for (const char* type : {"q4_k_m", "q6_k"}) {
+// The GGUF-layout kernels take rows16's float steps (TypeTraits::gguf_rows16_bits), so an
+// engine reading the file and one reading the repacked copy give the prompt and every greedy
+// step the same logits, bit for bit (what makes devices of a ring agree whichever layout each
+// reads). The prompt's matmuls on the file run through rows16 groups made on the fly.
+TEST(Engine, QuantizedFilesGiveTheSameBitsRepackedOrNot) {
+  for (const char* type : {"q4_k_m", "q6_k", "q8_0", "q4_0"}) {
     const auto path = make_model(
         Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false, 1.0f, 0});
     const auto file = gguf::GgufFile::open(path);

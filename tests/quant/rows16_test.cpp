@@ -326,43 +326,83 @@ TEST_P(Rows16Isa, ExtremeQuantsGiveTheScalarBits) {
   }
 }
 
-// Where the traits say so (the K-quants, on every ISA), the GGUF-layout kernels give each row
-// of the group the scalar rows16 kernel's bits: vec_dot, vec_dot_long and vec_dot_x4, on
-// random and extreme quants and every row length.
-TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
+// The traits say that every type with a rows16 layout has GGUF-layout kernels with the rows16
+// bits on every ISA, and they do: each row of the group gets the scalar rows16 kernel's bits
+// from vec_dot, vec_dot_long, vec_dot_x4 and the prepared and packed kernels, on random and
+// extreme quants and every row length.
+TEST_P(Rows16Isa, GgufKernelsGiveTheRows16Bits) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
   const TypeTraits& tr = traits_for_isa(type, isa);
-  const bool k_quant = type == T::kQ4_K || type == T::kQ5_K || type == T::kQ6_K;
-  EXPECT_EQ(tr.gguf_rows16_bits, k_quant) << isa_name(isa);
+  // Every type with a rows16 layout.
+  EXPECT_TRUE(tr.gguf_rows16_bits) << isa_name(isa);
   if (!tr.gguf_rows16_bits) return;
+  const auto expect_bits = [&](float got, float want, const char* kernel, int64_t cols, int r,
+                               int t) {
+    EXPECT_EQ(0, std::memcmp(&got, &want, sizeof got))
+        << isa_name(isa) << " " << kernel << ", cols " << cols << ", row " << r << ", token "
+        << t << ": " << got << " vs " << want;
+  };
   for (const auto& [cols, fill] : every_length_and_fill(type)) {
     const Group g = make_group(type, cols, 4, 61, fill);
-    for (int t = 0; t < 4; ++t) {
-      const auto want = scalar_dot(type, g, t);
-      for (int r = 0; r < kRows16; ++r) {
-        const uint8_t* row = g.rows.data() + static_cast<size_t>(r) * g.row_bytes;
+    std::vector<std::vector<float>> want(4);
+    for (int t = 0; t < 4; ++t) want[t] = scalar_dot(type, g, t);
+    // The GGUF-layout kernels' own activation forms: prepared (decode) and packed (prefill).
+    std::vector<uint8_t> prepared, packed_a, packed_w;
+    size_t prepared_bytes = 0, packed_a_bytes = 0;
+    if (tr.prepared != nullptr) {
+      prepared_bytes = tr.prepared->bytes(cols);
+      prepared.resize(4 * prepared_bytes);
+      for (int t = 0; t < 4; ++t) {
+        tr.prepared->prepare(cols, g.acts.data() + t * g.act_row_bytes,
+                             prepared.data() + t * prepared_bytes);
+      }
+    }
+    if (tr.packed != nullptr) {
+      packed_a_bytes = tr.packed->a_row_bytes(cols);
+      packed_a.resize(4 * packed_a_bytes);
+      for (int t = 0; t < 4; ++t) {
+        tr.packed->pack_a(cols, g.acts.data() + t * g.act_row_bytes,
+                          packed_a.data() + t * packed_a_bytes);
+      }
+      packed_w.resize(tr.packed->w_row_bytes(cols));
+    }
+    for (int r = 0; r < kRows16; ++r) {
+      const uint8_t* row = g.rows.data() + static_cast<size_t>(r) * g.row_bytes;
+      for (int t = 0; t < 4; ++t) {
         const uint8_t* act = g.acts.data() + static_cast<size_t>(t) * g.act_row_bytes;
         float got = -7.0f;
         tr.vec_dot(cols, row, act, &got);
-        EXPECT_EQ(0, std::memcmp(&got, &want[r], sizeof got))
-            << isa_name(isa) << " vec_dot, cols " << cols << ", row " << r << ", token " << t
-            << ": " << got << " vs " << want[r];
+        expect_bits(got, want[t][r], "vec_dot", cols, r, t);
         if (tr.vec_dot_long != nullptr) {
           tr.vec_dot_long(cols, row, act, &got);
-          EXPECT_EQ(0, std::memcmp(&got, &want[r], sizeof got))
-              << isa_name(isa) << " vec_dot_long, cols " << cols << ", row " << r;
+          expect_bits(got, want[t][r], "vec_dot_long", cols, r, t);
         }
-        if (tr.vec_dot_x4 != nullptr && t == 0) {
-          float got4[4];
-          tr.vec_dot_x4(cols, row, g.acts.data(), g.act_row_bytes, got4);
-          for (int k = 0; k < 4; ++k) {
-            const auto want_k = scalar_dot(type, g, k);
-            EXPECT_EQ(0, std::memcmp(&got4[k], &want_k[r], sizeof(float)))
-                << isa_name(isa) << " vec_dot_x4, cols " << cols << ", row " << r << ", token "
-                << k;
+        if (tr.prepared != nullptr) {
+          const uint8_t* pa = prepared.data() + t * prepared_bytes;
+          tr.prepared->dot(cols, row, pa, &got);
+          expect_bits(got, want[t][r], "prepared dot", cols, r, t);
+          if (tr.prepared->dot_long != nullptr) {
+            tr.prepared->dot_long(cols, row, pa, &got);
+            expect_bits(got, want[t][r], "prepared dot_long", cols, r, t);
           }
         }
+      }
+      float got4[4];
+      if (tr.vec_dot_x4 != nullptr) {
+        tr.vec_dot_x4(cols, row, g.acts.data(), g.act_row_bytes, got4);
+        for (int t = 0; t < 4; ++t) expect_bits(got4[t], want[t][r], "vec_dot_x4", cols, r, t);
+      }
+      if (tr.prepared != nullptr && tr.prepared->dot_x4 != nullptr) {
+        tr.prepared->dot_x4(cols, row, prepared.data(), prepared_bytes, got4);
+        for (int t = 0; t < 4; ++t) {
+          expect_bits(got4[t], want[t][r], "prepared dot_x4", cols, r, t);
+        }
+      }
+      if (tr.packed != nullptr) {
+        tr.packed->pack_w(cols, row, packed_w.data());
+        tr.packed->dot_x4(cols, packed_w.data(), packed_a.data(), packed_a_bytes, got4);
+        for (int t = 0; t < 4; ++t) expect_bits(got4[t], want[t][r], "packed dot_x4", cols, r, t);
       }
     }
   }

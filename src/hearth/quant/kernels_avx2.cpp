@@ -207,38 +207,32 @@ inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// Blocks are processed eight at a time so their scales are converted together; `block_dot`
-// returns the (8) i32 partial sums of block k, `scalar_block` the exact tail blocks.
-template <size_t kL2Ahead, typename WBlock, typename BlockDot, typename ScalarBlock>
-inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y,
-                                 BlockDot block_dot, ScalarBlock scalar_block) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(WBlock)>(x + i);
-    const __m256 scales =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(WBlock)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
-    for (int k = 0; k < 8; k += 2) {
-      const __m256i d0 = block_dot(x[i + k], y[i + k]);
-      const __m256i d1 = block_dot(x[i + k + 1], y[i + k + 1]);
-      acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k)),
-                             _mm256_cvtepi32_ps(d0), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k + 1)),
-                             _mm256_cvtepi32_ps(d1), acc1);
-    }
-  }
-  float tail = 0;
-  for (; i < nb; ++i) tail += scalar_block(x[i], y[i]);
-  return hsum256(_mm256_add_ps(acc0, acc1)) + tail;
+// The (8) int32 exact dots of eight blocks, lane b = block b, from their partial sums v[b]
+// (8 lanes each): a vphaddd tree per 128-bit half, then the halves added.
+inline __m256i reduce_blocks8(const __m256i* v) {
+  // Per 128-bit half: h0 = blocks 0..3, h1 = blocks 4..7 (partials of that half).
+  const __m256i h0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i h1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                          _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+// acc after the block steps (block_steps.h) of eight blocks in order, whose scales and exact
+// sums (as floats) are lanes 0..7 of sc and fi.
+inline float q8_0_steps8(float acc, __m256 sc, __m256 fi) {
+  acc = q8_0_steps4(acc, _mm256_castps256_ps128(sc), _mm256_castps256_ps128(fi));
+  return q8_0_steps4(acc, _mm256_extractf128_ps(sc, 1), _mm256_extractf128_ps(fi, 1));
 }
 
 // Q8_0 x Q8_0 in groups of 8 blocks. As in the AVX-512 file, the decode kernel and the
 // packed prefill kernel both end a group with one (8) int32 vector of the blocks' exact
-// integer dots (lane b = block b), then acc = fma(d_w * d_a, float(isum), acc), the same
-// horizontal sum and the same scalar tail, so they agree bitwise (matmul == matvec). Decode
-// sums each block's 8 partial lanes with a vphaddd tree; prefill packs weights and
-// activations as 4-byte columns of the 8 blocks so no per-block reduction is needed.
+// integer dots (lane b = block b) and one of their scales, then take the row's float sum
+// through the blocks' steps in order (q8_0_steps8) and the scalar tail, so they give the
+// reference's bits. Decode sums each block's 8 partial lanes with a vphaddd tree; prefill
+// packs weights and activations as 4-byte columns of the 8 blocks so no per-block reduction
+// is needed.
 constexpr int kQ8Group = 8;
 
 // Rows as stored: a group is its 8 blocks, unchanged.
@@ -248,22 +242,15 @@ template <size_t kL2Ahead = 0>
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   Q8Rows::dot<1>(
       n, w, a, 0, out,
-      [](const uint8_t* wg, const uint8_t* ag, __m256* acc) __attribute__((always_inline)) {
+      [](const uint8_t* wg, const uint8_t* ag, float* acc) __attribute__((always_inline)) {
         prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
         const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
         __m256i v[8];  // (8) i32 partial dots of block b
         for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(yg[b].qs));
-        // Per 128-bit half: h0 = blocks 0..3, h1 = blocks 4..7 (partials of that half).
-        const __m256i h0 =
-            _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-        const __m256i h1 =
-            _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
-                                              _mm256_permute2x128_si256(h0, h1, 0x31));
         const __m256 sc =
             _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), load_scales8(ag, sizeof(BlockQ8_0)));
-        acc[0] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[0]);
+        acc[0] = q8_0_steps8(acc[0], sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
       });
 }
 
@@ -320,7 +307,7 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
   const __m256i ones = _mm256_set1_epi16(1);
   Q8PackedRows::dot<NT>(
       n, packed_w, packed_a, a_stride,
-      out, [&](const uint8_t* wg, const uint8_t* ag, __m256* acc) __attribute__((always_inline)) {
+      out, [&](const uint8_t* wg, const uint8_t* ag, float* acc) __attribute__((always_inline)) {
         __m256i isum[NT];
         for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
@@ -336,7 +323,7 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
         for (int t = 0; t < NT; ++t) {
           const __m256 sc =
               _mm256_mul_ps(wd, _mm256_loadu_ps(reinterpret_cast<const float*>(ag + t * a_stride)));
-          acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum[t]), acc[t]);
+          acc[t] = q8_0_steps8(acc[t], sc, _mm256_cvtepi32_ps(isum[t]));
         }
       });
 }
@@ -353,13 +340,32 @@ inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
   return dot_s8_32(_mm256_sub_epi8(nib, _mm256_set1_epi8(8)), loadu(yb.qs));
 }
 
+// Blocks eight at a time, as Q8_0's decode: their exact dots reduced together
+// (reduce_blocks8), their scales converted together, then the steps in block order.
 template <size_t kL2Ahead = 0>
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_blocks_q8_0_act<kL2Ahead>(
-      n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
-      [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
-        return h2f(xb.d) * h2f(yb.d) * hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
-      });
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int64_t nb = n / kQK0;
+  float acc = 0;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(BlockQ4_0)>(x + i);
+    __m256i v[8];
+    for (int b = 0; b < 8; ++b) v[b] = q4_0_block_dot(x[i + b], y[i + b]);
+    const __m256 sc =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ4_0)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    acc = q8_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+  }
+  for (; i < nb; ++i) {
+    const __m256i v = q4_0_block_dot(x[i], y[i]);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_hadd_epi32(s, s);
+    s = _mm_hadd_epi32(s, s);
+    acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), _mm_cvtsi128_si32(s));
+  }
+  *out = acc;
 }
 
 }  // namespace

@@ -285,10 +285,11 @@ void dot_q6_k_long(int64_t n, const void* w, const void* a, float* out) {
 // need lane inserts), with the per-block float scales of eight blocks computed together.
 // Q8_0 x Q8_0. Both the decode kernel and the packed prefill kernel end each group of 16
 // blocks with one int32 vector holding the 16 blocks' exact integer dots, lane L belonging
-// to block kQ8LaneBlock[L], then acc = fma(d_w * d_a, float(isum), acc) per lane with the
-// same lane order, and finally the same lane reduction and scalar tail. The integer sums
-// are exact whichever way they are formed, so the two kernels agree bitwise (matmul's
-// contract with matvec) while forming them differently:
+// to block kQ8LaneBlock[L], and one vector of the blocks' scales d_w * d_a; q8_0_steps16 then
+// takes the row's float sum through the 16 blocks' steps in block order (block_steps.h), as
+// the reference and the rows16 kernels do, and the scalar tail continues it. The integer
+// sums are exact whichever way they are formed, so every kernel agrees bitwise with the
+// reference (and the rows16 layout) while forming them differently:
 //  - decode (one activation row, weights as stored): two blocks per 512-bit vector, one
 //    vpdpbusd per pair (on a prepared activation: w ^ 0x80 times a, corrected by
 //    -128 * sum(a) per block), then a shuffle tree that sums each block's 8 lanes into one
@@ -299,6 +300,20 @@ void dot_q6_k_long(int64_t n, const void* w, const void* a, float* out) {
 constexpr int kQ8Group = 16;  // blocks per group
 // Block of the group held by lane L = 4c + k: c + {0, 8, 4, 12}[k] (what the tree yields).
 constexpr int kQ8LaneBlock[16] = {0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15};
+
+// acc after the block steps of a group whose scales and exact sums (as floats) are sc and fi
+// in lane order kQ8LaneBlock: one permute each into block order, then the steps in order.
+// Sixteen dependent fmas per group: a one-row kernel waits on them where a core reads faster
+// than about 8 bytes a cycle (docs/kernels.md, "One set of float steps").
+inline float q8_0_steps16(float acc, __m512 sc, __m512 fi) {
+  const __m512i to_block = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+  sc = _mm512_permutexvar_ps(to_block, sc);
+  fi = _mm512_permutexvar_ps(to_block, fi);
+  acc = q8_0_steps4(acc, _mm512_castps512_ps128(sc), _mm512_castps512_ps128(fi));
+  acc = q8_0_steps4(acc, _mm512_extractf32x4_ps(sc, 1), _mm512_extractf32x4_ps(fi, 1));
+  acc = q8_0_steps4(acc, _mm512_extractf32x4_ps(sc, 2), _mm512_extractf32x4_ps(fi, 2));
+  return q8_0_steps4(acc, _mm512_extractf32x4_ps(sc, 3), _mm512_extractf32x4_ps(fi, 3));
+}
 
 // Packed rows: per group, weights = (16) f32 scales | (16) i32 -128 * sum(w) | (8, 16) 4-byte
 // columns; activations = (16) f32 scales | (8, 16) 4-byte columns of a + 128. Lane order
@@ -386,7 +401,7 @@ using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeo
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   Q8Rows::dot<1>(
       n, w, a, 0, out,
-      [](const uint8_t* wg, const uint8_t* ag, __m512* acc) __attribute__((always_inline)) {
+      [](const uint8_t* wg, const uint8_t* ag, float* acc) __attribute__((always_inline)) {
         const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
         __m512i v[8];
@@ -398,7 +413,7 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
           v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), as);
         }
         const __m512 sc = _mm512_mul_ps(group_scales(xg), group_scales(yg));
-        acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)), acc[0]);
+        acc[0] = q8_0_steps16(acc[0], sc, _mm512_cvtepi32_ps(q8_reduce_pairs(v)));
       });
 }
 
@@ -409,7 +424,7 @@ void dot_q8_0_prepared_rows(int64_t n, const void* w, const void* a, float* out)
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   Q8PreparedRows::dot<1>(
       n, w, a, 0,
-      out, [&](const uint8_t* wg, const uint8_t* pg, __m512* acc) __attribute__((always_inline)) {
+      out, [&](const uint8_t* wg, const uint8_t* pg, float* acc) __attribute__((always_inline)) {
         prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
         const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         __m512i v[8];
@@ -421,7 +436,7 @@ void dot_q8_0_prepared_rows(int64_t n, const void* w, const void* a, float* out)
         const __m512i isum =
             _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
         const __m512 sc = _mm512_mul_ps(group_scales(xg), _mm512_loadu_ps(pg));
-        acc[0] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[0]);
+        acc[0] = q8_0_steps16(acc[0], sc, _mm512_cvtepi32_ps(isum));
       });
 }
 
@@ -484,7 +499,7 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
   constexpr int NT = 4;
   Q8PackedRows::dot<NT>(
       n, packed_w, packed_a, a_stride,
-      out, [&](const uint8_t* wg, const uint8_t* ag0, __m512* acc) __attribute__((always_inline)) {
+      out, [&](const uint8_t* wg, const uint8_t* ag0, float* acc) __attribute__((always_inline)) {
         const __m512 wd = _mm512_loadu_ps(wg);
         const __m512i corr = _mm512_loadu_si512(wg + 64);
         __m512i wc[8];
@@ -495,7 +510,7 @@ void q8_packed_dot_x4(int64_t n, const void* packed_w, const void* packed_a, siz
           for (int j = 0; j < 8; ++j)
             isum = _mm512_dpbusd_epi32(isum, _mm512_loadu_si512(ag + 64 + 64 * j), wc[j]);
           const __m512 sc = _mm512_mul_ps(wd, _mm512_loadu_ps(ag));
-          acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[t]);
+          acc[t] = q8_0_steps16(acc[t], sc, _mm512_cvtepi32_ps(isum));
         }
       });
 }
@@ -509,9 +524,8 @@ constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q
 // bytes broadcast to two 128-bit lanes, the second lane shifted down a nibble), one vpdpbusd
 // against the pair's activation, q8_reduce_pairs to one int32 per block in lane order
 // kQ8LaneBlock, the -8 offset as -8 * sum(a) per block, then one lane-wise scale multiply and
-// fma per group; the blocks after the last whole group are summed in scalar order. Lane l of
-// the float sum holds block kQ8LaneBlock[l] of every group, so the plain and the prepared
-// kernels below give the same bits.
+// the group's block steps in order (q8_0_steps16); the blocks after the last whole group
+// continue the steps in scalar code. So every kernel below gives the reference's bits.
 // Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
 // qs(hi) & 15, qs(hi) >> 4.
 inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
@@ -557,17 +571,16 @@ inline __m512 q4_group_scales(const BlockQ4_0* g) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(d));
 }
 
-// Scalar Q4_0 dot of blocks [0, nb), the tail after the last whole group, added in order.
-inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
-  float tail = 0;
+// acc after the steps of Q4_0 blocks [0, nb): the tail after the last whole group.
+inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     int32_t isum = 0;
     for (int j = 0; j < kQK0 / 2; ++j) {
       isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
     }
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+    acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), isum);
   }
-  return tail;
+  return acc;
 }
 
 // The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
@@ -578,16 +591,16 @@ template <size_t kL2Ahead = 0, typename GroupDot>
                                              size_t a_group_bytes, float* out, GroupDot group_dot) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  __m512 acc = _mm512_setzero_ps();
+  float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
     __m512 ad;
     const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
+    acc = q8_0_steps16(acc, _mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum));
   }
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
-  *out = _mm512_reduce_add_ps(acc) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
 }
 
 // Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
@@ -644,8 +657,7 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* pa = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  __m512 acc[kNT];
-  for (int t = 0; t < kNT; ++t) acc[t] = _mm512_setzero_ps();
+  float acc[kNT] = {};
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     __m512i q[8];
@@ -661,13 +673,13 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
       const __m512i isum =
           _mm512_add_epi32(q8_reduce_pairs(v), _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
       acc[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum), acc[t]);
+          q8_0_steps16(acc[t], _mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum));
     }
   }
   for (int t = 0; t < kNT; ++t) {
     const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
                                                         static_cast<size_t>(ng) * kQ8PreparedA);
-    out[t] = _mm512_reduce_add_ps(acc[t]) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+    out[t] = q4_tail(acc[t], x + ng * kQ8Group, yt, nb - ng * kQ8Group);
   }
 }
 

@@ -34,33 +34,6 @@ inline int32_t dot32(const int8_t* a, int8x16_t q0, int8x16_t q1) {
   return vaddvq_s32(acc);
 }
 
-// One block's part of a row's dot: scale * value.
-struct BlockTerm {
-  float scale;
-  float value;
-};
-
-// Sums block_dot(x[i], y[i]).scale * .value over the weight blocks x and activation blocks y
-// of an n-element row, in block order; the activation block holds one int8 quant per element,
-// so its qs length is the block size. The product and the sum stay one expression so that a
-// compiler which contracts only within an expression (clang) still makes them one fused
-// multiply-add. Always inlined, so GCC weighs the kernel's loops as one function (as when each
-// kernel wrote its own block loop): inlined late, the block body's inner loops can look no
-// hotter than the block loop to the register allocator.
-template <typename BlockW, typename BlockA, typename BlockDot>
-[[gnu::always_inline]] inline void neon_blocks_dot(int64_t n, const void* w, const void* a,
-                                                   float* out, BlockDot block_dot) {
-  const auto* x = static_cast<const BlockW*>(w);
-  const auto* y = static_cast<const BlockA*>(a);
-  constexpr int64_t kBlock = sizeof(BlockA::qs);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kBlock; ++i) {
-    const BlockTerm t = block_dot(x[i], y[i]);
-    sum += t.scale * t.value;
-  }
-  *out = sum;
-}
-
 // Q4_K / Q5_K x Q8_K: quants(c, q) sets q[0], q[1] to the 32 signed quants of sub-block 2c
 // and q[2], q[3] to those of sub-block 2c + 1.
 template <typename Dot, typename Block, typename Quants>
@@ -163,23 +136,25 @@ void neon_dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
 
 template <typename Dot>
 void neon_dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  neon_blocks_dot<BlockQ8_0, BlockQ8_0>(n, w, a, out, [](const BlockQ8_0& x, const BlockQ8_0& y) {
-    const int32_t isum = dot32<Dot>(y.qs, vld1q_s8(x.qs), vld1q_s8(x.qs + 16));
-    return BlockTerm{fp16_to_f32(x.d) * fp16_to_f32(y.d), static_cast<float>(isum)};
-  });
+  ref::dot_blocks_chained<BlockQ8_0, BlockQ8_0>(
+      n, w, a, out, [](float acc, const BlockQ8_0& x, const BlockQ8_0& y) {
+        const int32_t isum = dot32<Dot>(y.qs, vld1q_s8(x.qs), vld1q_s8(x.qs + 16));
+        return q8_0_block_step(acc, fp16_to_f32(x.d), fp16_to_f32(y.d), isum);
+      });
 }
 
 template <typename Dot>
 void neon_dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const int8x16_t eight = vdupq_n_s8(8);
-  neon_blocks_dot<BlockQ4_0, BlockQ8_0>(n, w, a, out, [&](const BlockQ4_0& x, const BlockQ8_0& y) {
-    const uint8x16_t q = vld1q_u8(x.qs);
-    const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
-    const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-    const int32_t isum = dot32<Dot>(y.qs, lo, hi);
-    return BlockTerm{fp16_to_f32(x.d) * fp16_to_f32(y.d), static_cast<float>(isum)};
-  });
+  ref::dot_blocks_chained<BlockQ4_0, BlockQ8_0>(
+      n, w, a, out, [&](float acc, const BlockQ4_0& x, const BlockQ8_0& y) {
+        const uint8x16_t q = vld1q_u8(x.qs);
+        const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
+        const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
+        const int32_t isum = dot32<Dot>(y.qs, lo, hi);
+        return q8_0_block_step(acc, fp16_to_f32(x.d), fp16_to_f32(y.d), isum);
+      });
 }
 
 // Float rows: load4(p) widens four weights to f32.

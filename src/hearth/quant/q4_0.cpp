@@ -4,6 +4,7 @@
 
 #include "hearth/base/half.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/ref_blocks.h"
 #include "hearth/quant/reference_kernels.h"
 
@@ -36,14 +37,15 @@ void quantize_q4_0(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q4_0_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks<BlockQ4_0, BlockQ8_0>(n, w, a, out, [](const BlockQ4_0& x, const BlockQ8_0& y) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK0 / 2; ++j) {
-      isum += ((x.qs[j] & 0x0f) - 8) * y.qs[j];
-      isum += ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
-    }
-    return half_to_float(x.d) * half_to_float(y.d) * static_cast<float>(isum);
-  });
+  dot_blocks_chained<BlockQ4_0, BlockQ8_0>(
+      n, w, a, out, [](float acc, const BlockQ4_0& x, const BlockQ8_0& y) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQK0 / 2; ++j) {
+          isum += ((x.qs[j] & 0x0f) - 8) * y.qs[j];
+          isum += ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
+        }
+        return q8_0_block_step(acc, half_to_float(x.d), half_to_float(y.d), isum);
+      });
 }
 
 }  // namespace hearth::quant::ref

@@ -2,6 +2,7 @@
 #include "hearth/base/half.h"
 #include "hearth/quant/act_quant_common.h"
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/ref_blocks.h"
 #include "hearth/quant/reference_kernels.h"
 
@@ -23,11 +24,12 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q8_0_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks<BlockQ8_0, BlockQ8_0>(n, w, a, out, [](const BlockQ8_0& x, const BlockQ8_0& y) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK0; ++j) isum += x.qs[j] * y.qs[j];
-    return half_to_float(x.d) * half_to_float(y.d) * static_cast<float>(isum);
-  });
+  dot_blocks_chained<BlockQ8_0, BlockQ8_0>(
+      n, w, a, out, [](float acc, const BlockQ8_0& x, const BlockQ8_0& y) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQK0; ++j) isum += x.qs[j] * y.qs[j];
+        return q8_0_block_step(acc, half_to_float(x.d), half_to_float(y.d), isum);
+      });
 }
 
 }  // namespace hearth::quant::ref

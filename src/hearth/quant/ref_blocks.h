@@ -35,21 +35,11 @@ inline void quantize_blocks(const float* src, void* dst, int64_t n, Quantize qua
   for (int64_t i = 0; i < n / qk; ++i) quantize(src + i * qk, b[i]);
 }
 
-// *out = the sum over the blocks of block_dot(weight block, activation block), in order.
-template <class W, class A, class BlockDot>
-inline void dot_blocks(int64_t n, const void* w, const void* a, float* out, BlockDot block_dot) {
-  constexpr int qk = kBlockElems<W>;
-  const auto* x = static_cast<const W*>(w);
-  const auto* y = static_cast<const A*>(a);
-  float s = 0;
-  for (int64_t i = 0; i < n / qk; ++i) s += block_dot(x[i], y[i]);
-  *out = s;
-}
-
 // *out = acc after acc = block_step(acc, weight block, activation block) over the blocks in
-// order from 0: the K-quant kernels whose float steps are block_steps.h's (the reference and
-// NEON). Always inlined, so GCC weighs a SIMD kernel's loops as one function (see
-// neon_blocks_dot).
+// order from 0: the kernels whose float steps are block_steps.h's (the reference and NEON).
+// Always inlined, so GCC weighs a SIMD kernel's loops as one function (as when each kernel
+// wrote its own block loop): inlined late, the block body's inner loops can look no hotter
+// than the block loop to the register allocator.
 template <class W, class A, class BlockStep>
 [[gnu::always_inline]] inline void dot_blocks_chained(int64_t n, const void* w, const void* a,
                                                       float* out, BlockStep block_step) {

@@ -201,7 +201,7 @@ void rows16_prepare_q8_0(int64_t cols, const void* act_row, void* dst, int32_t o
 // One block column's step of the scalar kernel of a layout over 32-element blocks whose
 // activation rows16_prepare_q8_0 prepares, for row r and one token (ab: its prepared
 // activation block): isum = the block's correction + quant_sum(g, r, quants), exact, then
-// acc = fma(d_w * d_a, float(isum), acc).
+// acc = fma(d_w * d_a, float(isum), acc) (q8_0_block_step).
 template <int32_t (*quant_sum)(const uint8_t* g, int r, const int8_t* aq)>
 float rows16_q8_0_block_dot(const uint8_t* g, int r, const uint8_t* ab, float acc) {
   float da;
@@ -211,8 +211,7 @@ float rows16_q8_0_block_dot(const uint8_t* g, int r, const uint8_t* ab, float ac
   isum += quant_sum(g, r, reinterpret_cast<const int8_t*>(ab + 8));
   uint16_t dw;
   std::memcpy(&dw, g + 2 * r, 2);
-  const float scale = half_to_float(dw) * da;
-  return std::fma(scale, static_cast<float>(isum), acc);
+  return q8_0_block_step(acc, half_to_float(dw), da, isum);
 }
 
 // Rows16::prepare_act of a K-quant layout L from a Q8_K row: per super-block, f32 d and 12

@@ -57,9 +57,9 @@ constexpr IsaKernels kIsaKernels[] = {
 };
 
 // The types whose GGUF-layout kernels take rows16's float steps on every ISA (block_steps.h):
-// the K-quants. Q8_0's and Q4_0's sum their blocks' terms in other orders.
+// every type with a rows16 layout.
 constexpr bool gguf_kernels_take_rows16_steps(TensorType t) {
-  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K;
+  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K || t == T::kQ8_0 || t == T::kQ4_0;
 }
 
 const IsaKernels& kernels_of(Isa isa) {

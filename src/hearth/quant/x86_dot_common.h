@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
+#include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
 
 namespace hearth::quant {
@@ -153,15 +154,25 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
-// Scalar Q8_0 dot of blocks [i, nb): the tail after the last whole group.
-inline float q8_tail(const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
-  float tail = 0;
+// acc after the Q8_0 / Q4_0 steps (q8_0_block_step_f) of four blocks in order, whose scales
+// and sums are lanes 0..3 of s and f. The SIMD kernels form a group's scales and exact sums in
+// vectors, then step through them in block order as the reference does.
+inline float q8_0_steps4(float acc, __m128 s, __m128 f) {
+  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(s), _mm_cvtss_f32(f));
+  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehdup_ps(s)), _mm_cvtss_f32(_mm_movehdup_ps(f)));
+  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehl_ps(s, s)), _mm_cvtss_f32(_mm_movehl_ps(f, f)));
+  return q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3)),
+                           _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)));
+}
+
+// acc after the steps of Q8_0 blocks [i, nb): the tail after the last whole group.
+inline float q8_tail(float acc, const BlockQ8_0* x, const BlockQ8_0* y, int64_t i, int64_t nb) {
   for (; i < nb; ++i) {
     int32_t isum = 0;
     for (int e = 0; e < kQK0; ++e) isum += x[i].qs[e] * y[i].qs[e];
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
+    acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), isum);
   }
-  return tail;
+  return acc;
 }
 
 // Q8_0 rows packed for the prefill kernels: each whole group of `Group` blocks takes
@@ -190,23 +201,23 @@ struct Q8Packed {
     std::memcpy(out, x + ng * Group, static_cast<size_t>(nb - ng * Group) * sizeof(BlockQ8_0));
   }
 
-  // out[t] = the lanes of acc[t] summed, plus the scalar dot of the blocks after the whole
-  // groups of the weight row pw and activation row t (pa + t * a_stride).
+  // out[t] = acc[t] after the steps of the blocks after the whole groups of the weight row pw
+  // and activation row t (pa + t * a_stride).
   template <int NT>
   static void finish(int64_t n, const uint8_t* pw, const uint8_t* pa, size_t a_stride,
-                     const FloatVec::V* acc, float* out) {
+                     const float* acc, float* out) {
     const int64_t nb = n / kQK0, ng = nb / Group;
     const auto* xt = reinterpret_cast<const BlockQ8_0*>(pw + static_cast<size_t>(ng) * WGroupBytes);
     for (int t = 0; t < NT; ++t) {
       const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
                                                           static_cast<size_t>(ng) * AGroupBytes);
-      out[t] = FloatVec::sum(acc[t]) + q8_tail(xt, yt, 0, nb - ng * Group);
+      out[t] = q8_tail(acc[t], xt, yt, 0, nb - ng * Group);
     }
   }
 
   // An NT-row kernel over weight row w and activation rows a + t * a_stride: per whole group,
-  // group_dot(wg, ag, acc) adds the group's part of row t's dot to acc[t] (wg: the group in w,
-  // ag: in activation row 0), then finish. This and group_dot are always inlined, so the
+  // group_dot(wg, ag, acc) takes row t's acc[t] through the group's block steps in order (wg:
+  // the group in w, ag: in activation row 0), then finish. This and group_dot are always inlined, so the
   // compiler weighs the kernel's loops as one function: inlined late, group_dot's inner loops
   // can look no hotter than the group loop to the register allocator.
   template <int NT, typename GroupDot>
@@ -215,8 +226,7 @@ struct Q8Packed {
     const auto* pw = static_cast<const uint8_t*>(w);
     const auto* pa = static_cast<const uint8_t*>(a);
     const int64_t nb = n / kQK0, ng = nb / Group;
-    FloatVec::V acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = FloatVec::zero();
+    float acc[NT] = {};
     for (int64_t g = 0; g < ng; ++g) {
       group_dot(pw + static_cast<size_t>(g) * WGroupBytes,
                 pa + static_cast<size_t>(g) * AGroupBytes, acc);
