@@ -1,10 +1,10 @@
 // The float steps one row takes per block, shared by every kernel of both layouts: the
 // rows16 lanes (rows16_q4_k_block_dot, rows16_q6_k.cpp, rows16_q8_0_block_dot) and the
-// GGUF-layout kernels of every ISA (reference, NEON, AVX2, AVX-512). Each kernel forms the block's exact
-// integer sums in whatever order suits it, then calls these in block order starting from 0,
-// so a row gets the same bits whichever layout and ISA computed it: matmul may repack GGUF
-// rows into rows16 on the fly and still give each token matvec's bits, and devices of a ring
-// that read different layouts agree (docs/kernels.md, "One set of float steps").
+// GGUF-layout kernels of every ISA (reference, NEON, AVX2, AVX-512). Each kernel forms the
+// block's exact integer sums in whatever order suits it, then calls these in block order
+// starting from 0, so a row gets the same bits whichever layout and ISA computed it: matmul may
+// repack GGUF rows into rows16 on the fly and still give each token matvec's bits, and devices
+// of a ring that read different layouts agree (docs/kernels.md, "One set of float steps").
 #pragma once
 
 #include <cmath>
@@ -36,6 +36,7 @@ inline float q6_k_block_step(float acc, float d, float da, int32_t sum) {
 // Q8_0 / Q4_0: sum = the block's (quants . activation), Q4_0's quants less their offset 8;
 // scale = d * da. scale and sum_f as separate operands, for kernels that form eight or
 // sixteen blocks' scales and sums in vectors and then step through their lanes in block order.
+// Q4_0's GGUF kernels on x86 do not take it yet (TypeTraits::gguf_rows16_bits).
 inline float q8_0_block_step_f(float acc, float scale, float sum_f) {
   return std::fma(scale, sum_f, acc);
 }

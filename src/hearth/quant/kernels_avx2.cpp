@@ -207,6 +207,32 @@ inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+// Blocks are processed eight at a time so their scales are converted together; `block_dot`
+// returns the (8) i32 partial sums of block k, `scalar_block` the exact tail blocks.
+template <size_t kL2Ahead, typename WBlock, typename BlockDot, typename ScalarBlock>
+inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y,
+                                 BlockDot block_dot, ScalarBlock scalar_block) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(WBlock)>(x + i);
+    const __m256 scales =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(WBlock)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    for (int k = 0; k < 8; k += 2) {
+      const __m256i d0 = block_dot(x[i + k], y[i + k]);
+      const __m256i d1 = block_dot(x[i + k + 1], y[i + k + 1]);
+      acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k)),
+                             _mm256_cvtepi32_ps(d0), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k + 1)),
+                             _mm256_cvtepi32_ps(d1), acc1);
+    }
+  }
+  float tail = 0;
+  for (; i < nb; ++i) tail += scalar_block(x[i], y[i]);
+  return hsum256(_mm256_add_ps(acc0, acc1)) + tail;
+}
+
 // The (8) int32 exact dots of eight blocks, lane b = block b, from their partial sums v[b]
 // (8 lanes each): a vphaddd tree per 128-bit half, then the halves added.
 inline __m256i reduce_blocks8(const __m256i* v) {
@@ -340,32 +366,13 @@ inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
   return dot_s8_32(_mm256_sub_epi8(nib, _mm256_set1_epi8(8)), loadu(yb.qs));
 }
 
-// Blocks eight at a time, as Q8_0's decode: their exact dots reduced together
-// (reduce_blocks8), their scales converted together, then the steps in block order.
 template <size_t kL2Ahead = 0>
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  const auto* x = static_cast<const BlockQ4_0*>(w);
-  const auto* y = static_cast<const BlockQ8_0*>(a);
-  const int64_t nb = n / kQK0;
-  float acc = 0;
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(BlockQ4_0)>(x + i);
-    __m256i v[8];
-    for (int b = 0; b < 8; ++b) v[b] = q4_0_block_dot(x[i + b], y[i + b]);
-    const __m256 sc =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ4_0)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
-    acc = q8_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
-  }
-  for (; i < nb; ++i) {
-    const __m256i v = q4_0_block_dot(x[i], y[i]);
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_hadd_epi32(s, s);
-    s = _mm_hadd_epi32(s, s);
-    acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), _mm_cvtsi128_si32(s));
-  }
-  *out = acc;
+  *out = dot_blocks_q8_0_act<kL2Ahead>(
+      n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
+      [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
+        return h2f(xb.d) * h2f(yb.d) * hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
+      });
 }
 
 }  // namespace

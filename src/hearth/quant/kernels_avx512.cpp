@@ -524,8 +524,9 @@ constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q
 // bytes broadcast to two 128-bit lanes, the second lane shifted down a nibble), one vpdpbusd
 // against the pair's activation, q8_reduce_pairs to one int32 per block in lane order
 // kQ8LaneBlock, the -8 offset as -8 * sum(a) per block, then one lane-wise scale multiply and
-// the group's block steps in order (q8_0_steps16); the blocks after the last whole group
-// continue the steps in scalar code. So every kernel below gives the reference's bits.
+// fma per group; the blocks after the last whole group are summed in scalar order. Lane l of
+// the float sum holds block kQ8LaneBlock[l] of every group, so the plain and the prepared
+// kernels below give the same bits.
 // Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
 // qs(hi) & 15, qs(hi) >> 4.
 inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
@@ -571,16 +572,17 @@ inline __m512 q4_group_scales(const BlockQ4_0* g) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(d));
 }
 
-// acc after the steps of Q4_0 blocks [0, nb): the tail after the last whole group.
-inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
+// Scalar Q4_0 dot of blocks [0, nb), the tail after the last whole group, added in order.
+inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
+  float tail = 0;
   for (int64_t i = 0; i < nb; ++i) {
     int32_t isum = 0;
     for (int j = 0; j < kQK0 / 2; ++j) {
       isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
     }
-    acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), isum);
+    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
   }
-  return acc;
+  return tail;
 }
 
 // The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
@@ -591,16 +593,16 @@ template <size_t kL2Ahead = 0, typename GroupDot>
                                              size_t a_group_bytes, float* out, GroupDot group_dot) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  float acc = 0;
+  __m512 acc = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
     __m512 ad;
     const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
-    acc = q8_0_steps16(acc, _mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
   }
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
-  *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  *out = _mm512_reduce_add_ps(acc) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
 }
 
 // Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
@@ -657,7 +659,8 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* pa = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  float acc[kNT] = {};
+  __m512 acc[kNT];
+  for (int t = 0; t < kNT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     __m512i q[8];
@@ -673,13 +676,13 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
       const __m512i isum =
           _mm512_add_epi32(q8_reduce_pairs(v), _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
       acc[t] =
-          q8_0_steps16(acc[t], _mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum));
+          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum), acc[t]);
     }
   }
   for (int t = 0; t < kNT; ++t) {
     const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
                                                         static_cast<size_t>(ng) * kQ8PreparedA);
-    out[t] = q4_tail(acc[t], x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+    out[t] = _mm512_reduce_add_ps(acc[t]) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
   }
 }
 

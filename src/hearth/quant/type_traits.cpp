@@ -57,9 +57,11 @@ constexpr IsaKernels kIsaKernels[] = {
 };
 
 // The types whose GGUF-layout kernels take rows16's float steps on every ISA (block_steps.h):
-// every type with a rows16 layout.
+// every type with a rows16 layout but Q4_0, whose x86 GGUF kernels sum 16 blocks' terms
+// across lanes. (With one fma per 18-byte block in a chain, a one-row Q4_0 kernel waits on
+// its chain well below the read bandwidth; docs/kernels.md, "One set of float steps".)
 constexpr bool gguf_kernels_take_rows16_steps(TensorType t) {
-  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K || t == T::kQ8_0 || t == T::kQ4_0;
+  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K || t == T::kQ8_0;
 }
 
 const IsaKernels& kernels_of(Isa isa) {
