@@ -340,8 +340,8 @@ TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
   const auto expect_bits = [&](float got, float want, const char* kernel, int64_t cols, int r,
                                int t) {
     EXPECT_EQ(0, std::memcmp(&got, &want, sizeof got))
-        << isa_name(isa) << " " << kernel << ", cols " << cols << ", row " << r << ", token "
-        << t << ": " << got << " vs " << want;
+        << isa_name(isa) << " " << kernel << ", cols " << cols << ", row " << r << ", token " << t
+        << ": " << got << " vs " << want;
   };
   for (const auto& [cols, fill] : every_length_and_fill(type)) {
     const Group g = make_group(type, cols, 4, 61, fill);

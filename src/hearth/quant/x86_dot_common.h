@@ -159,8 +159,10 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
 // vectors, then step through them in block order as the reference does.
 inline float q8_0_steps4(float acc, __m128 s, __m128 f) {
   acc = q8_0_block_step_f(acc, _mm_cvtss_f32(s), _mm_cvtss_f32(f));
-  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehdup_ps(s)), _mm_cvtss_f32(_mm_movehdup_ps(f)));
-  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehl_ps(s, s)), _mm_cvtss_f32(_mm_movehl_ps(f, f)));
+  acc =
+      q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehdup_ps(s)), _mm_cvtss_f32(_mm_movehdup_ps(f)));
+  acc = q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_movehl_ps(s, s)),
+                          _mm_cvtss_f32(_mm_movehl_ps(f, f)));
   return q8_0_block_step_f(acc, _mm_cvtss_f32(_mm_shuffle_ps(s, s, 3)),
                            _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)));
 }
@@ -217,9 +219,9 @@ struct Q8Packed {
 
   // An NT-row kernel over weight row w and activation rows a + t * a_stride: per whole group,
   // group_dot(wg, ag, acc) takes row t's acc[t] through the group's block steps in order (wg:
-  // the group in w, ag: in activation row 0), then finish. This and group_dot are always inlined, so the
-  // compiler weighs the kernel's loops as one function: inlined late, group_dot's inner loops
-  // can look no hotter than the group loop to the register allocator.
+  // the group in w, ag: in activation row 0), then finish. This and group_dot are always inlined,
+  // so the compiler weighs the kernel's loops as one function: inlined late, group_dot's inner
+  // loops can look no hotter than the group loop to the register allocator.
   template <int NT, typename GroupDot>
   [[gnu::always_inline]] static void dot(int64_t n, const void* w, const void* a, size_t a_stride,
                                          float* out, GroupDot group_dot) {
