@@ -2,6 +2,10 @@
 // 16 rows is 8 vpdpbusd (4 quants of every row against the broadcast 4 activation quants)
 // and one lane-wise scale and fma; no horizontal work per block. Same integer sums and float
 // steps per lane as the scalar reference (rows16_q8_0.cpp), so the same bits.
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
+#include "hearth/quant/rows16_common.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -61,8 +65,40 @@ struct Q8_0Avx512 {
   }
 };
 
+// Rows16::repack, AVX-512: two block columns at a time. Each row's quants of blocks b and
+// b + 1 (8 dwords each) go into the lanes of a vector, rows16_transpose turns 16 rows' vectors
+// into the two columns' slices, flipped to unsigned on the way out; the scales go as the
+// scalar pack writes them. The same bytes as the scalar repack.
+void repack_q8_0(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  using L = Rows16Q8_0;
+  auto* g = static_cast<uint8_t*>(group);
+  const int64_t nb = cols / kQK0;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool two = b + 1 < nb;
+    uint8_t* gb = g + b * L::kBlockBytes;
+    __m512i v[16];
+    for (int r = 0; r < kRows16; ++r) {
+      const BlockQ8_0* row = rows16_row<BlockQ8_0>(src, r, src_row_bytes);
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b].qs));
+      const __m256i hi = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[b + 1].qs))
+                             : _mm256_setzero_si256();
+      v[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      std::memcpy(gb + 2 * r, &row[b].d, 2);
+      if (two) std::memcpy(gb + L::kBlockBytes + 2 * r, &row[b + 1].d, 2);
+    }
+    __m512i out[16];
+    rows16_transpose(v, out);
+    for (int m = 0; m < (two ? 16 : 8); ++m) {
+      _mm512_storeu_si512(gb + (m / 8) * L::kBlockBytes + 32 + 64 * (m % 8),
+                          _mm512_xor_si512(out[m], flip));
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q8_0_repack_avx512 = repack_q8_0;
 Rows16DotKernel* const rows16_q8_0_dot_avx512 = rows16_dot<Rows16Blocks<Q8_0Avx512, Rows16Q8_0>>;
 Rows16PairKernel* const rows16_q8_0_dot_pair_avx512 =
     rows16_dot_pair<Rows16PairBlocks<Q8_0Avx512, Rows16Q8_0>>;
