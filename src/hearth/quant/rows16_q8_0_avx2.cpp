@@ -3,6 +3,8 @@
 // takes |w| (unsigned, up to 128) and a with w's sign: pair sums stay below 2^15
 // (2 * 128 * 127), then vpmaddwd by ones widens to 32 bits. The integer sums are exact and
 // the float steps per lane are the scalar reference (rows16_q8_0.cpp)'s, so the bits are the same.
+// Slices outer, tokens inner: each weight vector is decoded once and meets every token while
+// in a register. (Decoding all 16 first, as before, held 32 vectors in AVX2's 16 registers.)
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -19,9 +21,11 @@ struct Q8_0Avx2 {
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
-    // (8 slices, 2 halves): |w| and w itself (for its sign), 8 rows x 4 quants each.
-    __m256i wabs[8][2], wsgn[8][2];
+    __m256i isum[NT][2];
+    for (int t = 0; t < NT; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
+      __m256i a4[NT];
+      for (int t = 0; t < NT; ++t) a4[t] = _mm256_set1_epi32(rows16_load_i32(ab[t] + 8 + 4 * s));
       for (int h = 0; h < 2; ++h) {
         __m256i raw =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 + 64 * s + 32 * h));
@@ -29,23 +33,18 @@ struct Q8_0Avx2 {
         if (h == 0) rows16_prefetch_beside(raw, g + kPrefetchBytes + 64 * s);
         if (h == 0 && s == 7) rows16_prefetch_beside(raw, g + kPrefetchBytes + 512);
         const __m256i w = _mm256_xor_si256(raw, flip);
-        wabs[s][h] = _mm256_abs_epi8(w);
-        wsgn[s][h] = w;
+        const __m256i wabs = _mm256_abs_epi8(w);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a4[t], w));
+          isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(p16, ones));
+        }
       }
     }
     const __m256 dw[2] = {Rows16Lanes::f16(g, 0), Rows16Lanes::f16(g, 1)};
     for (int t = 0; t < NT; ++t) {
-      __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (int s = 0; s < 8; ++s) {
-        const __m256i a4 = _mm256_set1_epi32(rows16_load_i32(ab[t] + 8 + 4 * s));
-        for (int h = 0; h < 2; ++h) {
-          const __m256i p16 = _mm256_maddubs_epi16(wabs[s][h], _mm256_sign_epi8(a4, wsgn[s][h]));
-          isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(p16, ones));
-        }
-      }
       const float da = rows16_load_f32(ab[t]);
       for (int h = 0; h < 2; ++h)
-        acc[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum[h], acc[t][h]);
+        acc[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum[t][h], acc[t][h]);
     }
   }
 };
