@@ -31,14 +31,17 @@ template <int kQuants, int kHighBits>
 struct Q4_KAvx2 {
   static constexpr bool kFive = kHighBits >= 0;
   static constexpr int kSlicesPer16Bits = kFive ? 4 : 8;
+  // Two tokens a pass: each token keeps eight sums live through the quant loops, and AVX2 has
+  // 16 registers; with four, Q5_K's matmul spilled the most (docs/kernels.md, "Two layouts").
+  static constexpr int kMaxTokens = 2;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i sixteen = _mm256_set1_epi8(0x10);
   const __m256i ones = _mm256_set1_epi16(1);
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
-    __m256i s1[NT][2], s2[NT][2];
-    for (int t = 0; t < NT; ++t) s1[t][0] = s1[t][1] = s2[t][0] = s2[t][1] = _mm256_setzero_si256();
+    __m256i s1[NT][2];
+    for (int t = 0; t < NT; ++t) s1[t][0] = s1[t][1] = _mm256_setzero_si256();
       // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
       // registers every turn.
 #pragma GCC unroll 4
@@ -93,6 +96,11 @@ struct Q4_KAvx2 {
                                                           _mm256_mullo_epi32(sc_hi, hi32[t])));
         }
       }
+    }
+    // The mins after the quants, so that their sums are not live through the quant loops.
+    __m256i s2[NT][2];
+    for (int t = 0; t < NT; ++t) s2[t][0] = s2[t][1] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
       for (int h = 0; h < 2; ++h) {
         const __m256i m16 = _mm256_cvtepu8_epi16(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 192 + 32 * p + 16 * h)));
