@@ -7,6 +7,9 @@
 // Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
 // sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
 // (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
+#include <cstring>
+#include <initializer_list>
+
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -226,22 +229,104 @@ template <int kAhead, int kL2Ahead>
 using Q5_KKernel =
     Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead, kL2Ahead>, Rows16Q5_K>;
 
-// Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's header (and Q5_K's
-// high bits) as the scalar pack writes them, and its 32 quant dwords (dword 8p + s goes to slice
-// s of pair p) turned into the layout's vectors by two rows16_transpose. The same bytes as the
-// scalar repack.
+// The 16 x 16 transpose of bytes: byte r of out[c] = byte c of x[r] (unpacks of 8-, 16-, 32-
+// and 64-bit units, 64 shuffles).
+inline void transpose_bytes16(const __m128i (&x)[16], __m128i (&out)[16]) {
+  __m128i a[16], b[16], c[16];
+  for (int k = 0; k < 8; ++k) {  // a[k]: columns 0-7 of rows 2k, 2k + 1 in 16-bit units
+    a[k] = _mm_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
+    a[8 + k] = _mm_unpackhi_epi8(x[2 * k], x[2 * k + 1]);  // columns 8-15
+  }
+  for (int h = 0; h < 2; ++h) {  // b[8h + 2q]: columns 8h .. 8h + 3 of rows 4q .. 4q + 3
+    for (int q = 0; q < 4; ++q) {
+      b[8 * h + 2 * q] = _mm_unpacklo_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
+      b[8 * h + 2 * q + 1] = _mm_unpackhi_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {  // c[8h + 4o + 2e + k]: columns 8h + 4k + 2e, +1 of rows 8o..+7
+    for (int o = 0; o < 2; ++o) {
+      for (int k = 0; k < 2; ++k) {
+        const __m128i lo = b[8 * h + 4 * o + k], hi = b[8 * h + 4 * o + 2 + k];
+        c[8 * h + 4 * o + k] = _mm_unpacklo_epi32(lo, hi);
+        c[8 * h + 4 * o + 2 + k] = _mm_unpackhi_epi32(lo, hi);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 2; ++k) {
+      for (int e = 0; e < 2; ++e) {  // columns 8h + 4k + 2e and + 1, all 16 rows
+        const __m128i lo = c[8 * h + 2 * e + k], hi = c[8 * h + 4 + 2 * e + k];
+        out[8 * h + 4 * k + 2 * e] = _mm_unpacklo_epi64(lo, hi);
+        out[8 * h + 4 * k + 2 * e + 1] = _mm_unpackhi_epi64(lo, hi);
+      }
+    }
+  }
+}
+
+// The scales and mins part of rows16_pack_q4_k_header for the 16 rows of a block column
+// (head[r]: row r's first 16 GGUF bytes, d, dmin and the 12 packed scale bytes p[0..11] at
+// 4..15), in vectors: per row the 8 scales and 8 mins as bytes (unpack_q4k_scales with byte
+// shuffles, four rows a vector), then a byte transpose puts each scale's 16 rows together.
+inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
+  constexpr auto lane = [](std::initializer_list<int> idx) {
+    alignas(16) int8_t b[16];
+    int k = 0;
+    for (int i : idx) b[k++] = static_cast<int8_t>(i);
+    return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+  };
+  constexpr int Z = -128;  // pshufb: a zero byte
+  // Output bytes: sc0..3 = p0..3 & 63, sc4..7 = (p8..11 & 15) | (p0..3 >> 6) << 4,
+  // m0..3 = p4..7 & 63, m4..7 = (p8..11 >> 4) | (p4..7 >> 6) << 4.
+  const __m512i low = lane({4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, Z, Z, Z, Z});
+  const __m512i low_mask = lane({63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0});
+  const __m512i nib = lane({Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, Z, 12, 13, 14, 15});
+  const __m512i top = lane({Z, Z, Z, Z, 4, 5, 6, 7, Z, Z, Z, Z, 8, 9, 10, 11});
+  alignas(64) uint8_t u[16][16];
+  for (int q = 0; q < 4; ++q) {
+    __m512i h = _mm512_castsi128_si512(head[4 * q]);
+    h = _mm512_inserti32x4(h, head[4 * q + 1], 1);
+    h = _mm512_inserti32x4(h, head[4 * q + 2], 2);
+    h = _mm512_inserti32x4(h, head[4 * q + 3], 3);
+    const __m512i p1 = _mm512_and_si512(_mm512_shuffle_epi8(h, low), low_mask);
+    const __m512i h4 = _mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0f));
+    const __m512i p2 = _mm512_shuffle_epi8(h4, nib);
+    // A 16-bit shift by 2 brings bits 6-7 of each byte to 4-5; the mask drops the rest.
+    const __m512i p3 = _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(h, top), 2),
+                                        _mm512_set1_epi8(0x30));
+    _mm512_store_si512(u[4 * q], _mm512_ternarylogic_epi32(p1, p2, p3, 0xFE));  // p1 | p2 | p3
+  }
+  __m128i x[16], t[16];
+  for (int r = 0; r < 16; ++r) x[r] = _mm_load_si128(reinterpret_cast<const __m128i*>(u[r]));
+  transpose_bytes16(x, t);
+  for (int j = 0; j < 8; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 64 + 16 * j), t[j]);
+  for (int p = 0; p < 4; ++p) {  // (m[2p], m[2p + 1]) of row r at 192 + 32p + 2r
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p),
+                     _mm_unpacklo_epi8(t[8 + 2 * p], t[9 + 2 * p]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p + 16),
+                     _mm_unpackhi_epi8(t[8 + 2 * p], t[9 + 2 * p]));
+  }
+}
+
+// Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's d and dmin (and Q5_K's
+// high bits) as the scalar pack writes them, the scales and mins of the 16 rows in vectors
+// (pack_q4_k_scales), and each row's 32 quant dwords (dword 8p + s goes to slice s of pair p)
+// turned into the layout's vectors by two rows16_transpose. The same bytes as the scalar repack.
 template <typename L, typename B, int kQuants, int kHighBits>
 void repack_q4_k(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQKK; ++i, g += L::kBlockBytes) {
     __m512i v[2][16];  // [half][row]: the row's quant dwords 16 half .. 16 half + 15
+    __m128i head[16];
     for (int r = 0; r < kRows16; ++r) {
       const B& b = rows16_row<B>(src, r, src_row_bytes)[i];
-      rows16_pack_q4_k_header(b, g, r);
+      std::memcpy(g + 2 * r, &b.d, 2);
+      std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
+      head[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
       if constexpr (kHighBits >= 0) rows16_pack_q5_k_high_bits<kHighBits>(b.qh, g, r);
       v[0][r] = _mm512_loadu_si512(b.qs);
       v[1][r] = _mm512_loadu_si512(b.qs + 64);
     }
+    pack_q4_k_scales(head, g);
     for (int h = 0; h < 2; ++h) {
       __m512i out[16];
       rows16_transpose(v[h], out);
