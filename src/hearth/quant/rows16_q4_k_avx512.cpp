@@ -307,26 +307,62 @@ inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
   }
 }
 
-// Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's d and dmin (and Q5_K's
-// high bits) as the scalar pack writes them, the scales and mins of the 16 rows in vectors
-// (pack_q4_k_scales), and each row's 32 quant dwords (dword 8p + s goes to slice s of pair p)
-// turned into the layout's vectors by two rows16_transpose. The same bytes as the scalar repack.
+// Q5_K's high-bit slices of the 16 rows (qh[r]: row r's 32 qh bytes), the bytes
+// rows16_pack_q5_k_high_bits writes, in vectors. Output byte (p, c, i) of a row gathers bits 2p,
+// 2p + 1 of its qh bytes 16c + 4s + i (s = 0..3) into bits 2s, 2s + 1: a byte shuffle puts those
+// four bytes in one dword, two delta swaps transpose the dword's 4 x 4 two-bit fields, a second
+// shuffle orders the row's dwords as (c, p), and rows16_transpose turns rows into lanes.
+template <int kHighBits>
+inline void pack_q5_k_high_bits(const uint8_t* const (&qh)[16], uint8_t* g) {
+  const __m512i t4 =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const __m512i m6 = _mm512_set1_epi32(0x00CC00CC), m12 = _mm512_set1_epi32(0x0000F0F0);
+  __m512i v[16];
+  for (int r = 0; r < kRows16; r += 2) {
+    __m512i w = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[r]))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh[r + 1])), 1);
+    w = _mm512_shuffle_epi8(w, t4);  // dword 4c + i: qh bytes 16c + 4s + i as bytes s
+    // Field (s, p) at bit 8s + 2p to (p, s): swap within 2 x 2 blocks, then the blocks.
+    __m512i t = _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32(w, 6), w), m6);
+    w = _mm512_ternarylogic_epi32(w, t, _mm512_slli_epi32(t, 6), 0x96);  // w ^ t ^ (t << 6)
+    t = _mm512_and_si512(_mm512_xor_si512(_mm512_srli_epi32(w, 12), w), m12);
+    w = _mm512_ternarylogic_epi32(w, t, _mm512_slli_epi32(t, 12), 0x96);
+    w = _mm512_shuffle_epi8(w, t4);  // dword 4c + p: the row's output word (p, c)
+    v[r] = w;
+    v[r + 1] = _mm512_castsi256_si512(_mm512_extracti64x4_epi64(w, 1));
+  }
+  __m512i out[16];
+  rows16_transpose(v, out);
+  for (int c = 0; c < 2; ++c) {
+    for (int p = 0; p < 4; ++p)
+      _mm512_storeu_si512(g + kHighBits + 128 * p + 64 * c, out[4 * c + p]);
+  }
+}
+
+// Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's d and dmin as the
+// scalar pack writes them, the scales and mins (and Q5_K's high bits) of the 16 rows in vectors
+// (pack_q4_k_scales, pack_q5_k_high_bits), and each row's 32 quant dwords (dword 8p + s goes to
+// slice s of pair p) turned into the layout's vectors by two rows16_transpose. The same bytes as
+// the scalar repack.
 template <typename L, typename B, int kQuants, int kHighBits>
 void repack_q4_k(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQKK; ++i, g += L::kBlockBytes) {
     __m512i v[2][16];  // [half][row]: the row's quant dwords 16 half .. 16 half + 15
     __m128i head[16];
+    const uint8_t* qh[16];  // Q5_K
     for (int r = 0; r < kRows16; ++r) {
       const B& b = rows16_row<B>(src, r, src_row_bytes)[i];
       std::memcpy(g + 2 * r, &b.d, 2);
       std::memcpy(g + 32 + 2 * r, &b.dmin, 2);
       head[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
-      if constexpr (kHighBits >= 0) rows16_pack_q5_k_high_bits<kHighBits>(b.qh, g, r);
+      if constexpr (kHighBits >= 0) qh[r] = b.qh;
       v[0][r] = _mm512_loadu_si512(b.qs);
       v[1][r] = _mm512_loadu_si512(b.qs + 64);
     }
     pack_q4_k_scales(head, g);
+    if constexpr (kHighBits >= 0) pack_q5_k_high_bits<kHighBits>(qh, g);
     for (int h = 0; h < 2; ++h) {
       __m512i out[16];
       rows16_transpose(v[h], out);
