@@ -347,24 +347,23 @@ TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
     const Group g = make_group(type, cols, 4, 61, fill);
     std::vector<std::vector<float>> want(4);
     for (int t = 0; t < 4; ++t) want[t] = scalar_dot(type, g, t);
-    // The GGUF-layout kernels' own activation forms: prepared (decode) and packed (prefill).
+    // The GGUF-layout kernels' own activation forms: prepared (decode) and packed (prefill),
+    // each token's row converted into `bytes`.
+    const auto convert = [&](size_t bytes, void (*fn)(int64_t, const void*, void*)) {
+      std::vector<uint8_t> out(4 * bytes);
+      for (int t = 0; t < 4; ++t)
+        fn(cols, g.acts.data() + t * g.act_row_bytes, out.data() + t * bytes);
+      return out;
+    };
     std::vector<uint8_t> prepared, packed_a, packed_w;
     size_t prepared_bytes = 0, packed_a_bytes = 0;
     if (tr.prepared != nullptr) {
       prepared_bytes = tr.prepared->bytes(cols);
-      prepared.resize(4 * prepared_bytes);
-      for (int t = 0; t < 4; ++t) {
-        tr.prepared->prepare(cols, g.acts.data() + t * g.act_row_bytes,
-                             prepared.data() + t * prepared_bytes);
-      }
+      prepared = convert(prepared_bytes, tr.prepared->prepare);
     }
     if (tr.packed != nullptr) {
       packed_a_bytes = tr.packed->a_row_bytes(cols);
-      packed_a.resize(4 * packed_a_bytes);
-      for (int t = 0; t < 4; ++t) {
-        tr.packed->pack_a(cols, g.acts.data() + t * g.act_row_bytes,
-                          packed_a.data() + t * packed_a_bytes);
-      }
+      packed_a = convert(packed_a_bytes, tr.packed->pack_a);
       packed_w.resize(tr.packed->w_row_bytes(cols));
     }
     for (int r = 0; r < kRows16; ++r) {
