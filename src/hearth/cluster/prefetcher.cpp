@@ -45,6 +45,16 @@ WindowPrefetcher::~WindowPrefetcher() {
 
 void WindowPrefetcher::request(Window w, Window used) {
   if (w.empty() && used.empty()) return;
+  // Counted as asked for, here rather than when the thread gets to it: a step's count (the
+  // ring's per-step stats) then does not depend on how soon the thread ran. Per tensor span
+  // from its page-rounded start, as the kernel reads it.
+  if (prefetch_ && !w.empty()) {
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (const auto& r : window_ranges(weights_, w)) {
+      const uintptr_t p = reinterpret_cast<uintptr_t>(r.data);
+      bytes_ += (p + r.size) - (p & ~(page - 1));
+    }
+  }
   {
     std::lock_guard lock(mu_);
     pending_ = std::make_pair(w, used);
@@ -82,14 +92,7 @@ void WindowPrefetcher::advise(Window w, Window used) {
     released_ += pages_.release(window_ranges(weights_, used));
   }
   if (!prefetch_ || w.empty()) return;
-  const auto ranges = window_ranges(weights_, w);
-  pages_.prefetch(ranges, method_);
-  // Counted per tensor span from its page-rounded start, as the kernel reads it.
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (const auto& r : ranges) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(r.data);
-    bytes_ += (p + r.size) - (p & ~(page - 1));
-  }
+  pages_.prefetch(window_ranges(weights_, w), method_);
   ++windows_;
 }
 

@@ -47,7 +47,8 @@ class WindowPrefetcher {
   // Blocks until every queued request has been issued (tests, orderly shutdown).
   void drain();
 
-  uint64_t bytes_advised() const { return bytes_.load(); }  // page-rounded, all requests
+  // Page-rounded bytes of every window requested, counted when asked for.
+  uint64_t bytes_advised() const { return bytes_.load(); }
   uint64_t windows_advised() const { return windows_.load(); }
   uint64_t bytes_released() const { return released_.load(); }  // resident before release
   // Major faults taken by this thread (touch prefetching), to keep out of compute's count.
