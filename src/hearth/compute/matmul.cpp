@@ -17,13 +17,13 @@ namespace {
 // running the GGUF-layout kernels on them: the repack is a pass over the weights at a few
 // times the cost of reading them, which the rows16 kernels win back only over enough tokens.
 // The break-even points, measured side by side, are in docs/kernels.md ("GGUF-layout
-// prefill"): a SIMD repack pays off over fewer tokens, and from 2 where the type has no
-// four-token GGUF kernel (vec_dot_x4; Q8_0's packed kernel packs the weights per call).
+// prefill"): with a SIMD repack from 2 tokens, but for Q6_K, whose four-token GGUF kernel
+// stayed ahead up to 5; with a scalar one from 12.
 int64_t repacking_min_tokens(const quant::TypeTraits& tr) {
   const bool simd_repack =
       tr.rows16->repack != quant::traits_for_isa(tr.type, quant::Isa::kScalar).rows16->repack;
   if (!simd_repack) return 12;
-  return tr.vec_dot_x4 == nullptr ? 2 : 6;
+  return tr.type == gguf::TensorType::kQ6_K ? 6 : 2;
 }
 
 struct Prepared {
