@@ -291,8 +291,8 @@ inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
     const __m512i h4 = _mm512_and_si512(_mm512_srli_epi16(h, 4), _mm512_set1_epi8(0x0f));
     const __m512i p2 = _mm512_shuffle_epi8(h4, nib);
     // A 16-bit shift by 2 brings bits 6-7 of each byte to 4-5; the mask drops the rest.
-    const __m512i p3 = _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(h, top), 2),
-                                        _mm512_set1_epi8(0x30));
+    const __m512i p3 =
+        _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(h, top), 2), _mm512_set1_epi8(0x30));
     _mm512_store_si512(u[4 * q], _mm512_ternarylogic_epi32(p1, p2, p3, 0xFE));  // p1 | p2 | p3
   }
   __m128i x[16], t[16];
