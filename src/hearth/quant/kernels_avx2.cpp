@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C dot kernels. Built with AVX2 flags; called only when
-// isa_supported(kAvx2). Same integer sums per block as the scalar reference; the K-quant
-// kernels take its float steps too (block_steps.h), so they give its bits.
+// isa_supported(kAvx2). Same integer sums per block as the scalar reference; the K-quant and
+// Q8_0 kernels take its float steps too (block_steps.h), so they give its bits.
 //
 // K-quants: vpmaddubsw (unsigned weight quants x signed Q8_K bytes -> 16-bit pair sums, no
 // saturation since |q| * 127 * 2 < 2^15), then vpmaddwd with the sub-block scale as 16-bit

@@ -1,8 +1,8 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) dot kernels. Built with AVX-512 flags; called only when
 // isa_supported(kAvx512). Integer kernels compute the same per-block integer sums as the
-// scalar reference (ref::dot_*). The K-quant kernels then take its float steps too, one
-// super-block at a time (block_steps.h), so they give its bits, which are rows16's; the Q8_0
-// and Q4_0 kernels accumulate their blocks' terms in another order.
+// scalar reference (ref::dot_*). The K-quant and Q8_0 kernels then take its float steps too,
+// block by block (block_steps.h), so they give its bits, which are rows16's; the Q4_0 kernels
+// accumulate their blocks' terms in another order.
 //
 // Idiom for the K-quants: vpmaddubsw multiplies unsigned weight quants by signed Q8_K
 // activations into 16-bit pair sums (no saturation: |q| * 127 * 2 stays below 2^15), then
@@ -302,7 +302,8 @@ constexpr int kQ8Group = 16;  // blocks per group
 constexpr int kQ8LaneBlock[16] = {0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15};
 
 // acc after the block steps of a group whose scales and exact sums (as floats) are sc and fi
-// in lane order kQ8LaneBlock: one permute each into block order, then the steps in order.
+// in lane order kQ8LaneBlock: one permute each into block order (to_block is the inverse of
+// kQ8LaneBlock), then the steps in order.
 // Sixteen dependent fmas per group: a one-row kernel waits on them where a core reads faster
 // than about 8 bytes a cycle (docs/kernels.md, "One set of float steps").
 inline float q8_0_steps16(float acc, __m512 sc, __m512 fi) {

@@ -32,7 +32,8 @@ struct Q4_KAvx2 {
   static constexpr bool kFive = kHighBits >= 0;
   static constexpr int kSlicesPer16Bits = kFive ? 4 : 8;
   // Two tokens a pass: each token keeps eight sums live through the quant loops, and AVX2 has
-  // 16 registers; with four, Q5_K's matmul spilled the most (docs/kernels.md, "Two layouts").
+  // 16 registers; with four, Q5_K's matmul spilled the most (docs/kernels.md, "The next pair
+  // fetched ahead", the AVX2 paragraph).
   static constexpr int kMaxTokens = 2;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i sixteen = _mm256_set1_epi8(0x10);

@@ -4,7 +4,8 @@
 // (2 * 128 * 127), then vpmaddwd by ones widens to 32 bits. The integer sums are exact and
 // the float steps per lane are the scalar reference (rows16_q8_0.cpp)'s, so the bits are the same.
 // Slices outer, tokens inner: each weight vector is decoded once and meets every token while
-// in a register. (Decoding all 16 first, as before, held 32 vectors in AVX2's 16 registers.)
+// in a register (decoding a block column's 16 first would hold 32 vectors in AVX2's 16
+// registers).
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
