@@ -148,8 +148,9 @@ TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
 
 // Where the traits say the GGUF kernels take rows16's float steps (all but Q4_0), both layouts
 // give every (row, token) the same bits on every ISA: matvec, and matmul on GGUF rows, which
-// repacks them on the fly from 2, 6 or 12 tokens on (repacking_min_tokens) (64 rows: two pairs; 48:
-// a pair and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two calls).
+// repacks them on the fly from 2, 6 or 12 tokens on (Rows16::repack_min_tokens) (64 rows: two
+// pairs; 48: a pair and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two
+// calls).
 TEST_P(Rows16Matmul, BothLayoutsGiveTheSameBitsWhereTheTraitsSaySo) {
   ThreadPool pool(2);
   for (quant::Isa isa : machine_isas()) {

@@ -13,19 +13,6 @@ namespace hearth::compute {
 
 namespace {
 
-// Fewest tokens for which matmul repacks GGUF rows on the fly (matmul_repacking) rather than
-// running the GGUF-layout kernels on them: the repack is a pass over the weights at a few
-// times the cost of reading them, which the rows16 kernels win back only over enough tokens.
-// The break-even points, measured side by side, are in docs/kernels.md ("GGUF-layout
-// prefill"): with a SIMD repack from 2 tokens, but for Q6_K, whose four-token GGUF kernel
-// stayed ahead up to 5; with a scalar one from 12.
-int64_t repacking_min_tokens(const quant::TypeTraits& tr) {
-  const bool simd_repack =
-      tr.rows16->repack != quant::traits_for_isa(tr.type, quant::Isa::kScalar).rows16->repack;
-  if (!simd_repack) return 12;
-  return tr.type == gguf::TensorType::kQ6_K ? 6 : 2;
-}
-
 struct Prepared {
   const quant::TypeTraits* w_traits;
   const quant::TypeTraits* act_traits;
@@ -574,7 +561,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
     return;
   }
   if (p.w_traits->gguf_rows16_bits && p.w_traits->rows16_fast &&
-      n_tokens >= repacking_min_tokens(*p.w_traits)) {
+      n_tokens >= p.w_traits->rows16->repack_min_tokens) {
     matmul_repacking(pool, w, p, x, n_tokens, y);
     return;
   }

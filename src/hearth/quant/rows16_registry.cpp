@@ -21,8 +21,10 @@ struct Rows16Row {
   Rows16PairKernel* const* pair[5] = {};
   // The AVX-512 table's dot_pair where amx_enabled() (nullptr: none on AMX).
   Rows16PairKernel* const* amx_pair = nullptr;
-  // Rows16::repack per ISA where it has a SIMD one (nullptr: the scalar repack).
+  // Rows16::repack per ISA where it has a SIMD one (nullptr: the scalar repack), and the
+  // Rows16::repack_min_tokens that goes with it.
   Rows16RepackKernel* const* repack[5] = {};
+  int64_t repack_min_tokens = 12;
 };
 
 #if defined(__x86_64__)
@@ -32,19 +34,22 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q8_0_dot_avx2, &rows16_q8_0_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q8_0_dot_pair_avx512, nullptr, nullptr},
      &rows16_q8_0_dot_pair_amx,
-     {nullptr, nullptr, &rows16_q8_0_repack_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q8_0_repack_avx512, nullptr, nullptr},
+     2},
     {gguf::TensorType::kQ4_K,
      &kRows16Q4_KScalar,
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q4_k_repack_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q4_k_repack_avx512, nullptr, nullptr},
+     2},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q6_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q6_k_repack_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q6_k_repack_avx512, nullptr, nullptr},
+     6},  // its four-token GGUF kernel stayed ahead up to 5 tokens
     {gguf::TensorType::kQ4_0,
      &kRows16Q4_0Scalar,
      {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr},
@@ -54,7 +59,8 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q5_k_repack_avx512, nullptr, nullptr}},
+     {nullptr, nullptr, &rows16_q5_k_repack_avx512, nullptr, nullptr},
+     2},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
@@ -98,7 +104,10 @@ const Rows16IsaTables& isa_tables() {
         t[r][i] = *kRows16Table[r].scalar;
         if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
         if (kRows16Table[r].pair[i] != nullptr) t[r][i].dot_pair = *kRows16Table[r].pair[i];
-        if (kRows16Table[r].repack[i] != nullptr) t[r][i].repack = *kRows16Table[r].repack[i];
+        if (kRows16Table[r].repack[i] != nullptr) {
+          t[r][i].repack = *kRows16Table[r].repack[i];
+          t[r][i].repack_min_tokens = kRows16Table[r].repack_min_tokens;
+        }
         if (i == static_cast<size_t>(Isa::kAvx512) && kRows16Table[r].amx_pair != nullptr &&
             amx_enabled()) {
           t[r][i].dot_pair = *kRows16Table[r].amx_pair;

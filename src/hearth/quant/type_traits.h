@@ -97,6 +97,13 @@ struct Rows16 {
   void (*dot_pair)(int64_t cols, const void* groups, const void* acts, size_t act_stride,
                    int n_tokens, float* out, size_t out_stride, const void* next,
                    size_t next_bytes) = nullptr;
+  // Fewest tokens for which matmul repacks GGUF rows into groups on the fly with `repack`
+  // (compute/matmul.cpp, matmul_repacking) rather than running the GGUF-layout kernels on them:
+  // the repack costs a pass over the weights at a few times the cost of reading them, which
+  // the kernels here win back over enough tokens. 12 with the scalar repacks; the registry
+  // sets it with each SIMD repack (break-even points in docs/kernels.md, "GGUF-layout
+  // prefill").
+  int64_t repack_min_tokens = 12;
 };
 
 struct TypeTraits {
