@@ -229,40 +229,6 @@ template <int kAhead, int kL2Ahead>
 using Q5_KKernel =
     Rows16Blocks<Q4_KAvx512<kRows16Q5_KQuants, kRows16Q5_KHighBits, kAhead, kL2Ahead>, Rows16Q5_K>;
 
-// The 16 x 16 transpose of bytes: byte r of out[c] = byte c of x[r] (unpacks of 8-, 16-, 32-
-// and 64-bit units, 64 shuffles).
-inline void transpose_bytes16(const __m128i (&x)[16], __m128i (&out)[16]) {
-  __m128i a[16], b[16], c[16];
-  for (int k = 0; k < 8; ++k) {  // a[k]: columns 0-7 of rows 2k, 2k + 1 in 16-bit units
-    a[k] = _mm_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
-    a[8 + k] = _mm_unpackhi_epi8(x[2 * k], x[2 * k + 1]);  // columns 8-15
-  }
-  for (int h = 0; h < 2; ++h) {  // b[8h + 2q]: columns 8h .. 8h + 3 of rows 4q .. 4q + 3
-    for (int q = 0; q < 4; ++q) {
-      b[8 * h + 2 * q] = _mm_unpacklo_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
-      b[8 * h + 2 * q + 1] = _mm_unpackhi_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
-    }
-  }
-  for (int h = 0; h < 2; ++h) {  // c[8h + 4o + 2e + k]: columns 8h + 4k + 2e, +1 of rows 8o..+7
-    for (int o = 0; o < 2; ++o) {
-      for (int k = 0; k < 2; ++k) {
-        const __m128i lo = b[8 * h + 4 * o + k], hi = b[8 * h + 4 * o + 2 + k];
-        c[8 * h + 4 * o + k] = _mm_unpacklo_epi32(lo, hi);
-        c[8 * h + 4 * o + 2 + k] = _mm_unpackhi_epi32(lo, hi);
-      }
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    for (int k = 0; k < 2; ++k) {
-      for (int e = 0; e < 2; ++e) {  // columns 8h + 4k + 2e and + 1, all 16 rows
-        const __m128i lo = c[8 * h + 2 * e + k], hi = c[8 * h + 4 + 2 * e + k];
-        out[8 * h + 4 * k + 2 * e] = _mm_unpacklo_epi64(lo, hi);
-        out[8 * h + 4 * k + 2 * e + 1] = _mm_unpackhi_epi64(lo, hi);
-      }
-    }
-  }
-}
-
 // The scales and mins part of rows16_pack_q4_k_header for the 16 rows of a block column
 // (head[r]: row r's first 16 GGUF bytes, d, dmin and the 12 packed scale bytes p[0..11] at
 // 4..15), in vectors: per row the 8 scales and 8 mins as bytes (unpack_q4k_scales with byte
@@ -297,7 +263,7 @@ inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
   }
   __m128i x[16], t[16];
   for (int r = 0; r < 16; ++r) x[r] = _mm_load_si128(reinterpret_cast<const __m128i*>(u[r]));
-  transpose_bytes16(x, t);
+  rows16_transpose_bytes(x, t);
   for (int j = 0; j < 8; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 64 + 16 * j), t[j]);
   for (int p = 0; p < 4; ++p) {  // (m[2p], m[2p + 1]) of row r at 192 + 32p + 2r
     _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p),

@@ -152,10 +152,11 @@ void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* grou
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQKK; ++i, g += Rows16Q6_K::kBlockBytes) {
     __m512i vec[3][16];  // [k][row]: lane j of row r's vector = the bytes at 288 + 192j + 64k + 4r
+    __m128i scales[16];  // row r's 16 group scales
     for (int r = 0; r < kRows16; ++r) {
       const BlockQ6_K& b = rows16_row<BlockQ6_K>(src, r, src_row_bytes)[i];
       std::memcpy(g + 2 * r, &b.d, 2);
-      for (int j = 0; j < 16; ++j) g[32 + 16 * j + r] = static_cast<uint8_t>(b.scales[j]);
+      scales[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
       __m512i q[4];  // elements 64m .. 64m + 63, one per byte
       for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
@@ -177,6 +178,11 @@ void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* grou
       vec[0][r] = _mm512_ternarylogic_epi32(set[0], _mm512_slli_epi32(set[3], 6), top2, 0xf8);
       vec[1][r] = _mm512_ternarylogic_epi32(set[1], _mm512_slli_epi32(set[3], 4), top2, 0xf8);
       vec[2][r] = _mm512_ternarylogic_epi32(set[2], _mm512_slli_epi32(set[3], 2), top2, 0xf8);
+    }
+    __m128i by_group[16];  // group j's scale of the 16 rows, at 32 + 16j
+    rows16_transpose_bytes(scales, by_group);
+    for (int j = 0; j < 16; ++j) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 32 + 16 * j), by_group[j]);
     }
     for (int k = 0; k < 3; ++k) {
       __m512i out[16];

@@ -187,6 +187,41 @@ template <int NT>
   }
 }
 
+// The 16 x 16 transpose of bytes: byte r of out[c] = byte c of x[r] (unpacks of 8-, 16-, 32-
+// and 64-bit units, 64 shuffles). The repacks put 16 rows' per-row bytes (scales) together
+// with it.
+inline void rows16_transpose_bytes(const __m128i (&x)[16], __m128i (&out)[16]) {
+  __m128i a[16], b[16], c[16];
+  for (int k = 0; k < 8; ++k) {  // a[k]: columns 0-7 of rows 2k, 2k + 1 in 16-bit units
+    a[k] = _mm_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
+    a[8 + k] = _mm_unpackhi_epi8(x[2 * k], x[2 * k + 1]);  // columns 8-15
+  }
+  for (int h = 0; h < 2; ++h) {  // b[8h + 2q]: columns 8h .. 8h + 3 of rows 4q .. 4q + 3
+    for (int q = 0; q < 4; ++q) {
+      b[8 * h + 2 * q] = _mm_unpacklo_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
+      b[8 * h + 2 * q + 1] = _mm_unpackhi_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {  // c[8h + 4o + 2e + k]: columns 8h + 4k + 2e, +1 of rows 8o..+7
+    for (int o = 0; o < 2; ++o) {
+      for (int k = 0; k < 2; ++k) {
+        const __m128i lo = b[8 * h + 4 * o + k], hi = b[8 * h + 4 * o + 2 + k];
+        c[8 * h + 4 * o + k] = _mm_unpacklo_epi32(lo, hi);
+        c[8 * h + 4 * o + 2 + k] = _mm_unpackhi_epi32(lo, hi);
+      }
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 2; ++k) {
+      for (int e = 0; e < 2; ++e) {  // columns 8h + 4k + 2e and + 1, all 16 rows
+        const __m128i lo = c[8 * h + 2 * e + k], hi = c[8 * h + 4 + 2 * e + k];
+        out[8 * h + 4 * k + 2 * e] = _mm_unpacklo_epi64(lo, hi);
+        out[8 * h + 4 * k + 2 * e + 1] = _mm_unpackhi_epi64(lo, hi);
+      }
+    }
+  }
+}
+
 // The 16 x 16 transpose of 32-bit lanes: lane r of out[m] = lane m of v[r]. A SIMD repack
 // builds each row's 4-byte units in the lanes of a vector and turns 16 rows' vectors into the
 // layout's vectors (one row per lane) with it: 64 shuffles for 16 vectors.
