@@ -113,6 +113,23 @@ TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
   }
 }
 
+// Long rows take matmul's tokens in chunks (its activations for a chunk fit half a 1 MiB L2:
+// one call of 48 tokens at 16384 columns), so 100 tokens are three chunks, the last short.
+TEST_P(Rows16Matmul, TokensInSeveralChunksEqualMatvecBitwise) {
+  ThreadPool pool(2);
+  const int64_t rows = 48, cols = 16384, n_tokens = 100;
+  const Quantized q = make(pool, GetParam(), rows, cols, 5);
+  const auto x = normal(static_cast<size_t>(n_tokens * cols), 17);
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  matmul(pool, q.rows16_view, x.data(), n_tokens, y.data());
+  std::vector<float> one(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    matvec(pool, q.rows16_view, x.data() + t * cols, one.data());
+    EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * sizeof(float)))
+        << "token " << t << " of " << n_tokens;
+  }
+}
+
 TEST_P(Rows16Matmul, MatvecManyMixesLayoutsBitwise) {
   ThreadPool pool(2);
   const int64_t cols = 512;

@@ -171,37 +171,56 @@ struct UnitSource {
   bool repack;          // repack each unit's GGUF rows before its passes
 };
 
-// Rows16 matmul over n_groups groups of 16 rows: each group is visited once and walks all
-// tokens kRows16CallTokens at a time (the kernel decodes the weights once per pass of several
-// of them, rows16_max_tokens), two groups a unit where the kernel has dot_pair. Each token's
-// bits are matvec's (Rows16 contract).
+// Activation bytes a rows16 matmul walks per chunk of tokens: half of a 1 MiB L2, so that a
+// chunk's prepared activations stay in L2 while every unit's passes read them. A 512-token
+// prompt's are 2.3 MiB at 4096 columns, which every unit would otherwise read from L3
+// (docs/kernels.md, "Token chunks").
+constexpr size_t kChunkActBytes = size_t{512} << 10;
+
+// Tokens per chunk for activation rows of act_bytes: whole calls of kRows16CallTokens, at
+// least one.
+int64_t rows16_chunk_tokens(size_t act_bytes) {
+  const auto calls = static_cast<int64_t>(kChunkActBytes / (act_bytes * quant::kRows16CallTokens));
+  return std::max<int64_t>(1, calls) * quant::kRows16CallTokens;
+}
+
+// Rows16 matmul over n_groups groups of 16 rows, token chunk by token chunk
+// (rows16_chunk_tokens; one chunk when the units repack GGUF rows, which a second chunk would
+// repack again): within a chunk each group is visited once and walks the chunk's tokens
+// kRows16CallTokens at a time (the kernel decodes the weights once per pass of several of
+// them, rows16_max_tokens), two groups a unit where the kernel has dot_pair. Each token's bits
+// are matvec's (Rows16 contract).
 void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t cols, int64_t rows,
                          int64_t n_groups, const UnitSource& src, const uint8_t* acts,
                          int64_t n_tokens, float* y) {
   const size_t ab = r16.act_bytes(cols);
   const size_t gb = src.group_bytes;
   // Work units of two groups where the kernel has dot_pair (the last one alone if the count
-  // is odd), else of one.
+  // is odd), else of one; work items are (chunk, unit), chunk-major.
   const int64_t per_unit = r16.dot_pair != nullptr ? 2 : 1;
   const int64_t n_units = (n_groups + per_unit - 1) / per_unit;
+  const int64_t chunk_tokens = src.repack ? n_tokens : rows16_chunk_tokens(ab);
+  const int64_t n_items = n_units * ((n_tokens + chunk_tokens - 1) / chunk_tokens);
   std::atomic<int64_t> next{0};
   pool.run_weights([&](int, int) {
     thread_local std::vector<uint8_t> unit_buf;
     if (src.repack && unit_buf.size() < static_cast<size_t>(per_unit) * gb) {
       unit_buf.resize(static_cast<size_t>(per_unit) * gb);
     }
-    // Each thread claims its next unit before it works on the current one, so that dot_pair
-    // can fetch the next unit's weights (or GGUF rows) into L2 during the current unit's
+    // Each thread claims its next item before it works on the current one, so that dot_pair
+    // can fetch the next item's weights (or GGUF rows) into L2 during the current item's
     // passes.
-    int64_t u = next.fetch_add(1, std::memory_order_relaxed);
-    while (u < n_units) {
-      const int64_t u_next = next.fetch_add(1, std::memory_order_relaxed);
-      const int64_t g = u * per_unit;
+    int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+    while (i < n_items) {
+      const int64_t i_next = next.fetch_add(1, std::memory_order_relaxed);
+      const int64_t g = (i % n_units) * per_unit;
       const int64_t in_unit = std::min(per_unit, n_groups - g);
+      const int64_t t0 = (i / n_units) * chunk_tokens;
+      const int64_t t1 = std::min(n_tokens, t0 + chunk_tokens);
       const uint8_t* ahead = nullptr;
       size_t ahead_bytes = 0;
-      if (u_next < n_units) {
-        const int64_t g_next = u_next * per_unit;
+      if (i_next < n_items) {
+        const int64_t g_next = (i_next % n_units) * per_unit;
         ahead = src.data + static_cast<size_t>(g_next) * src.unit_stride;
         ahead_bytes = static_cast<size_t>(std::min(per_unit, n_groups - g_next)) * src.unit_stride;
       }
@@ -214,22 +233,23 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
         }
         w_at = unit_buf.data();
       }
-      for (int64_t t = 0; t < n_tokens; t += quant::kRows16CallTokens) {
-        const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, n_tokens - t));
+      for (int64_t t = t0; t < t1; t += quant::kRows16CallTokens) {
+        const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, t1 - t));
         const uint8_t* a_at = acts + static_cast<size_t>(t) * ab;
         float* y_at = y + t * rows + g * quant::kRows16;
         if (in_unit == 2) {
-          // This call's share of the next unit, in proportion to its tokens.
-          const size_t from = ahead_bytes * static_cast<size_t>(t) / static_cast<size_t>(n_tokens);
-          const size_t to =
-              ahead_bytes * static_cast<size_t>(t + n) / static_cast<size_t>(n_tokens);
+          // This call's share of the next item's weights, in proportion to its tokens.
+          const auto share = [&](int64_t tt) {
+            return ahead_bytes * static_cast<size_t>(tt - t0) / static_cast<size_t>(t1 - t0);
+          };
+          const size_t from = share(t), to = share(t + n);
           r16.dot_pair(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows),
                        ahead == nullptr ? nullptr : ahead + from, to - from);
         } else {
           r16.dot(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows));
         }
       }
-      u = u_next;
+      i = i_next;
     }
   });
 }
