@@ -163,7 +163,7 @@ TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
   }
 }
 
-// Where the traits say the GGUF kernels take rows16's float steps (all but Q4_0), both layouts
+// Where the traits say the GGUF kernels take rows16's float steps (every type), both layouts
 // give every (row, token) the same bits on every ISA: matvec, and matmul on GGUF rows, which
 // repacks them on the fly from 2, 6 or 12 tokens on (Rows16::repack_min_tokens) (64 rows: two
 // pairs; 48: a pair and one group; 40: two groups and 8 rows left over for vec_dot; 50 tokens: two

@@ -394,7 +394,7 @@ TEST(Engine, RepackedWeightsGiveTheSameAnswers) {
 // step the same logits, bit for bit (what makes devices of a ring agree whichever layout each
 // reads). The prompt's matmuls on the file run through rows16 groups made on the fly.
 TEST(Engine, QuantizedFilesGiveTheSameBitsRepackedOrNot) {
-  for (const char* type : {"q4_k_m", "q6_k", "q8_0"}) {
+  for (const char* type : {"q4_k_m", "q6_k", "q8_0", "q4_0"}) {
     const auto path = make_model(
         Case{std::string("same_bits_") + type, Arch::kLlama, type, 4, 2, false, false, 1.0f, 0});
     const auto file = gguf::GgufFile::open(path);

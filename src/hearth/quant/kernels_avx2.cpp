@@ -207,32 +207,6 @@ inline __m256i dot_s8_32(__m256i wq, __m256i aq) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// Blocks are processed eight at a time so their scales are converted together; `block_dot`
-// returns the (8) i32 partial sums of block k, `scalar_block` the exact tail blocks.
-template <size_t kL2Ahead, typename WBlock, typename BlockDot, typename ScalarBlock>
-inline float dot_blocks_q8_0_act(int64_t nb, const WBlock* x, const BlockQ8_0* y,
-                                 BlockDot block_dot, ScalarBlock scalar_block) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(WBlock)>(x + i);
-    const __m256 scales =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(WBlock)),
-                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
-    for (int k = 0; k < 8; k += 2) {
-      const __m256i d0 = block_dot(x[i + k], y[i + k]);
-      const __m256i d1 = block_dot(x[i + k + 1], y[i + k + 1]);
-      acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k)),
-                             _mm256_cvtepi32_ps(d0), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(k + 1)),
-                             _mm256_cvtepi32_ps(d1), acc1);
-    }
-  }
-  float tail = 0;
-  for (; i < nb; ++i) tail += scalar_block(x[i], y[i]);
-  return hsum256(_mm256_add_ps(acc0, acc1)) + tail;
-}
-
 // The (8) int32 exact dots of eight blocks, lane b = block b, from their partial sums v[b]
 // (8 lanes each): a vphaddd tree per 128-bit half, then the halves added.
 inline __m256i reduce_blocks8(const __m256i* v) {
@@ -366,13 +340,44 @@ inline __m256i q4_0_block_dot(const BlockQ4_0& xb, const BlockQ8_0& yb) {
   return dot_s8_32(_mm256_sub_epi8(nib, _mm256_set1_epi8(8)), loadu(yb.qs));
 }
 
+// acc after Q4_0's quad steps (block_steps.h) over eight blocks whose scales and exact sums
+// (as floats) are lanes 0..7 of sc and fi: the two quads' sums side by side in lanes 0 and 1
+// (unpacks pair block k with block 4 + k), then added in quad order.
+inline float q4_0_steps8(float acc, __m256 sc, __m256 fi) {
+  const __m128 s_lo = _mm256_castps256_ps128(sc), s_hi = _mm256_extractf128_ps(sc, 1);
+  const __m128 f_lo = _mm256_castps256_ps128(fi), f_hi = _mm256_extractf128_ps(fi, 1);
+  const __m128 s01 = _mm_unpacklo_ps(s_lo, s_hi), f01 = _mm_unpacklo_ps(f_lo, f_hi);  // 0 4 1 5
+  const __m128 s23 = _mm_unpackhi_ps(s_lo, s_hi), f23 = _mm_unpackhi_ps(f_lo, f_hi);  // 2 6 3 7
+  __m128 q = _mm_fmadd_ps(s01, f01, _mm_setzero_ps());
+  q = _mm_fmadd_ps(_mm_movehl_ps(s01, s01), _mm_movehl_ps(f01, f01), q);
+  q = _mm_fmadd_ps(s23, f23, q);
+  q = _mm_fmadd_ps(_mm_movehl_ps(s23, s23), _mm_movehl_ps(f23, f23), q);
+  acc = q4_0_quad_end(acc, _mm_cvtss_f32(q));
+  return q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehdup_ps(q)));
+}
+
+// Q4_0 in groups of 8 blocks: each block's exact dot (q4_0_block_dot, a vphaddd tree to one
+// lane per block), the eight scales converted together, then the quad steps; the blocks
+// after the last whole group continue the quads in scalar code.
 template <size_t kL2Ahead = 0>
 void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  *out = dot_blocks_q8_0_act<kL2Ahead>(
-      n / kQK0, static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), q4_0_block_dot,
-      [](const BlockQ4_0& xb, const BlockQ8_0& yb) {
-        return h2f(xb.d) * h2f(yb.d) * hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xb, yb)));
-      });
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  const int64_t nb = n / kQK0;
+  float acc = 0;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    prefetch_l2_ahead<kL2Ahead, 8 * sizeof(BlockQ4_0)>(x + i);
+    __m256i v[8];
+    for (int b = 0; b < 8; ++b) v[b] = q4_0_block_dot(x[i + b], y[i + b]);
+    const __m256 sc =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(x + i), sizeof(BlockQ4_0)),
+                      load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
+    acc = q4_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+  }
+  *out = q4_0_steps(
+      acc, nb - i, [&](int64_t k) { return h2f(x[i + k].d) * h2f(y[i + k].d); },
+      [&](int64_t k) { return hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(x[i + k], y[i + k]))); });
 }
 
 }  // namespace

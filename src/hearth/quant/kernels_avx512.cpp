@@ -1,8 +1,7 @@
 // AVX-512 (F/BW/VL/DQ + VNNI) dot kernels. Built with AVX-512 flags; called only when
 // isa_supported(kAvx512). Integer kernels compute the same per-block integer sums as the
-// scalar reference (ref::dot_*). The K-quant and Q8_0 kernels then take its float steps too,
-// block by block (block_steps.h), so they give its bits, which are rows16's; the Q4_0 kernels
-// accumulate their blocks' terms in another order.
+// scalar reference (ref::dot_*), then take its float steps too, block by block (Q4_0: in quads
+// of blocks; block_steps.h), so they give its bits, which are rows16's.
 //
 // Idiom for the K-quants: vpmaddubsw multiplies unsigned weight quants by signed Q8_K
 // activations into 16-bit pair sums (no saturation: |q| * 127 * 2 stays below 2^15), then
@@ -525,9 +524,8 @@ constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q
 // bytes broadcast to two 128-bit lanes, the second lane shifted down a nibble), one vpdpbusd
 // against the pair's activation, q8_reduce_pairs to one int32 per block in lane order
 // kQ8LaneBlock, the -8 offset as -8 * sum(a) per block, then one lane-wise scale multiply and
-// fma per group; the blocks after the last whole group are summed in scalar order. Lane l of
-// the float sum holds block kQ8LaneBlock[l] of every group, so the plain and the prepared
-// kernels below give the same bits.
+// Q4_0's quad steps over the group (q4_0_steps16); the blocks after the last whole group
+// continue the quads in scalar code.
 // Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
 // qs(hi) & 15, qs(hi) >> 4.
 inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
@@ -573,17 +571,35 @@ inline __m512 q4_group_scales(const BlockQ4_0* g) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(d));
 }
 
-// Scalar Q4_0 dot of blocks [0, nb), the tail after the last whole group, added in order.
-inline float q4_tail(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
-  float tail = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQK0 / 2; ++j) {
-      isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
-    }
-    tail += h2f(x[i].d) * h2f(y[i].d) * static_cast<float>(isum);
-  }
-  return tail;
+// acc after Q4_0's quad steps (block_steps.h) over a group of 16 blocks whose scales and
+// exact sums (as floats) are sc and fi in lane order kQ8LaneBlock. There, 128-bit chunk k holds
+// block k of each quad, the quads in the order 0, 2, 1, 3: four fmas build the four quads'
+// sums side by side, and the row's sum adds them in quad order.
+inline float q4_0_steps16(float acc, __m512 sc, __m512 fi) {
+  // Chunk k of q after step k holds the quads' sums so far; each shuffle moves it up a chunk.
+  __m512 q = _mm512_fmadd_ps(sc, fi, _mm512_setzero_ps());
+  q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x00));
+  q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x55));
+  q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0xaa));
+  const __m128 q3 = _mm512_extractf32x4_ps(q, 3);
+  acc = q4_0_quad_end(acc, _mm_cvtss_f32(q3));
+  acc = q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehl_ps(q3, q3)));
+  acc = q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehdup_ps(q3)));
+  return q4_0_quad_end(acc, _mm_cvtss_f32(_mm_shuffle_ps(q3, q3, 3)));
+}
+// acc after the quad steps of blocks [0, nb), the tail after the last whole group (which
+// starts a quad), in scalar code.
+inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
+  return q4_0_steps(
+      acc, nb, [&](int64_t i) { return h2f(x[i].d) * h2f(y[i].d); },
+      [&](int64_t i) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQK0 / 2; ++j) {
+          isum +=
+              ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
+        }
+        return static_cast<float>(isum);
+      });
 }
 
 // The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
@@ -594,16 +610,16 @@ template <size_t kL2Ahead = 0, typename GroupDot>
                                              size_t a_group_bytes, float* out, GroupDot group_dot) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  __m512 acc = _mm512_setzero_ps();
+  float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
     __m512 ad;
     const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum), acc);
+    acc = q4_0_steps16(acc, _mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum));
   }
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
-  *out = _mm512_reduce_add_ps(acc) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
 }
 
 // Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
@@ -660,8 +676,7 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* pa = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  __m512 acc[kNT];
-  for (int t = 0; t < kNT; ++t) acc[t] = _mm512_setzero_ps();
+  float acc[kNT] = {};
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     __m512i q[8];
@@ -677,13 +692,13 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
       const __m512i isum =
           _mm512_add_epi32(q8_reduce_pairs(v), _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
       acc[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum), acc[t]);
+          q4_0_steps16(acc[t], _mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum));
     }
   }
   for (int t = 0; t < kNT; ++t) {
     const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
                                                         static_cast<size_t>(ng) * kQ8PreparedA);
-    out[t] = _mm512_reduce_add_ps(acc[t]) + q4_tail(x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+    out[t] = q4_tail(acc[t], x + ng * kQ8Group, yt, nb - ng * kQ8Group);
   }
 }
 

@@ -147,13 +147,15 @@ template <typename Dot>
 void neon_dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const int8x16_t eight = vdupq_n_s8(8);
-  ref::dot_blocks_chained<BlockQ4_0, BlockQ8_0>(
-      n, w, a, out, [&](float acc, const BlockQ4_0& x, const BlockQ8_0& y) {
-        const uint8x16_t q = vld1q_u8(x.qs);
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  *out = q4_0_row_steps(
+      n / kQK0, [&](int64_t i) { return fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d); },
+      [&](int64_t i) {
+        const uint8x16_t q = vld1q_u8(x[i].qs);
         const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, m4)), eight);
         const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
-        const int32_t isum = dot32<Dot>(y.qs, lo, hi);
-        return q8_0_block_step(acc, fp16_to_f32(x.d), fp16_to_f32(y.d), isum);
+        return static_cast<float>(dot32<Dot>(y[i].qs, lo, hi));
       });
 }
 

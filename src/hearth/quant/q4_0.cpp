@@ -37,14 +37,17 @@ void quantize_q4_0(const float* src, void* dst, int64_t n) {
 }
 
 void dot_q4_0_q8_0(int64_t n, const void* w, const void* a, float* out) {
-  dot_blocks_chained<BlockQ4_0, BlockQ8_0>(
-      n, w, a, out, [](float acc, const BlockQ4_0& x, const BlockQ8_0& y) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  *out = q4_0_row_steps(
+      n / kQK0, [&](int64_t i) { return half_to_float(x[i].d) * half_to_float(y[i].d); },
+      [&](int64_t i) {
         int32_t isum = 0;
         for (int j = 0; j < kQK0 / 2; ++j) {
-          isum += ((x.qs[j] & 0x0f) - 8) * y.qs[j];
-          isum += ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
+          isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j];
+          isum += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
         }
-        return q8_0_block_step(acc, half_to_float(x.d), half_to_float(y.d), isum);
+        return static_cast<float>(isum);
       });
 }
 

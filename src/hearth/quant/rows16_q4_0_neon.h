@@ -6,7 +6,8 @@
 // Nibbles::sums<NT, Q>(qv, aq, isum) adds, for the Q quads at qv and each token t, each row's
 // 32 products against the activation quants at aq[t] into isum[t][k], exact in int32. isum
 // starts at the block's -8 * sum(a) correction, so it ends at the scalar reference's integer
-// sum, and the float step is the reference's (rows16_q8_0_block_dot), per lane: same bits.
+// sum, and the float steps are the reference's quad steps (Rows16NeonBlockQuads), per lane:
+// same bits.
 #pragma once
 
 #include "hearth/quant/rows16_kernels.h"
@@ -36,9 +37,9 @@ struct Rows16Q4_0Neon {
   template <int NT>
   static constexpr int kQuads = NT <= 2 ? 4 / NT : 1;
 
-  template <int NT>
+  template <int NT, bool kFirst>
   [[gnu::always_inline]] static void block(const uint8_t* g, Rows16NeonActs<NT> ab,
-                                           Rows16NeonAcc<NT>& acc) {
+                                           Rows16NeonAcc<NT>& qsum) {
     constexpr int Q = kQuads<NT>;
     // A block column is 288 bytes (4.5 lines): 5 prefetches cover it.
 #pragma GCC unroll 8
@@ -56,13 +57,13 @@ struct Rows16Q4_0Neon {
         for (int k = 0; k < Q; ++k) isum[t][k] = corr;
       }
       Nibbles::template sums<NT, Q>(g + 32 + 16 * q0, aq, isum);
-      rows16_neon_scale_quads<NT, Q>(g, q0, ab, isum, acc);
+      rows16_neon_quad_terms<NT, Q, kFirst>(g, q0, ab, isum, qsum);
     }
   }
 };
 
 template <typename Nibbles>
-using Rows16Q4_0NeonBlocks = Rows16NeonBlocks<Rows16Q4_0Neon<Nibbles>, Rows16Q4_0>;
+using Rows16Q4_0NeonBlocks = Rows16NeonBlockQuads<Rows16Q4_0Neon<Nibbles>, Rows16Q4_0>;
 
 }  // namespace
 }  // namespace hearth::quant

@@ -56,14 +56,6 @@ constexpr IsaKernels kIsaKernels[] = {
 #endif
 };
 
-// The types whose GGUF-layout kernels take rows16's float steps on every ISA (block_steps.h):
-// every type with a rows16 layout but Q4_0, whose x86 GGUF kernels sum 16 blocks' terms
-// across lanes. (With one fma per 18-byte block in a chain, a one-row Q4_0 kernel waits on
-// its chain well below the read bandwidth; docs/kernels.md, "One set of float steps".)
-constexpr bool gguf_kernels_take_rows16_steps(TensorType t) {
-  return t == T::kQ4_K || t == T::kQ5_K || t == T::kQ6_K || t == T::kQ8_0;
-}
-
 const IsaKernels& kernels_of(Isa isa) {
   for (const IsaKernels& k : kIsaKernels) {
     if (k.isa == isa) return k;
@@ -94,7 +86,9 @@ Table build_table(Isa isa) {
     if (k.vec_dot_x4 != nullptr) t.vec_dot_x4 = k.vec_dot_x4(t.type);
     if (k.prepared != nullptr) t.prepared = k.prepared(t.type);
     if (k.vec_dot_long != nullptr) t.vec_dot_long = k.vec_dot_long(t.type);
-    t.gguf_rows16_bits = t.rows16 != nullptr && gguf_kernels_take_rows16_steps(t.type);
+    // Every type with a rows16 layout: its GGUF-layout kernels take rows16's float steps on
+    // every ISA (block_steps.h).
+    t.gguf_rows16_bits = t.rows16 != nullptr;
   }
   return table;
 }

@@ -63,10 +63,8 @@ struct PreparedDot {
 //
 // Contract: dot() gives each (row, token) the same bits whatever n_tokens and whatever ISA,
 // the scalar one included: every lane runs the scalar reference's integer sums and float
-// operations in the same order. For every type but Q4_0 these are also the bits of vec_dot on
-// the GGUF rows (TypeTraits::gguf_rows16_bits: the GGUF kernels take the same float steps,
-// block_steps.h); for Q4_0 not (its x86 GGUF kernels accumulate in another order), both
-// within the type's tolerance of the f32 reference.
+// operations in the same order. These are also the bits of vec_dot on the GGUF rows
+// (TypeTraits::gguf_rows16_bits: the GGUF kernels take the same float steps, block_steps.h).
 constexpr int kRows16 = 16;
 // Tokens matmul passes per Rows16::dot call: a multiple of every kernel's tokens per pass
 // over the weights (8, 4, 3 for the Q4_K pair kernel, 16 for AMX tiles), so no pass runs
