@@ -93,40 +93,30 @@ TEST_P(Rows16Matmul, MatvecMatchesGgufLayout) {
 }
 
 // 64 rows are two group pairs (Rows16::dot_pair where the ISA has it); 48 leave one group
-// after a pair. 50 tokens take more than one call (kRows16CallTokens).
+// after a pair. 50 tokens take more than one call (kRows16CallTokens). Long rows take the tokens
+// in chunks (a chunk's activations fit half a 1 MiB L2: one call of 48 tokens at 16384
+// columns), so 100 tokens there are three chunks, the last short.
 TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
   ThreadPool pool(2);
-  for (const int64_t rows : {64, 48}) {
-    const int64_t cols = 512;
-    const Quantized q = make(pool, GetParam(), rows, cols, 3);
-    for (int64_t n_tokens : {2, 3, 4, 5, 11, 50}) {
-      const auto x = normal(static_cast<size_t>(n_tokens * cols), static_cast<uint32_t>(n_tokens));
-      std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+  struct Case {
+    int64_t rows, cols;
+    std::vector<int64_t> token_counts;
+  };
+  for (const Case& c : {Case{64, 512, {2, 3, 4, 5, 11, 50}}, Case{48, 512, {2, 3, 4, 5, 11, 50}},
+                        Case{48, 16384, {100}}}) {
+    const Quantized q = make(pool, GetParam(), c.rows, c.cols, 3);
+    for (int64_t n_tokens : c.token_counts) {
+      const auto x =
+          normal(static_cast<size_t>(n_tokens * c.cols), static_cast<uint32_t>(n_tokens));
+      std::vector<float> y(static_cast<size_t>(n_tokens * c.rows));
       matmul(pool, q.rows16_view, x.data(), n_tokens, y.data());
-      std::vector<float> one(static_cast<size_t>(rows));
+      std::vector<float> one(static_cast<size_t>(c.rows));
       for (int64_t t = 0; t < n_tokens; ++t) {
-        matvec(pool, q.rows16_view, x.data() + t * cols, one.data());
-        EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * sizeof(float)))
-            << "token " << t << " of " << n_tokens << ", " << rows << " rows";
+        matvec(pool, q.rows16_view, x.data() + t * c.cols, one.data());
+        EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * c.rows, one.size() * sizeof(float)))
+            << "token " << t << " of " << n_tokens << ", " << c.rows << " x " << c.cols;
       }
     }
-  }
-}
-
-// Long rows take matmul's tokens in chunks (its activations for a chunk fit half a 1 MiB L2:
-// one call of 48 tokens at 16384 columns), so 100 tokens are three chunks, the last short.
-TEST_P(Rows16Matmul, TokensInSeveralChunksEqualMatvecBitwise) {
-  ThreadPool pool(2);
-  const int64_t rows = 48, cols = 16384, n_tokens = 100;
-  const Quantized q = make(pool, GetParam(), rows, cols, 5);
-  const auto x = normal(static_cast<size_t>(n_tokens * cols), 17);
-  std::vector<float> y(static_cast<size_t>(n_tokens * rows));
-  matmul(pool, q.rows16_view, x.data(), n_tokens, y.data());
-  std::vector<float> one(static_cast<size_t>(rows));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    matvec(pool, q.rows16_view, x.data() + t * cols, one.data());
-    EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * sizeof(float)))
-        << "token " << t << " of " << n_tokens;
   }
 }
 

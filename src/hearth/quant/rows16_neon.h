@@ -18,8 +18,6 @@
 
 #include <arm_neon.h>
 
-#include <type_traits>
-
 #include "hearth/quant/rows16_common.h"
 
 namespace hearth::quant {
@@ -84,7 +82,7 @@ template <int Lane, int kHigh, int NT, int Q, int N>
   }
 }
 
-// The step that ends a block column of Q6_K: for quads q0 .. q0 + Q - 1 and every
+// The step that ends a block column of Q4_0 and Q6_K: for quads q0 .. q0 + Q - 1 and every
 // token, acc = fma(d_w * d_a, float(isum), acc), d_w the quad's fp16 scales at g + 8q and d_a
 // the token's float at the head of its activation block.
 template <int NT, int Q>
@@ -99,25 +97,6 @@ template <int NT, int Q>
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
       acc[t][q] = rows16_neon_fma_scaled(acc[t][q], dw, rows16_load_f32(ab[t]), isum[t][k]);
-    }
-  }
-}
-
-// For Q4_0, whose steps go in quads of block columns (block_steps.h): per lane qsum =
-// fma(d_w * d_a, float(isum), qsum), from +0 for the first block column of a quad (kFirst).
-template <int NT, int Q, bool kFirst>
-[[gnu::always_inline]] inline void rows16_neon_quad_terms(const uint8_t* g, int q0,
-                                                          const uint8_t* const (&ab)[NT],
-                                                          const int32x4_t (&isum)[NT][Q],
-                                                          float32x4_t (&qsum)[NT][4]) {
-#pragma GCC unroll 4
-  for (int k = 0; k < Q; ++k) {
-    const int q = q0 + k;
-    const float32x4_t dw = rows16_neon_f16x4(g + 8 * q);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      qsum[t][q] = vfmaq_f32(kFirst ? vdupq_n_f32(0) : qsum[t][q],
-                             vmulq_n_f32(dw, rows16_load_f32(ab[t])), vcvtq_f32_s32(isum[t][k]));
     }
   }
 }
@@ -156,17 +135,23 @@ inline void rows16_neon_widen_s8(const uint8_t* p, int32x4_t (&out)[Q]) {
 
 // Rows16 kernel K of layout L: K::block<NT>(g, ab, acc) adds block column g's products
 // against the tokens' activation blocks ab[0..NT) into acc. block must be always-inline, so
-// the compiler sees one loop per token count, as if written out by hand.
+// the compiler sees one loop per token count, as if written out by hand. A kernel that declares
+// kBlockQuads (Q4_0) takes its float steps in quads of block columns (block_steps.h): block
+// then adds into the quad's sums, which start at +0 with each quad and, after its fourth block
+// column or the row's last, are added into acc.
 template <typename K, typename L>
 struct Rows16NeonBlocks {
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride) {
-    Rows16NeonAcc<NT> acc;
+    constexpr bool kQuads = requires {
+      K::kBlockQuads;
+    };
+    Rows16NeonAcc<NT> acc, qsum;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) acc[t][q] = vdupq_n_f32(0);
+      for (int q = 0; q < 4; ++q) acc[t][q] = qsum[t][q] = vdupq_n_f32(0);
     }
     const int64_t n_blocks = cols / L::kBlockCols;
     for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
@@ -180,57 +165,22 @@ struct Rows16NeonBlocks {
       // registers for the whole block, and GCC then spills the integer sums of the inner
       // loops instead. Made to live in memory between blocks, each is loaded and stored once
       // per block column, where the kernel adds to it.
-      if constexpr (NT >= 3) asm volatile("" : "+m"(acc));
-      K::template block<NT>(g, ab, acc);
-    }
+      if constexpr (kQuads) {
+        if constexpr (NT >= 3) asm volatile("" : "+m"(qsum), "+m"(acc));
+        K::template block<NT>(g, ab, qsum);
+        if (b % 4 == 3 || b + 1 == n_blocks) {
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
+          for (int t = 0; t < NT; ++t) {
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q)
-        vst1q_f32(out + static_cast<size_t>(t) * out_stride + 4 * q, acc[t][q]);
-    }
-  }
-};
-
-// Rows16NeonBlocks for a layout whose float steps go in quads of block columns (Q4_0,
-// block_steps.h): K::block<NT, kFirst>(g, ab, qsum) starts (kFirst) or continues the quad's
-// sums with block column g's terms; after each quad of block columns (the row's last may hold
-// one to three) they are added into acc.
-template <typename K, typename L>
-struct Rows16NeonBlockQuads {
-  template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    Rows16NeonAcc<NT> acc, qsum;
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) acc[t][q] = qsum[t][q] = vdupq_n_f32(0);
-    }
-    const int64_t n_blocks = cols / L::kBlockCols;
-    const auto step = [&](int64_t b, auto first) __attribute__((always_inline)) {
-      const uint8_t* ab[NT];
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        ab[t] =
-            act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
-      }
-      // As in Rows16NeonBlocks: with 3 or 4 tokens the float sums live in memory between
-      // blocks, so the integer sums of the inner loops stay in registers.
-      if constexpr (NT >= 3) asm volatile("" : "+m"(qsum));
-      K::template block<NT, decltype(first)::value>(g + static_cast<size_t>(b) * L::kBlockBytes, ab,
-                                                    qsum);
-    };
-    for (int64_t b = 0; b < n_blocks; b += 4) {
-      step(b, std::true_type{});
-      if (b + 1 < n_blocks) step(b + 1, std::false_type{});
-      if (b + 2 < n_blocks) step(b + 2, std::false_type{});
-      if (b + 3 < n_blocks) step(b + 3, std::false_type{});
-      if constexpr (NT >= 3) asm volatile("" : "+m"(acc));
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) acc[t][q] = vaddq_f32(acc[t][q], qsum[t][q]);
+            for (int q = 0; q < 4; ++q) {
+              acc[t][q] = vaddq_f32(acc[t][q], qsum[t][q]);
+              qsum[t][q] = vdupq_n_f32(0);
+            }
+          }
+        }
+      } else {
+        if constexpr (NT >= 3) asm volatile("" : "+m"(acc));
+        K::template block<NT>(g, ab, acc);
       }
     }
 #pragma GCC unroll 4

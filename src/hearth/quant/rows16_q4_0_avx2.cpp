@@ -2,7 +2,7 @@
 // 8-15 in two 256-bit halves. Nibbles (0..15) times activation bytes through vpmaddubsw give
 // 16-bit pair sums of at most 2 * 15 * 127; a block's 8 of them (4 slices, low and high
 // nibbles) add up in 16 bits (at most 30480) before one vpmaddwd by ones widens them. Same
-// integer sums and float steps (Q4_0's quads, Rows16BlockQuads) per lane as the scalar
+// integer sums and float steps (Q4_0's quads of block columns, kBlockQuads) per lane as the scalar
 // reference (rows16_q4_0.cpp), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
@@ -15,10 +15,12 @@ namespace {
 constexpr int kPrefetchBytes = 4096;
 
 struct Q4_0Avx2 {
+  // block adds into the sums of the quad of block columns at hand (Rows16Blocks).
+  static constexpr bool kBlockQuads = true;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
 
-  template <int NT, bool kFirst>
+  template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& q) const {
     __m256i lo[4][2], hi[4][2];  // (slice, half)
     for (int s = 0; s < 4; ++s) {
@@ -47,7 +49,7 @@ struct Q4_0Avx2 {
       const float da = rows16_load_f32(ab[t]);
       for (int h = 0; h < 2; ++h) {
         const __m256i isum = _mm256_add_epi32(corr, _mm256_madd_epi16(p16[h], ones));
-        q[t][h] = Rows16Lanes::quad_term<kFirst>(dw[h], da, isum, q[t][h]);
+        q[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum, q[t][h]);
       }
     }
   }
@@ -55,6 +57,6 @@ struct Q4_0Avx2 {
 
 }  // namespace
 
-Rows16DotKernel* const rows16_q4_0_dot_avx2 = rows16_dot<Rows16BlockQuads<Q4_0Avx2, Rows16Q4_0>>;
+Rows16DotKernel* const rows16_q4_0_dot_avx2 = rows16_dot<Rows16Blocks<Q4_0Avx2, Rows16Q4_0>>;
 
 }  // namespace hearth::quant

@@ -2,8 +2,8 @@
 // GGUF quant bytes of each of 16 rows; its low nibbles (& 0x0F) are elements 4s..4s+3 and its
 // high nibbles (& 0xF0, i.e. 16x the nibble) elements 16+4s..16+4s+3, each one vpdpbusd against
 // the broadcast 4 activation quants into a chain of its own; the x16 is shifted out exactly
-// at the end of the block. Same integer sums and float steps (Q4_0's quads, Rows16BlockQuads)
-// per lane as the scalar reference (rows16_q4_0.cpp), so the same bits.
+// at the end of the block. Same integer sums and float steps (Q4_0's quads of block columns,
+// kBlockQuads) per lane as the scalar reference (rows16_q4_0.cpp), so the same bits.
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
@@ -18,6 +18,9 @@ namespace {
 constexpr int kPrefetchBytes = 4096;
 
 struct Q4_0Avx512 {
+  // block and block_pair add into the sums of the quad of block columns at hand
+  // (Rows16Blocks, Rows16PairBlocks).
+  static constexpr bool kBlockQuads = true;
   // 8 tokens per pass over the weights (rows16_max_tokens): the kernel alone ran faster with
   // 8 than with 4 in a throwaway probe; the whole matmul moved within the host's noise
   // (docs/kernels.md, "Tokens per pass").
@@ -25,7 +28,7 @@ struct Q4_0Avx512 {
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
 
-  template <int NT, bool kFirst>
+  template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& q) const {
     // A block column is 288 bytes (4.5 lines): 5 prefetches cover it.
     __m512i lo[4], hi[4];
@@ -48,7 +51,7 @@ struct Q4_0Avx512 {
             _mm512_dpbusd_epi32(s_hi, hi[s], _mm512_set1_epi32(rows16_load_i32(aq + 16 + 4 * s)));
       }
       const __m512i isum = _mm512_add_epi32(s_lo, _mm512_srai_epi32(s_hi, 4));
-      q[t][0] = Rows16Lanes::quad_term<kFirst>(dw, rows16_load_f32(ab[t]), isum, q[t][0]);
+      q[t][0] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), isum, q[t][0]);
     }
   }
 
@@ -56,7 +59,7 @@ struct Q4_0Avx512 {
   // the high nibbles are shifted down instead of summed 16x in a chain of their own: the
   // same integer sum.
   static constexpr int kPairTokens = 4;
-  template <int NT, bool kFirst>
+  template <int NT>
   [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
                                          Rows16Acc<NT>& q0, Rows16Acc<NT>& q1) const {
     __m512i s0[NT]{}, s1[NT]{};  // one chain per group and token
@@ -80,8 +83,8 @@ struct Q4_0Avx512 {
     for (int t = 0; t < NT; ++t) {
       const float da = rows16_load_f32(ab[t]);
       const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
-      q0[t][0] = Rows16Lanes::quad_term<kFirst>(dw0, da, _mm512_add_epi32(s0[t], corr), q0[t][0]);
-      q1[t][0] = Rows16Lanes::quad_term<kFirst>(dw1, da, _mm512_add_epi32(s1[t], corr), q1[t][0]);
+      q0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), q0[t][0]);
+      q1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), q1[t][0]);
     }
   }
 };
@@ -122,9 +125,8 @@ void repack_q4_0(int64_t cols, const void* src, size_t src_row_bytes, void* grou
 }  // namespace
 
 Rows16RepackKernel* const rows16_q4_0_repack_avx512 = repack_q4_0;
-Rows16DotKernel* const rows16_q4_0_dot_avx512 =
-    rows16_dot<Rows16BlockQuads<Q4_0Avx512, Rows16Q4_0>>;
+Rows16DotKernel* const rows16_q4_0_dot_avx512 = rows16_dot<Rows16Blocks<Q4_0Avx512, Rows16Q4_0>>;
 Rows16PairKernel* const rows16_q4_0_dot_pair_avx512 =
-    rows16_dot_pair<Rows16PairBlockQuads<Q4_0Avx512, Rows16Q4_0>>;
+    rows16_dot_pair<Rows16PairBlocks<Q4_0Avx512, Rows16Q4_0>>;
 
 }  // namespace hearth::quant

@@ -6,8 +6,8 @@
 // Nibbles::sums<NT, Q>(qv, aq, isum) adds, for the Q quads at qv and each token t, each row's
 // 32 products against the activation quants at aq[t] into isum[t][k], exact in int32. isum
 // starts at the block's -8 * sum(a) correction, so it ends at the scalar reference's integer
-// sum, and the float steps are the reference's quad steps (Rows16NeonBlockQuads), per lane:
-// same bits.
+// sum, and the float steps are the reference's quad steps (kBlockQuads, Rows16NeonBlocks), per
+// lane: same bits.
 #pragma once
 
 #include "hearth/quant/rows16_kernels.h"
@@ -27,6 +27,8 @@ namespace {
 
 template <typename Nibbles>
 struct Rows16Q4_0Neon {
+  // block adds into the sums of the quad of block columns at hand (Rows16NeonBlocks).
+  static constexpr bool kBlockQuads = true;
   // One prefetch per 64-byte line consumed, this far ahead (not measured: no ARM hardware
   // here; the distance the other AArch64 rows16 kernels use).
   static constexpr int kPrefetchBytes = 2048;
@@ -37,7 +39,7 @@ struct Rows16Q4_0Neon {
   template <int NT>
   static constexpr int kQuads = NT <= 2 ? 4 / NT : 1;
 
-  template <int NT, bool kFirst>
+  template <int NT>
   [[gnu::always_inline]] static void block(const uint8_t* g, Rows16NeonActs<NT> ab,
                                            Rows16NeonAcc<NT>& qsum) {
     constexpr int Q = kQuads<NT>;
@@ -57,13 +59,13 @@ struct Rows16Q4_0Neon {
         for (int k = 0; k < Q; ++k) isum[t][k] = corr;
       }
       Nibbles::template sums<NT, Q>(g + 32 + 16 * q0, aq, isum);
-      rows16_neon_quad_terms<NT, Q, kFirst>(g, q0, ab, isum, qsum);
+      rows16_neon_scale_quads<NT, Q>(g, q0, ab, isum, qsum);
     }
   }
 };
 
 template <typename Nibbles>
-using Rows16Q4_0NeonBlocks = Rows16NeonBlockQuads<Rows16Q4_0Neon<Nibbles>, Rows16Q4_0>;
+using Rows16Q4_0NeonBlocks = Rows16NeonBlocks<Rows16Q4_0Neon<Nibbles>, Rows16Q4_0>;
 
 }  // namespace
 }  // namespace hearth::quant

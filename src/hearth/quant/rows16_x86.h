@@ -13,8 +13,6 @@
 
 #include <immintrin.h>
 
-#include <type_traits>
-
 #include "hearth/quant/rows16_common.h"
 #include "hearth/quant/stream_tuning.h"
 
@@ -37,13 +35,6 @@ struct Rows16Lanes {
   static F fnma_scaled(F w, float a, I isum, F acc) {
     return _mm512_fnmadd_ps(_mm512_mul_ps(w, _mm512_set1_ps(a)), _mm512_cvtepi32_ps(isum), acc);
   }
-  // Q4_0's quad steps (block_steps.h): fma(w * a, float(isum), q), from +0 for a quad's first
-  // block; add ends the quad.
-  template <bool kFirst>
-  static F quad_term(F w, float a, I isum, F q) {
-    return _mm512_fmadd_ps(_mm512_mul_ps(w, _mm512_set1_ps(a)), _mm512_cvtepi32_ps(isum),
-                           kFirst ? _mm512_setzero_ps() : q);
-  }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static void store(float* out, const F (&v)[kHalves]) { _mm512_storeu_ps(out, v[0]); }
 };
@@ -62,11 +53,6 @@ struct Rows16Lanes {
   }
   static F fnma_scaled(F w, float a, I isum, F acc) {
     return _mm256_fnmadd_ps(_mm256_mul_ps(w, _mm256_set1_ps(a)), _mm256_cvtepi32_ps(isum), acc);
-  }
-  template <bool kFirst>
-  static F quad_term(F w, float a, I isum, F q) {
-    return _mm256_fmadd_ps(_mm256_mul_ps(w, _mm256_set1_ps(a)), _mm256_cvtepi32_ps(isum),
-                           kFirst ? _mm256_setzero_ps() : q);
   }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static void store(float* out, const F (&v)[kHalves]) {
@@ -95,22 +81,47 @@ using Rows16Acc = Rows16Lanes::F[NT][Rows16Lanes::kHalves];
 template <int NT>
 using Rows16Acts = const uint8_t* const (&)[NT];
 
+template <int NT>
+[[gnu::always_inline]] inline void rows16_zero(Rows16Acc<NT>& v) {
+  for (int t = 0; t < NT; ++t) {
+    for (int h = 0; h < Rows16Lanes::kHalves; ++h) v[t][h] = Rows16Lanes::zero();
+  }
+}
+
+// After block column b of n_blocks in Q4_0's quads (block_steps.h): at a quad's end (its fourth
+// block column or the row's last) acc += q, and q starts again from +0.
+template <int NT>
+[[gnu::always_inline]] inline void rows16_end_quad(int64_t b, int64_t n_blocks, Rows16Acc<NT>& q,
+                                                   Rows16Acc<NT>& acc) {
+  if (b % 4 != 3 && b + 1 != n_blocks) return;
+  for (int t = 0; t < NT; ++t) {
+    for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+      acc[t][h] = Rows16Lanes::add(acc[t][h], q[t][h]);
+      q[t][h] = Rows16Lanes::zero();
+    }
+  }
+}
+
 // Rows16 kernel K of layout L: K is constructed once per call (its vector constants stay in
 // registers) and K::block<NT>(g, ab, acc) adds block column g's products against the tokens'
 // activation blocks ab[0..NT) into acc, for NT up to rows16_max_tokens<K>(). block must
 // be always-inline: the compiler then sees one loop per token count, as if written out by
 // hand, and keeps acc in registers.
+//
+// A kernel that declares kBlockQuads (Q4_0) takes its float steps in quads of block columns
+// (block_steps.h): block then adds into the quad's sums q, which start at +0 with each quad
+// and, after its fourth block column or the row's last, are added into acc (rows16_end_quad).
 template <typename K, typename L>
 struct Rows16Blocks {
   static constexpr int kMaxTokens = rows16_max_tokens<K>();
+  static constexpr bool kQuads = requires { K::kBlockQuads; };
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride) {
     const K kernel;
-    Rows16Acc<NT> acc;
-    for (int t = 0; t < NT; ++t) {
-      for (int h = 0; h < Rows16Lanes::kHalves; ++h) acc[t][h] = Rows16Lanes::zero();
-    }
+    Rows16Acc<NT> acc, q;
+    rows16_zero<NT>(acc);
+    rows16_zero<NT>(q);
     const int64_t n_blocks = cols / L::kBlockCols;
     for (int64_t b = 0; b < n_blocks; ++b, g += L::kBlockBytes) {
       const uint8_t* ab[NT];
@@ -118,58 +129,13 @@ struct Rows16Blocks {
         ab[t] =
             act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       }
-      kernel.template block<NT>(g, ab, acc);
+      if constexpr (kQuads) {
+        kernel.template block<NT>(g, ab, q);
+        rows16_end_quad<NT>(b, n_blocks, q, acc);
+      } else {
+        kernel.template block<NT>(g, ab, acc);
+      }
     }
-    for (int t = 0; t < NT; ++t)
-      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc[t]);
-  }
-};
-
-// Calls step(b, kFirst) for the block columns b of a row in Q4_0's quads (block_steps.h): four
-// at a time, kFirst for the first of each, and end() after each quad (the last may hold one to
-// three).
-template <typename Step, typename End>
-[[gnu::always_inline]] inline void rows16_for_quads(int64_t n_blocks, Step step, End end) {
-  for (int64_t b = 0; b < n_blocks; b += 4) {
-    step(b, std::true_type{});
-    if (b + 1 < n_blocks) step(b + 1, std::false_type{});
-    if (b + 2 < n_blocks) step(b + 2, std::false_type{});
-    if (b + 3 < n_blocks) step(b + 3, std::false_type{});
-    end();
-  }
-}
-
-// Rows16Blocks for a layout whose float steps go in quads of block columns (Q4_0):
-// K::block<NT, kFirst>(g, ab, q) starts (kFirst) or continues the quad's sums q with block
-// column g's terms, and each quad's q is then added into the row's sums.
-template <typename K, typename L>
-struct Rows16BlockQuads {
-  static constexpr int kMaxTokens = rows16_max_tokens<K>();
-  template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride) {
-    const K kernel;
-    Rows16Acc<NT> acc, q;
-    for (int t = 0; t < NT; ++t) {
-      for (int h = 0; h < Rows16Lanes::kHalves; ++h) acc[t][h] = q[t][h] = Rows16Lanes::zero();
-    }
-    rows16_for_quads(
-        cols / L::kBlockCols,
-        [&](int64_t b, auto first) __attribute__((always_inline)) {
-          const uint8_t* ab[NT];
-          for (int t = 0; t < NT; ++t) {
-            ab[t] = act + static_cast<size_t>(t) * act_stride +
-                    static_cast<size_t>(b) * L::kActBlockBytes;
-          }
-          kernel.template block<NT, decltype(first)::value>(
-              g + static_cast<size_t>(b) * L::kBlockBytes, ab, q);
-        },
-        [&]() __attribute__((always_inline)) {
-          for (int t = 0; t < NT; ++t) {
-            for (int h = 0; h < Rows16Lanes::kHalves; ++h)
-              acc[t][h] = Rows16Lanes::add(acc[t][h], q[t][h]);
-          }
-        });
     for (int t = 0; t < NT; ++t)
       Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc[t]);
   }
@@ -209,13 +175,11 @@ struct Rows16PairBlocks {
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride, Rows16Ahead ahead) {
     const K kernel;
-    Rows16Acc<NT> acc0, acc1;
-    for (int t = 0; t < NT; ++t) {
-      for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
-        acc0[t][h] = Rows16Lanes::zero();
-        acc1[t][h] = Rows16Lanes::zero();
-      }
-    }
+    Rows16Acc<NT> acc0, acc1, q0, q1;  // q0, q1: the quads' sums (kBlockQuads, Rows16Blocks)
+    rows16_zero<NT>(acc0);
+    rows16_zero<NT>(acc1);
+    rows16_zero<NT>(q0);
+    rows16_zero<NT>(q1);
     const int64_t n_blocks = cols / L::kBlockCols;
     const size_t group_bytes = static_cast<size_t>(n_blocks) * L::kBlockBytes;
     Rows16FetchAhead fetch(ahead, n_blocks);
@@ -226,53 +190,14 @@ struct Rows16PairBlocks {
             act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       }
       fetch.block(b);
-      kernel.template block_pair<NT>(g, g + group_bytes, ab, acc0, acc1);
-    }
-    for (int t = 0; t < NT; ++t) {
-      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc0[t]);
-      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride + kRows16, acc1[t]);
-    }
-  }
-};
-
-// Rows16PairBlocks for a layout whose float steps go in quads (Q4_0; see Rows16BlockQuads):
-// K::block_pair<NT, kFirst>(g0, g1, ab, q0, q1).
-template <typename K, typename L>
-struct Rows16PairBlockQuads {
-  static constexpr int kMaxTokens = K::kPairTokens;
-  template <int NT>
-  static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
-                  size_t out_stride, Rows16Ahead ahead) {
-    const K kernel;
-    Rows16Acc<NT> acc0, acc1, q0, q1;
-    for (int t = 0; t < NT; ++t) {
-      for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
-        acc0[t][h] = acc1[t][h] = q0[t][h] = q1[t][h] = Rows16Lanes::zero();
+      if constexpr (requires { K::kBlockQuads; }) {
+        kernel.template block_pair<NT>(g, g + group_bytes, ab, q0, q1);
+        rows16_end_quad<NT>(b, n_blocks, q0, acc0);
+        rows16_end_quad<NT>(b, n_blocks, q1, acc1);
+      } else {
+        kernel.template block_pair<NT>(g, g + group_bytes, ab, acc0, acc1);
       }
     }
-    const int64_t n_blocks = cols / L::kBlockCols;
-    const size_t group_bytes = static_cast<size_t>(n_blocks) * L::kBlockBytes;
-    Rows16FetchAhead fetch(ahead, n_blocks);
-    rows16_for_quads(
-        n_blocks,
-        [&](int64_t b, auto first) __attribute__((always_inline)) {
-          const uint8_t* ab[NT];
-          for (int t = 0; t < NT; ++t) {
-            ab[t] = act + static_cast<size_t>(t) * act_stride +
-                    static_cast<size_t>(b) * L::kActBlockBytes;
-          }
-          fetch.block(b);
-          const uint8_t* gb = g + static_cast<size_t>(b) * L::kBlockBytes;
-          kernel.template block_pair<NT, decltype(first)::value>(gb, gb + group_bytes, ab, q0, q1);
-        },
-        [&]() __attribute__((always_inline)) {
-          for (int t = 0; t < NT; ++t) {
-            for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
-              acc0[t][h] = Rows16Lanes::add(acc0[t][h], q0[t][h]);
-              acc1[t][h] = Rows16Lanes::add(acc1[t][h], q1[t][h]);
-            }
-          }
-        });
     for (int t = 0; t < NT; ++t) {
       Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc0[t]);
       Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride + kRows16, acc1[t]);
