@@ -40,15 +40,16 @@ struct ActQuantizers {
 };
 
 #if defined(__x86_64__)
-QuantizeFn avx2_act_quantize(gguf::TensorType type);      // act_quant_avx2.cpp
-QuantizeFn avx512_act_quantize(gguf::TensorType type);    // act_quant_avx512.cpp
-VecDotFn avx2_vec_dot(gguf::TensorType type);             // kernels_avx2.cpp
-VecDotFn avx2_vec_dot_long(gguf::TensorType type);        // kernels_avx2.cpp
-VecDotX4Fn avx2_vec_dot_x4(gguf::TensorType type);        // kernels_avx2.cpp
-const PackedDot* avx2_packed_dot(gguf::TensorType type);  // kernels_avx2.cpp
-VecDotFn avx512_vec_dot(gguf::TensorType type);           // kernels_avx512.cpp
-VecDotFn avx512_vec_dot_long(gguf::TensorType type);      // kernels_avx512.cpp
-VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);      // kernels_avx512.cpp
+QuantizeFn avx2_act_quantize(gguf::TensorType type);          // act_quant_avx2.cpp
+QuantizeFn avx512_act_quantize(gguf::TensorType type);        // act_quant_avx512.cpp
+VecDotFn avx2_vec_dot(gguf::TensorType type);                 // kernels_avx2.cpp
+VecDotFn avx2_vec_dot_long(gguf::TensorType type);            // kernels_avx2.cpp
+VecDotX4Fn avx2_vec_dot_x4(gguf::TensorType type);            // kernels_avx2.cpp
+const PackedDot* avx2_packed_dot(gguf::TensorType type);      // kernels_avx2.cpp
+const PreparedDot* avx2_prepared_dot(gguf::TensorType type);  // kernels_avx2.cpp
+VecDotFn avx512_vec_dot(gguf::TensorType type);               // kernels_avx512.cpp
+VecDotFn avx512_vec_dot_long(gguf::TensorType type);          // kernels_avx512.cpp
+VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);          // kernels_avx512.cpp
 const PackedDot* avx512_packed_dot(gguf::TensorType type);
 const PreparedDot* avx512_prepared_dot(gguf::TensorType type);  // kernels_avx512.cpp
 #endif

@@ -380,7 +380,72 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
       [&](int64_t k) { return hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(x[i + k], y[i + k]))); });
 }
 
+// Prepared Q4_0 decode (PreparedDot): per group of 8 blocks the activation holds (8) f32
+// scales, (8) i32 corrections -8 * sum(a), then the 8 blocks' quants (32 bytes each); blocks
+// after the last whole group follow unchanged. The nibbles (0..15) then meet the activation
+// quants directly in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127), and the -8
+// offset comes in once per block from the correction: exactly the integer sum dot_q4_0 forms.
+constexpr size_t kQ4PreparedA = 32 + 32 + 8 * kQK0;
+using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
+
+size_t q4_prepared_bytes(int64_t n) {
+  return Q4PreparedRows::a_bytes(n);
+}
+
+void q4_prepare(int64_t n, const void* act_row, void* dst) {
+  Q4PreparedRows::pack(n, act_row, dst, kQ4PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(out),
+                     load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
+    for (int b = 0; b < kQ8Group; ++b) {
+      int32_t sum = 0;
+      for (int e = 0; e < kQK0; ++e) sum += yg[b].qs[e];
+      const int32_t corr = -8 * sum;
+      std::memcpy(out + 32 + 4 * b, &corr, 4);
+      std::memcpy(out + 64 + kQK0 * b, yg[b].qs, kQK0);
+    }
+  });
+}
+
+template <size_t kL2Ahead = 0>
+void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  float acc = 0;
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ4_0* xg = x + g * kQ8Group;
+    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ4PreparedA;
+    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
+    __m256i v[8];  // (8) i32 partial sums of block b
+    for (int b = 0; b < kQ8Group; ++b) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[b].qs));
+      const __m256i nib = _mm256_and_si256(
+          _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
+      v[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, loadu(ag + 64 + kQK0 * b)), ones);
+    }
+    const __m256i isum = _mm256_add_epi32(
+        reduce_blocks8(v), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
+    const __m256 sc =
+        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ4_0)),
+                      _mm256_loadu_ps(reinterpret_cast<const float*>(ag)));
+    acc = q4_0_steps8(acc, sc, _mm256_cvtepi32_ps(isum));
+  }
+  const auto* xt = x + ng * kQ8Group;
+  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
+  *out = q4_0_steps(
+      acc, nb - ng * kQ8Group, [&](int64_t k) { return h2f(xt[k].d) * h2f(yt[k].d); },
+      [&](int64_t k) { return hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xt[k], yt[k]))); });
+}
+
+constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_prepared<>,
+                                     dot_q4_0_prepared<kLongRowL2Ahead>};
+
 }  // namespace
+
+const PreparedDot* avx2_prepared_dot(gguf::TensorType type) {
+  return type == gguf::TensorType::kQ4_0 ? &kQ4PreparedDot : nullptr;
+}
 
 const PackedDot* avx2_packed_dot(gguf::TensorType type) {
   return type == gguf::TensorType::kQ8_0 ? &kQ8PackedDot : nullptr;

@@ -45,8 +45,8 @@ struct IsaKernels {
 constexpr IsaKernels kIsaKernels[] = {
     {Isa::kScalar, nullptr},
 #if defined(__x86_64__)
-    {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot, avx2_vec_dot_x4, nullptr,
-     avx2_vec_dot_long},
+    {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot, avx2_vec_dot_x4,
+     avx2_prepared_dot, avx2_vec_dot_long},
     {Isa::kAvx512, avx512_vec_dot, avx512_act_quantize, avx512_packed_dot, avx512_vec_dot_x4,
      avx512_prepared_dot, avx512_vec_dot_long},
 #endif
