@@ -139,6 +139,36 @@ TEST_P(Rows16Matmul, MatvecManyMixesLayoutsBitwise) {
   EXPECT_EQ(0, std::memcmp(want.data(), y2.data(), 48 * sizeof(float)));
 }
 
+// Prefill's Q/K/V: matrices reading the same tokens share their preparation where their
+// kernels read it alike (two rows16 views of this type), the rest run alone (the GGUF view, and a
+// Q6_K or Q8_0 view with another preparation); each result is matmul's alone, bit for bit.
+TEST_P(Rows16Matmul, MatmulManyEqualsMatmulAloneBitwise) {
+  ThreadPool pool(2);
+  const int64_t cols = 512, n_tokens = 50;
+  const T other = GetParam() == T::kQ6_K ? T::kQ8_0 : T::kQ6_K;
+  const Quantized a = make(pool, GetParam(), 32, cols, 1);
+  const Quantized b = make(pool, GetParam(), 48, cols, 2);
+  const Quantized c = make(pool, other, 16, cols, 3);
+  const auto x = normal(static_cast<size_t>(n_tokens * cols), 5);
+  const WeightView ws[4] = {a.rows16_view, b.gguf_view, c.rows16_view, b.rows16_view};
+  std::vector<std::vector<float>> ys(4);
+  float* out[4];
+  for (int k = 0; k < 4; ++k) {
+    ys[k].assign(static_cast<size_t>(n_tokens * ws[k].rows), NAN);
+    out[k] = ys[k].data();
+  }
+  matmul_many(pool, ws, 4, x.data(), n_tokens, out);
+  for (int k = 0; k < 4; ++k) {
+    std::vector<float> want(ys[k].size());
+    matmul(pool, ws[k], x.data(), n_tokens, want.data());
+    EXPECT_EQ(0, std::memcmp(want.data(), ys[k].data(), want.size() * sizeof(float)))
+        << "matrix " << k;
+  }
+  const Quantized d = make(pool, GetParam(), 16, 2 * cols, 4);
+  const WeightView mixed[2] = {a.rows16_view, d.rows16_view};
+  EXPECT_THROW(matmul_many(pool, mixed, 2, x.data(), 2, out), UsageError);
+}
+
 TEST_P(Rows16Matmul, SameBitsOnEveryIsa) {
   ThreadPool pool(2);
   const int64_t rows = 32, cols = 1024;

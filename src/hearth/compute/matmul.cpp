@@ -349,15 +349,63 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
   matvec_many(pool, ws, n, x, ys, quant::active_isa());
 }
 
-void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
-                 quant::Isa isa) {
+namespace {
+
+// UsageError unless every matrix has matrix 0's columns.
+void check_same_cols(const char* op, const WeightView* ws, int n) {
   for (int k = 1; k < n; ++k) {
     if (ws[k].cols != ws[0].cols) {
-      throw UsageError("matvec_many: matrix " + std::to_string(k) + " has " +
+      throw UsageError(std::string(op) + ": matrix " + std::to_string(k) + " has " +
                        std::to_string(ws[k].cols) + " columns, matrix 0 has " +
                        std::to_string(ws[0].cols));
     }
   }
+}
+
+}  // namespace
+
+void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* ys) {
+  matmul_many(pool, ws, n, x, n_tokens, ys, quant::active_isa());
+}
+
+void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* ys, quant::Isa isa) {
+  check_same_cols("matmul_many", ws, n);
+  if (n_tokens == 1) {
+    matvec_many(pool, ws, n, x, ys, isa);
+    return;
+  }
+  std::vector<Prepared> p;
+  for (int k = 0; k < n; ++k) p.push_back(prepare(ws[k], "matmul_many", isa));
+  if (n_tokens <= 0) return;
+  std::vector<bool> done(static_cast<size_t>(n), false);
+  for (int k = 0; k < n; ++k) {
+    if (done[k]) continue;
+    if (ws[k].layout != WeightLayout::kRows16) {
+      matmul(pool, ws[k], x, n_tokens, ys[k], isa);
+      continue;
+    }
+    // The tokens prepared once for matrix k and every later one that reads them the same way
+    // (prepare_rows16_acts' scratch stays untouched until the last of them is done).
+    const quant::Rows16& r16 = *p[k].w_traits->rows16;
+    const uint8_t* acts = prepare_rows16_acts(pool, r16, p[k], ws[k].cols, x, n_tokens);
+    for (int j = k; j < n; ++j) {
+      if (done[j] || ws[j].layout != WeightLayout::kRows16) continue;
+      const quant::Rows16& rj = *p[j].w_traits->rows16;
+      if (rj.prepare_act != r16.prepare_act || p[j].act_traits != p[k].act_traits) continue;
+      const size_t gb = rj.group_bytes(ws[j].cols);
+      matmul_rows16_units(pool, rj, ws[j].cols, ws[j].rows, ws[j].rows / quant::kRows16,
+                          {static_cast<const uint8_t*>(ws[j].data), gb, gb, false}, acts, n_tokens,
+                          ys[j]);
+      done[j] = true;
+    }
+  }
+}
+
+void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
+                 quant::Isa isa) {
+  check_same_cols("matvec_many", ws, n);
   thread_local std::vector<const float*> xs;
   xs.assign(static_cast<size_t>(std::max(n, 0)), x);
   matvec_each(pool, ws, n, xs.data(), ys, isa);

@@ -68,6 +68,14 @@ void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
 void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
                  float* const* ys);
 
+// ys[k] = ws[k] x[t] for every token t and k < n: prefill's Q/K/V (or gate/up) projections of
+// the same normalized rows. Matrices in the rows16 layout whose kernels take the same prepared
+// activation (Q and K of one type, gate and up) share one quantization and preparation of the
+// tokens; the others run as matmul does alone. Each ys[k] is bitwise what matmul(ws[k]) gives.
+// All matrices must have the same cols (UsageError otherwise). ys[k]: (n_tokens, ws[k].rows).
+void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* ys);
+
 // The same with the kernels of a given ISA instead of the active one (tests and benchmarks
 // compare ISAs in one process). UsageError if this CPU lacks it.
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, quant::Isa isa);
@@ -75,6 +83,8 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
             quant::Isa isa);
 void matvec_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, float* const* ys,
                  quant::Isa isa);
+void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* ys, quant::Isa isa);
 void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* const* xs,
                  float* const* ys, quant::Isa isa);
 

@@ -252,31 +252,29 @@ void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
   }
 }
 
-// Decode: matrices that read the same input row (Q/K/V, gate/up) go out as one pool
-// dispatch with one activation quantization (each result bitwise what matvec gives), which
-// halves the barriers per layer. Prefill: one matmul each.
+// Matrices that read the same input rows (Q/K/V, gate/up) share their activation
+// quantization. Decode: one pool dispatch (matvec_many), which halves the barriers per layer;
+// prefill: matmul_many, the tokens prepared once for the matrices whose kernels read them
+// alike. Each result is bitwise what matvec / matmul gives alone.
 void Engine::project2(const WeightView& a, const WeightView& b, const float* x, int64_t n,
                       float* ya, float* yb) {
+  const WeightView ws[2] = {a, b};
+  float* const ys[2] = {ya, yb};
   if (n == 1) {
-    const WeightView ws[2] = {a, b};
-    float* const ys[2] = {ya, yb};
     compute::matvec_many(pool_, ws, 2, x, ys);
   } else {
-    project(a, x, n, ya);
-    project(b, x, n, yb);
+    compute::matmul_many(pool_, ws, 2, x, n, ys);
   }
 }
 
 void Engine::project3(const WeightView& a, const WeightView& b, const WeightView& c, const float* x,
                       int64_t n, float* ya, float* yb, float* yc) {
+  const WeightView ws[3] = {a, b, c};
+  float* const ys[3] = {ya, yb, yc};
   if (n == 1) {
-    const WeightView ws[3] = {a, b, c};
-    float* const ys[3] = {ya, yb, yc};
     compute::matvec_many(pool_, ws, 3, x, ys);
   } else {
-    project(a, x, n, ya);
-    project(b, x, n, yb);
-    project(c, x, n, yc);
+    compute::matmul_many(pool_, ws, 3, x, n, ys);
   }
 }
 
