@@ -377,6 +377,7 @@ void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
     return;
   }
   std::vector<Prepared> p;
+  p.reserve(static_cast<size_t>(std::max(n, 0)));
   for (int k = 0; k < n; ++k) p.push_back(prepare(ws[k], "matmul_many", isa));
   if (n_tokens <= 0) return;
   std::vector<bool> done(static_cast<size_t>(n), false);
