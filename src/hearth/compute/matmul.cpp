@@ -254,13 +254,19 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
   });
 }
 
-void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
-                   int64_t n_tokens, float* y) {
-  const quant::Rows16& r16 = *p.w_traits->rows16;
-  const uint8_t* acts = prepare_rows16_acts(pool, r16, p, w.cols, x, n_tokens);
+// Matmul of a rows16 view w (r16 its layout) on tokens already prepared for it.
+void matmul_rows16_prepared(ThreadPool& pool, const WeightView& w, const quant::Rows16& r16,
+                            const uint8_t* acts, int64_t n_tokens, float* y) {
   const size_t gb = r16.group_bytes(w.cols);
   matmul_rows16_units(pool, r16, w.cols, w.rows, w.rows / quant::kRows16,
                       {static_cast<const uint8_t*>(w.data), gb, gb, false}, acts, n_tokens, y);
+}
+
+void matmul_rows16(ThreadPool& pool, const WeightView& w, const Prepared& p, const float* x,
+                   int64_t n_tokens, float* y) {
+  const quant::Rows16& r16 = *p.w_traits->rows16;
+  matmul_rows16_prepared(pool, w, r16, prepare_rows16_acts(pool, r16, p, w.cols, x, n_tokens),
+                         n_tokens, y);
 }
 
 // Prefill on GGUF rows (a ring device streaming its windows from the file never repacks):
@@ -395,10 +401,7 @@ void matmul_many(ThreadPool& pool, const WeightView* ws, int n, const float* x, 
       if (done[j] || ws[j].layout != WeightLayout::kRows16) continue;
       const quant::Rows16& rj = *p[j].w_traits->rows16;
       if (rj.prepare_act != r16.prepare_act || p[j].act_traits != p[k].act_traits) continue;
-      const size_t gb = rj.group_bytes(ws[j].cols);
-      matmul_rows16_units(pool, rj, ws[j].cols, ws[j].rows, ws[j].rows / quant::kRows16,
-                          {static_cast<const uint8_t*>(ws[j].data), gb, gb, false}, acts, n_tokens,
-                          ys[j]);
+      matmul_rows16_prepared(pool, ws[j], rj, acts, n_tokens, ys[j]);
       done[j] = true;
     }
   }

@@ -253,29 +253,21 @@ void Engine::project(const WeightView& w, const float* x, int64_t n, float* y) {
 }
 
 // Matrices that read the same input rows (Q/K/V, gate/up) share their activation
-// quantization. Decode: one pool dispatch (matvec_many), which halves the barriers per layer;
-// prefill: matmul_many, the tokens prepared once for the matrices whose kernels read them
-// alike. Each result is bitwise what matvec / matmul gives alone.
+// quantization through matmul_many (for one row matvec_many: one pool dispatch, which halves
+// the barriers per layer; for several the tokens prepared once for the matrices whose kernels
+// read them alike). Each result is bitwise what matvec / matmul gives alone.
 void Engine::project2(const WeightView& a, const WeightView& b, const float* x, int64_t n,
                       float* ya, float* yb) {
   const WeightView ws[2] = {a, b};
   float* const ys[2] = {ya, yb};
-  if (n == 1) {
-    compute::matvec_many(pool_, ws, 2, x, ys);
-  } else {
-    compute::matmul_many(pool_, ws, 2, x, n, ys);
-  }
+  compute::matmul_many(pool_, ws, 2, x, n, ys);
 }
 
 void Engine::project3(const WeightView& a, const WeightView& b, const WeightView& c, const float* x,
                       int64_t n, float* ya, float* yb, float* yc) {
   const WeightView ws[3] = {a, b, c};
   float* const ys[3] = {ya, yb, yc};
-  if (n == 1) {
-    compute::matvec_many(pool_, ws, 3, x, ys);
-  } else {
-    compute::matmul_many(pool_, ws, 3, x, n, ys);
-  }
+  compute::matmul_many(pool_, ws, 3, x, n, ys);
 }
 
 void Engine::project_group(WeightFeed* feed, int layer, MatrixGroup g, GroupViews v, const float* x,

@@ -375,9 +375,7 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
                       load_scales8(reinterpret_cast<const uint8_t*>(y + i), sizeof(BlockQ8_0)));
     acc = q4_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
   }
-  *out = q4_0_steps(
-      acc, nb - i, [&](int64_t k) { return h2f(x[i + k].d) * h2f(y[i + k].d); },
-      [&](int64_t k) { return hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(x[i + k], y[i + k]))); });
+  *out = q4_tail(acc, x + i, y + i, nb - i);
 }
 
 // Prepared Q4_0 decode (PreparedDot): per group of 8 blocks the activation holds (8) f32
@@ -433,9 +431,7 @@ void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
   }
   const auto* xt = x + ng * kQ8Group;
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
-  *out = q4_0_steps(
-      acc, nb - ng * kQ8Group, [&](int64_t k) { return h2f(xt[k].d) * h2f(yt[k].d); },
-      [&](int64_t k) { return hsum256(_mm256_cvtepi32_ps(q4_0_block_dot(xt[k], yt[k]))); });
+  *out = q4_tail(acc, xt, yt, nb - ng * kQ8Group);
 }
 
 constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_prepared<>,

@@ -587,21 +587,6 @@ inline float q4_0_steps16(float acc, __m512 sc, __m512 fi) {
   acc = q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehdup_ps(q3)));
   return q4_0_quad_end(acc, _mm_cvtss_f32(_mm_shuffle_ps(q3, q3, 3)));
 }
-// acc after the quad steps of blocks [0, nb), the tail after the last whole group (which
-// starts a quad), in scalar code.
-inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
-  return q4_0_steps(
-      acc, nb, [&](int64_t i) { return h2f(x[i].d) * h2f(y[i].d); },
-      [&](int64_t i) {
-        int32_t isum = 0;
-        for (int j = 0; j < kQK0 / 2; ++j) {
-          isum +=
-              ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
-        }
-        return static_cast<float>(isum);
-      });
-}
-
 // The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
 // (lane order) and their activation scales; a_group_bytes is the activation's group stride,
 // tail_a where its blocks after the last whole group start.

@@ -141,12 +141,10 @@ inline void rows16_neon_widen_s8(const uint8_t* p, int32x4_t (&out)[Q]) {
 // column or the row's last, are added into acc.
 template <typename K, typename L>
 struct Rows16NeonBlocks {
+  static constexpr bool kQuads = requires { K::kBlockQuads; };
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride) {
-    constexpr bool kQuads = requires {
-      K::kBlockQuads;
-    };
     Rows16NeonAcc<NT> acc, qsum;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {

@@ -79,13 +79,7 @@ struct Q4_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], hi1, a_hi);
       }
     }
-    const __m512 dw0 = Rows16Lanes::f16(g0, 0), dw1 = Rows16Lanes::f16(g1, 0);
-    for (int t = 0; t < NT; ++t) {
-      const float da = rows16_load_f32(ab[t]);
-      const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
-      q0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), q0[t][0]);
-      q1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), q1[t][0]);
-    }
+    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, q0, q1);
   }
 };
 

@@ -171,6 +171,7 @@ class Rows16FetchAhead {
 template <typename K, typename L>
 struct Rows16PairBlocks {
   static constexpr int kMaxTokens = K::kPairTokens;
+  static constexpr bool kQuads = requires { K::kBlockQuads; };
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride, Rows16Ahead ahead) {
@@ -190,7 +191,7 @@ struct Rows16PairBlocks {
             act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       }
       fetch.block(b);
-      if constexpr (requires { K::kBlockQuads; }) {
+      if constexpr (kQuads) {
         kernel.template block_pair<NT>(g, g + group_bytes, ab, q0, q1);
         rows16_end_quad<NT>(b, n_blocks, q0, acc0);
         rows16_end_quad<NT>(b, n_blocks, q1, acc1);
@@ -206,9 +207,10 @@ struct Rows16PairBlocks {
 };
 
 #if defined(__AVX512F__)
-// The end of Q8_0's block_pair (its activation blocks, from rows16_prepare_q8_0, hold the
-// token's scale, then its offset correction): each group's integer sums s0 / s1 plus the
-// correction, scaled into acc0 / acc1 as block does.
+// The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
+// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
+// s0 / s1 plus the correction, scaled into acc0 / acc1 as block does (for Q4_0 these are the
+// quads' sums).
 template <int NT>
 [[gnu::always_inline]] inline void rows16_q8_0_pair_scale(
     const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab, const __m512i (&s0)[NT],

@@ -154,7 +154,7 @@ inline __m256 load_scales8(const uint8_t* p, size_t stride) {
   return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo)));
 }
 
-// acc after the Q8_0 / Q4_0 steps (q8_0_block_step_f) of four blocks in order, whose scales
+// acc after the Q8_0 steps (q8_0_block_step_f) of four blocks in order, whose scales
 // and sums are lanes 0..3 of s and f. The SIMD kernels form a group's scales and exact sums in
 // vectors, then step through them in block order as the reference does.
 inline float q8_0_steps4(float acc, __m128 s, __m128 f) {
@@ -175,6 +175,21 @@ inline float q8_tail(float acc, const BlockQ8_0* x, const BlockQ8_0* y, int64_t 
     acc = q8_0_block_step(acc, h2f(x[i].d), h2f(y[i].d), isum);
   }
   return acc;
+}
+
+// acc after Q4_0's quad steps (q4_0_steps) over blocks [0, nb): the tail after the last whole
+// group, which starts a quad.
+inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
+  return q4_0_steps(
+      acc, nb, [&](int64_t i) { return h2f(x[i].d) * h2f(y[i].d); },
+      [&](int64_t i) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQK0 / 2; ++j) {
+          isum +=
+              ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
+        }
+        return static_cast<float>(isum);
+      });
 }
 
 // Q8_0 rows packed for the prefill kernels: each whole group of `Group` blocks takes
