@@ -3,7 +3,8 @@
 # times and prints, per type, layout and shape, the median over the rounds of
 #   matvec: the ratio to the read bandwidth measured beside it (bar 0.9, both layouts),
 #   matmul: the fraction of the int8 multiply-add peak measured in the same run (bar 0.7,
-#           the layout the engine uses: rows16 where the type has it),
+#           the layout the engine uses: rows16 where the type has it), and beside it the
+#           same fraction for the kernel alone (weights and tokens in L2),
 # each with "ok" or "below". Exits 0 whatever the figures (it reports, it does not gate).
 #
 #   bench/check_kernels.sh [-r ROUNDS] [-t TYPES] [-j THREADS] [HEARTH]
@@ -30,6 +31,7 @@ for ((i = 1; i <= rounds; i++)); do
 done | python3 -c '
 import json, statistics, sys
 runs = {}
+kernels = {}  # matmul rows: the kernel alone (rows16), beside the matmul
 for line in sys.stdin:
     for r in json.loads(line)["rows"]:
         layout = r.get("layout", "gguf")
@@ -40,6 +42,8 @@ for line in sys.stdin:
             key, value, bar = ("matmul", r["type"], layout, shape + "x" + str(r["tokens"])), \
                 r["peak_fraction"], 0.7
         runs.setdefault(key, (bar, []))[1].append(value)
+        if "kernel_peak_fraction" in r:
+            kernels.setdefault(key, []).append(r["kernel_peak_fraction"])
 # Matmul is held to the bar in the layout the engine prefills with: rows16 where it exists.
 has_rows16 = {k[1] for k in runs if k[2] == "rows16"}
 for key in sorted(runs):
@@ -48,7 +52,8 @@ for key in sorted(runs):
     if op == "matmul" and layout == "gguf" and typ in has_rows16:
         continue
     m = statistics.median(values)
-    print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}".format(
+    alone = "  kernel alone {:.3f}".format(statistics.median(kernels[key])) if key in kernels else ""
+    print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}{}".format(
         op, typ, layout, shape, m, bar, "ok" if m >= bar else "below",
-        " ".join("{:.2f}".format(v) for v in values)))
+        " ".join("{:.2f}".format(v) for v in values), alone))
 '

@@ -12,18 +12,21 @@
 // this CPU get a second row ("q8_0/r16", JSON "layout": "rows16"): the layout the engine
 // repacks to at load. Matmul rows give GFLOP/s and, in the ratio column, the fraction of the
 // int8 multiply-add peak (compute::measure_int8_peak: the ISA's dot instruction with
-// operands in registers, measured in the same run), prefill's compute roofline.
+// operands in registers, measured in the same run), prefill's compute roofline; rows16 rows
+// add that fraction for the kernel alone on weights and tokens in L2 (rows16_kernel_alone_gflops),
+// in the last column and as JSON "kernel_peak_fraction".
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/core.h>
@@ -102,6 +105,52 @@ size_t llc_bytes() {
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   return static_cast<size_t>(std::max({l3, l2, 0L}));
+}
+
+// Rows16 matmul's kernel alone, in GFLOP/s: each thread of the pool runs the kernel on a pair
+// of groups of its own (one group where the ISA has no dot_pair) against kRows16CallTokens
+// prepared tokens, weights and tokens held in L2, for as many multiply-adds as the matmul of
+// n_tokens. Beside the matmul's figure it splits the gap to the int8 peak into the kernel's
+// own and what the matmul adds around it: the weights fetched from memory, each token's output
+// row written, the tokens quantized and prepared, the threads' shares.
+double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const compute::WeightView& w,
+                                  const float* x, int64_t n_tokens) {
+  const quant::Rows16& r16 = *quant::traits(w.type).rows16;
+  const auto& act_traits = quant::traits(quant::traits(w.type).vec_dot_type);
+  const int calls_tokens = quant::kRows16CallTokens;
+  const size_t ab = r16.act_bytes(w.cols);
+  const size_t gb = r16.group_bytes(w.cols);
+  std::vector<uint8_t> acts(ab * static_cast<size_t>(calls_tokens));
+  std::vector<uint8_t> row(*gguf::row_bytes(act_traits.type, static_cast<uint64_t>(w.cols)));
+  for (int t = 0; t < calls_tokens; ++t) {
+    act_traits.quantize(x + static_cast<int64_t>(t) * w.cols, row.data(), w.cols);
+    r16.prepare_act(w.cols, row.data(), acts.data() + static_cast<size_t>(t) * ab);
+  }
+  const int64_t per_unit = r16.dot_pair != nullptr ? 2 : 1;
+  const int64_t unit_rows = quant::kRows16 * per_unit;
+  const int64_t n_units = w.rows / unit_rows;
+  const double unit_macs = static_cast<double>(unit_rows * w.cols * calls_tokens);
+  const double macs = static_cast<double>(w.rows * w.cols * n_tokens);
+  const int calls = std::max(1, static_cast<int>(macs / unit_macs / pool.size()));
+  const auto* groups = static_cast<const uint8_t*>(w.data);
+  std::vector<double> times;
+  for (int rep = -1; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run([&](int ti, int) {
+      const auto stride = static_cast<size_t>(unit_rows);
+      std::vector<float> out(static_cast<size_t>(calls_tokens) * stride);
+      const uint8_t* unit = groups + static_cast<size_t>((ti % n_units) * per_unit) * gb;
+      for (int c = 0; c < calls; ++c) {
+        if (per_unit == 2) {
+          r16.dot_pair(w.cols, unit, acts.data(), ab, calls_tokens, out.data(), stride, nullptr, 0);
+        } else {
+          r16.dot(w.cols, unit, acts.data(), ab, calls_tokens, out.data(), stride);
+        }
+      }
+    });
+    if (rep >= 0) times.push_back(seconds_since(t0));
+  }
+  return 2.0 * unit_macs * calls * pool.size() / median(times) / 1e9;
 }
 
 int run_bench_kernels(const Args& args) {
@@ -304,6 +353,9 @@ int run_bench_kernels(const Args& args) {
 
   // Prefill: weights of one 4096x4096 matrix, activations for n tokens.
   if (!matmul_tokens.empty()) {
+    fmt::print(
+        "matmul: ratio = fraction of the int8 peak; last column (rows16) = the same for the "
+        "kernel alone, weights and tokens in L2\n");
     const Shape shape = matmul_shape;
     const auto src = random_matrix(shape.rows * shape.cols, 11);
     const int64_t max_tokens = *std::max_element(matmul_tokens.begin(), matmul_tokens.end());
@@ -334,7 +386,7 @@ int run_bench_kernels(const Args& args) {
           compute::ThreadPool& pool = *pools[ti];
           for (int64_t n_tokens : matmul_tokens) {
             std::vector<double> times;
-            const int mm_reps = n_tokens >= 256 ? 1 : 3;
+            const int mm_reps = n_tokens >= 256 ? 3 : 5;
             for (int r = -1; r < mm_reps; ++r) {
               const auto t0 = std::chrono::steady_clock::now();
               compute::matmul(pool, w, x.data(), n_tokens, y.data());
@@ -346,20 +398,27 @@ int run_bench_kernels(const Args& args) {
             // Fraction of the int8 peak (matmul's "ratio": 2 flops per multiply-add).
             const double peak_gflops = 2 * peaks[ti].gmacs;
             const double peak_fraction = peak_gflops > 0 ? gflops / peak_gflops : 0;
-            fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f}\n", "matmul",
-                       label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
+            const double kernel_fraction =
+                r16 && peak_gflops > 0
+                    ? rows16_kernel_alone_gflops(pool, w, x.data(), n_tokens) / peak_gflops
+                    : 0;
+            fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f} {:>9}\n",
+                       "matmul", label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
                        pool.size(), s * 1e3, "-", "-",
-                       peak_gflops > 0 ? fmt::format("{:.2f}", peak_fraction) : "-", gflops);
-            rows.push_back({{"op", "matmul"},
-                            {"type", gguf::tensor_type_name(type)},
-                            {"layout", r16 ? "rows16" : "gguf"},
-                            {"shape", {shape.rows, shape.cols}},
-                            {"tokens", n_tokens},
-                            {"threads", pool.size()},
-                            {"ms", s * 1e3},
-                            {"gbps", static_cast<double>(weights.size()) / s / 1e9},
-                            {"gflops", gflops},
-                            {"peak_fraction", peak_fraction}});
+                       peak_gflops > 0 ? fmt::format("{:.2f}", peak_fraction) : "-", gflops,
+                       kernel_fraction > 0 ? fmt::format("{:.2f}", kernel_fraction) : "-");
+            nlohmann::json row = {{"op", "matmul"},
+                                  {"type", gguf::tensor_type_name(type)},
+                                  {"layout", r16 ? "rows16" : "gguf"},
+                                  {"shape", {shape.rows, shape.cols}},
+                                  {"tokens", n_tokens},
+                                  {"threads", pool.size()},
+                                  {"ms", s * 1e3},
+                                  {"gbps", static_cast<double>(weights.size()) / s / 1e9},
+                                  {"gflops", gflops},
+                                  {"peak_fraction", peak_fraction}};
+            if (kernel_fraction > 0) row["kernel_peak_fraction"] = kernel_fraction;
+            rows.push_back(std::move(row));
           }
         }
       }

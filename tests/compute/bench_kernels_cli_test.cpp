@@ -49,6 +49,34 @@ TEST(BenchKernelsCli, ShapesReplaceTheDefaultsAndZeroTokensSkipMatmul) {
   EXPECT_EQ(matvec_rows, 4);  // two shapes, GGUF and rows16 layouts
 }
 
+// Each rows16 matmul row carries the kernel alone beside the matmul (the same int8 peak
+// measures both); GGUF-layout rows, which have no rows16 kernel of their own, do not.
+TEST(BenchKernelsCli, Rows16MatmulRowsCarryTheKernelAlone) {
+  const auto r = testing::run_hearth(
+      "bench kernels --threads 1 --types q4_0 --shapes 32x256 --matmul-tokens 16 --reps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = testing::last_json_line(r.out);
+  if (j.at("int8_peak_gmacs_by_threads").at("1").get<double>() <= 0) {
+    GTEST_SKIP() << "no int8 peak on this ISA, so no fractions";
+  }
+  int rows16 = 0, gguf = 0;
+  for (const auto& row : j.at("rows")) {
+    if (row.at("op") != "matmul") continue;
+    EXPECT_GT(row.at("peak_fraction").get<double>(), 0) << row.dump();
+    if (row.at("layout") == "rows16") {
+      ++rows16;
+      const double kernel = row.at("kernel_peak_fraction").get<double>();
+      EXPECT_GT(kernel, 0) << row.dump();
+      EXPECT_LT(kernel, 2) << row.dump();  // a fraction of a peak measured in the same run
+    } else {
+      ++gguf;
+      EXPECT_FALSE(row.contains("kernel_peak_fraction")) << row.dump();
+    }
+  }
+  EXPECT_EQ(rows16, 1);
+  EXPECT_EQ(gguf, 1);
+}
+
 TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
   const std::string args =
       "bench kernels --quick --threads 1 --types q4_k --shapes 32x256 "
