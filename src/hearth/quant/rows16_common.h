@@ -265,6 +265,45 @@ void rows16_pack_q5_k_high_bits(const uint8_t* qh, uint8_t* g, int r) {
   }
 }
 
+// Q5_K's five-bit bytes (layout in rows16_kernels.h), from (mix) or back to (unmix) the
+// arrangement it shares with Q4_K, low 4 bits of sub-blocks 2p and 2p + 1 in one byte and
+// both fifth bits in the high-bit vectors, for bytes i in [i0, i1) of every 64-byte slice of
+// group block column g (four per row: rows16_pack_q5_k_high_bits's rows go one at a time).
+// Per element, with k = 2(s % 4): the quant byte keeps bits 0-3, takes sub-block 2p's fifth
+// bit (high-bit bit k) into bit 4 and 2p + 1's bits 0-2 (its bits 4-6) into bits 5-7; bit k
+// takes 2p + 1's bit 3 (its bit 7), and bit k + 1, 2p + 1's fifth bit, stays.
+template <int kQuants, int kHighBits>
+void rows16_mix_q5_k(uint8_t* g, int i0, int i1) {
+  for (int p = 0; p < 4; ++p) {
+    for (int s = 0; s < 8; ++s) {
+      uint8_t* q = g + kQuants + 512 * p + 64 * s;
+      uint8_t* h = g + kHighBits + 128 * p + 64 * (s / 4);
+      const int k = 2 * (s % 4);
+      for (int i = i0; i < i1; ++i) {
+        const int qi = q[i], hi = h[i];
+        q[i] = static_cast<uint8_t>((qi & 0x0f) | (((hi >> k) & 1) << 4) | ((qi << 1) & 0xe0));
+        h[i] = static_cast<uint8_t>((hi & ~(1 << k)) | ((qi >> 7) << k));
+      }
+    }
+  }
+}
+
+template <int kQuants, int kHighBits>
+void rows16_unmix_q5_k(uint8_t* g, int i0, int i1) {
+  for (int p = 0; p < 4; ++p) {
+    for (int s = 0; s < 8; ++s) {
+      uint8_t* q = g + kQuants + 512 * p + 64 * s;
+      uint8_t* h = g + kHighBits + 128 * p + 64 * (s / 4);
+      const int k = 2 * (s % 4);
+      for (int i = i0; i < i1; ++i) {
+        const int qi = q[i], hi = h[i];
+        q[i] = static_cast<uint8_t>((qi & 0x0f) | ((qi >> 1) & 0x70) | (((hi >> k) & 1) << 7));
+        h[i] = static_cast<uint8_t>((hi & ~(1 << k)) | (((qi >> 4) & 1) << k));
+      }
+    }
+  }
+}
+
 // Writes (pack) or reads back (unpack) row r's d, dmin, scales, mins and low 4 bits of a
 // Q4_K or Q5_K block b in the group block column g.
 template <int kQuants, typename B>
@@ -314,11 +353,14 @@ float rows16_q4_k_block_dot(const uint8_t* g, int r, const uint8_t* ab, float ac
     int32_t isum = 0;
     for (int e = 0; e < 32; ++e) {
       const int at = 64 * (e / 4) + 4 * r + e % 4;
-      int q = (g[kQuants + 512 * p + at] >> shift) & 0x0f;
+      const int byte = g[kQuants + 512 * p + at];
+      int q = (byte >> shift) & 0x0f;
       if constexpr (kHighBits >= 0) {
-        const int s = e / 4;  // the slice; its quad's high-bit byte (rows16_kernels.h)
+        // Five-bit bytes (rows16_mix_q5_k): sub-block 2p whole in bits 0-4; 2p + 1's bits
+        // 0-2 in bits 5-7 and 3-4 in its slice's two bits of the quad's high-bit byte.
+        const int s = e / 4;
         const int hb = g[kHighBits + 128 * p + 64 * (s / 4) + 4 * r + e % 4];
-        q |= ((hb >> (2 * (s % 4) + j % 2)) & 1) << 4;
+        q = j % 2 == 0 ? byte & 0x1f : (byte >> 5) | (((hb >> (2 * (s % 4))) & 3) << 3);
       }
       isum += q * aq[32 * j + e];
     }

@@ -56,15 +56,20 @@ using Rows16Q4_K = Rows16Shape<kQKK, 320 + 2048, 16 + 16 + 256>;
 
 // Q5_K (rows16_q5_k.cpp). Group = 16 rows; per super-block column, kBlockBytes: Q4_K's
 // header (bytes 0-319: d, dmin, scales, mins), then
-//   320  (4 pairs, 2 quads of slices, 16 rows, 4 bytes) high bits: the fifth bits of slices
-//        4c .. 4c + 3 of pair p, row r, at 320 + 128p + 64c + 4r + i (i: element 4s + i of
-//        the slice), bit 2(s - 4c) for sub-block 2p and bit 2(s - 4c) + 1 for 2p + 1
-//   832  the low 4 bits as Q4_K holds them at 320 (qs[32p + 4s .. +3] of row r at
-//        832 + 512p + 64s + 4r)
-// One high-bit vector serves four slices of one pair, with their bits side by side, so a
-// kernel loads it once per four quant vectors and each slice's two bits sit one immediate
-// shift away from bits 3 and 4. The high bits come before the quants because the kernels read
-// them with the first pair: the bytes lie in the order they are first read.
+//   320  (4 pairs, 2 quads of slices, 16 rows, 4 bytes) high bits of slices 4c .. 4c + 3 of
+//        pair p, row r, at 320 + 128p + 64c + 4r + i (i: element 4s + i of the slice): bits
+//        2(s - 4c) and 2(s - 4c) + 1 are bits 3 and 4 of sub-block 2p + 1's quant
+//   832  five-bit bytes, one per element pair where Q4_K holds its low 4 bits at 320 (element
+//        4s + i of sub-blocks 2p and 2p + 1 of row r at 832 + 512p + 64s + 4r + i): bits 0-4
+//        sub-block 2p's quant whole, bits 5-7 bits 0-2 of 2p + 1's
+// A kernel takes sub-block 2p's quants with one mask, and 2p + 1's with a shift of the byte
+// and its two bits from the high-bit vector, one immediate shift away from bits 3 and 4: five
+// ops per 64 bytes on AVX-512, where quant nibbles and both fifth bits in the high-bit vector
+// took seven (docs/kernels.md, "Two groups per pass"). One high-bit vector serves four slices
+// of one pair, so a kernel loads it once per four quant vectors. The high bits come before
+// the quants because the kernels read them with the first pair: the bytes lie in the order
+// they are first read. rows16_mix_q5_k (rows16_common.h) turns Q4_K's arrangement with both
+// fifth bits in the high-bit vector into this one.
 // 2880 bytes per 16 rows (GGUF: 2816). Prepared activation and per (row, token) sums as Q4_K,
 // with the 5-bit quants (0..31).
 using Rows16Q5_K = Rows16Shape<kQKK, 320 + 512 + 2048, 16 + 16 + 256>;

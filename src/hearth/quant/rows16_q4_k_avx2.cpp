@@ -3,9 +3,10 @@
 // 16-bit pair sums; slices add up in 16 bits before one vpmaddwd by ones widens them: all 8 of
 // a sub-block for Q4_K (nibbles 0..15: at most 8 * 2 * 15 * 127 = 30480), 4 at a time for Q5_K
 // (0..31: 4 * 2 * 31 * 127 = 31496). So per 4 quants a sub-block costs a mask (and a shift for
-// the high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's fifth bit costs a shift, a mask and
-// an or more (the bits of slice s sit at bits 2(s % 4) and 2(s % 4) + 1 of its quad's
-// high-bit vector, rows16_kernels.h). Same
+// the high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's five-bit bytes (rows16_kernels.h)
+// cost a mask for sub-block 2p, and for 2p + 1 a shift and a mask of the byte's top three bits
+// and a shift, a mask and an or of its two bits from the quad's high-bit vector (at bits
+// 2(s % 4) and 2(s % 4) + 1). Same
 // integer sums and float steps per lane as the scalar reference (rows16_common.h,
 // rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
@@ -18,11 +19,11 @@ namespace {
 // HEARTH_ISA=avx2; no AVX2-only hardware to measure on).
 constexpr int kPrefetchBytes = 4096;
 
-// Bit j of every byte of h moved to bit 4, the rest cleared. Left or right 16-bit shifts bring
-// a neighbour byte's bits only into places the mask drops (bit j lands on bit 4 of its own byte).
-[[gnu::always_inline]] inline __m256i bit_to_16(__m256i h, int j, __m256i sixteen) {
-  const __m256i moved = j <= 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
-  return _mm256_and_si256(moved, sixteen);
+// Bits j and j + 1 of every byte of h moved to bits 3 and 4, the rest cleared. Left or right
+// 16-bit shifts bring a neighbour byte's bits only into places the mask drops.
+[[gnu::always_inline]] inline __m256i bits_to_3(__m256i h, int j, __m256i bits34) {
+  const __m256i moved = j <= 3 ? _mm256_slli_epi16(h, 3 - j) : _mm256_srli_epi16(h, j - 3);
+  return _mm256_and_si256(moved, bits34);
 }
 
 // kQuants, kHighBits: where the low 4 bits and Q5_K's high-bit slices start in a block
@@ -36,7 +37,9 @@ struct Q4_KAvx2 {
   // fetched ahead", the AVX2 paragraph).
   static constexpr int kMaxTokens = 2;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i sixteen = _mm256_set1_epi8(0x10);
+  const __m256i m5 = _mm256_set1_epi8(0x1f);
+  const __m256i m3 = _mm256_set1_epi8(0x07);
+  const __m256i bits34 = _mm256_set1_epi8(0x18);
   const __m256i ones = _mm256_set1_epi16(1);
 
   template <int NT>
@@ -64,13 +67,16 @@ struct Q4_KAvx2 {
             for (int l = kLines * u / 32; l < kLines * (u + 1) / 32; ++l)
               rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * l);
           }
-          __m256i lo = _mm256_and_si256(v, m4);
-          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          __m256i lo, hi;
           if constexpr (kFive) {
             const __m256i hb = _mm256_loadu_si256(
                 reinterpret_cast<const __m256i*>(g + kHighBits + 128 * p + 64 * (s / 4) + 32 * h));
-            lo = _mm256_or_si256(lo, bit_to_16(hb, 2 * (s % 4), sixteen));
-            hi = _mm256_or_si256(hi, bit_to_16(hb, 2 * (s % 4) + 1, sixteen));
+            lo = _mm256_and_si256(v, m5);
+            hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 5), m3),
+                                 bits_to_3(hb, 2 * (s % 4), bits34));
+          } else {
+            lo = _mm256_and_si256(v, m4);
+            hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
           }
           for (int t = 0; t < NT; ++t) {
             const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;

@@ -2,8 +2,9 @@
 // holds 4 GGUF quant bytes of each of 16 rows; its low nibbles belong to sub-block 2p and its
 // high nibbles to sub-block 2p + 1, each one vpdpbusd against the broadcast 4 activation quants.
 // Q4_K takes the high nibbles as they sit (& 0xF0, i.e. 16x the nibble) and shifts the x16 out
-// of the sum exactly afterwards. Q5_K shifts them down instead and adds each element's fifth
-// bit from its slice quad's high-bit vector, loaded once per four slices (rows16_kernels.h).
+// of the sum exactly afterwards. Q5_K's bytes hold sub-block 2p's quants whole and three bits
+// of 2p + 1's, whose other two come from its slice quad's high-bit vector, loaded once per four
+// slices (rows16_kernels.h).
 // Scales (u8) and mins (u8 pairs, vpmaddwd against the activation's sub-block
 // sums) apply lane-wise. Same integer sums and float steps per lane as the scalar reference
 // (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
@@ -29,25 +30,9 @@ struct Q4_KAvx512 {
   static constexpr int kMaxTokens = kFive ? 8 : 4;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const __m512i sixteen = _mm512_set1_epi8(0x10);
-
-  // Q5_K: q (quants 0..15) with bit j of each byte of h added as 16. With more than 4 tokens
-  // a 16-bit shift brings bit j onto bit 4 of the same byte and one vpternlogd ors it in
-  // under 0x10 (no vptestmb, which competes with vpdpbusd for its ports on the AMD EPYC this
-  // was tuned on); with 1-4 tokens a vptestmb byte mask and a masked add, because the
-  // shift and or made the one-token matvec, bound by streaming, clearly slower
-  // (docs/kernels.md, "Tokens per pass").
-  template <int NT>
-  [[gnu::always_inline]] __m512i fifth_bit(__m512i q, __m512i h, int j) const {
-    if constexpr (NT > 4) {
-      const __m512i at4 =
-          j < 4 ? _mm512_slli_epi16(h, 4 - j) : (j > 4 ? _mm512_srli_epi16(h, j - 4) : h);
-      return _mm512_ternarylogic_epi32(q, at4, sixteen, 0xF8);  // q | (at4 & 16)
-    } else {
-      const __mmask64 set = _mm512_test_epi8_mask(h, _mm512_set1_epi8(static_cast<char>(1 << j)));
-      return _mm512_mask_add_epi8(q, set, q, sixteen);
-    }
-  }
+  const __m512i low5 = _mm512_set1_epi8(0x1f);
+  const __m512i low3 = _mm512_set1_epi8(0x07);
+  const __m512i bits34 = _mm512_set1_epi8(0x18);
 
   // The prefetches tied to load s of sub-block p (block column at g), into L2 if kL2 else L1,
   // kBytes ahead: the block column's lines in order, spread evenly over its 32 quant loads
@@ -90,16 +75,12 @@ struct Q4_KAvx512 {
         // Q5_K's stores beside the loads made it stream more slowly on Zen 4 and did not
         // help on Zen 5 (docs/kernels.md, Q5_K in "Two layouts").
         if constexpr (!kFive) rows16_store_beside<NT>(v);
-        __m512i lo = _mm512_and_si512(v, m_lo);
-        __m512i hi;
-        if constexpr (kFive) {
-          if (s % 4 == 0) h = _mm512_loadu_si512(g + kHighBits + 128 * p + 16 * s);
-          hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-          lo = fifth_bit<NT>(lo, h, 2 * (s % 4));
-          hi = fifth_bit<NT>(hi, h, 2 * (s % 4) + 1);
-        } else {
-          hi = _mm512_and_si512(v, m_hi);
+        if (kFive && s % 4 == 0) {
+          h = _mm512_loadu_si512(g + kHighBits + 128 * p + 16 * s);
+          asm("" : "+v"(h));  // one load: GCC would fold it into each of the quad's shifts
         }
+        __m512i lo, hi;
+        decode_pair(v, h, s, lo, hi);
         for (int t = 0; t < NT; ++t) {
           const uint8_t* aq = ab[t] + 32 + 64 * p + 4 * s;
           lo_sum[t] = _mm512_dpbusd_epi32(lo_sum[t], lo, _mm512_set1_epi32(rows16_load_i32(aq)));
@@ -158,21 +139,24 @@ struct Q4_KAvx512 {
   // heavier decode, shared by more vpdpbusd, made 4 pay where Q4_K's did not need it. Each
   // group's sums and float steps are block's (scale_sub_blocks, finish), so its bits are dot's.
   static constexpr int kPairTokens = kFive ? 4 : 3;
-  // Sub-blocks 2p and 2p + 1 of slice s's 64-byte load v as vpdpbusd takes them. Q5_K adds
-  // the fifth bits from h, its quad's high bits, where they sit at bits 2(s % 4) and
-  // 2(s % 4) + 1: an immediate 16-bit shift brings them to bits 3 and 4, a byte add (a shift
-  // by one that stays in its byte) moves bit 3 to 4, and a vpternlogd each ors bit 4 in. The
-  // shift's bits from the neighbouring byte land outside bits 3 and 4.
+  // Sub-blocks 2p and 2p + 1 of slice s's 64-byte load v as vpdpbusd takes them. Q4_K: the low
+  // nibbles, and the high ones as they sit (16x). Q5_K's five-bit bytes (rows16_kernels.h):
+  // sub-block 2p is bits 0-4; 2p + 1 takes bits 5-7 shifted down, and its bits 3-4 from h, its
+  // quad's high bits, where they sit at bits 2(s % 4) and 2(s % 4) + 1: an immediate 16-bit
+  // shift brings them to bits 3 and 4, a mask keeps those two, and a vpternlogd puts them
+  // over the shifted byte's bits 3-7 (which the shift filled from the neighbouring byte). Five
+  // ops per load, none on the vpdpbusd pipes (docs/kernels.md, "Two groups per pass").
   [[gnu::always_inline]] void decode_pair(__m512i v, __m512i h, int s, __m512i& lo,
                                           __m512i& hi) const {
-    lo = _mm512_and_si512(v, m_lo);
     if constexpr (kFive) {
       const int at = 2 * (s % 4);
       const __m512i h3 = at < 3 ? _mm512_slli_epi16(h, 3 - at) : _mm512_srli_epi16(h, at - 3);
-      hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo);
-      lo = _mm512_ternarylogic_epi32(lo, _mm512_add_epi8(h3, h3), sixteen, 0xF8);
-      hi = _mm512_ternarylogic_epi32(hi, h3, sixteen, 0xF8);
+      lo = _mm512_and_si512(v, low5);
+      // low3 ? v >> 5 : h3 & 0x18, bitwise (truth table 0xCA)
+      hi = _mm512_ternarylogic_epi32(low3, _mm512_srli_epi16(v, 5), _mm512_and_si512(h3, bits34),
+                                     0xCA);
     } else {
+      lo = _mm512_and_si512(v, m_lo);
       hi = _mm512_and_si512(v, m_hi);
     }
   }
@@ -196,6 +180,7 @@ struct Q4_KAvx512 {
         if (kFive && s % 4 == 0) {
           ha4 = _mm512_loadu_si512(g0 + kHighBits + 128 * p + 16 * s);
           hb4 = _mm512_loadu_si512(g1 + kHighBits + 128 * p + 16 * s);
+          asm("" : "+v"(ha4), "+v"(hb4));  // one load each, as va and vb
         }
         __m512i la, ha, lb, hb;
         decode_pair(va, ha4, s, la, ha);
@@ -306,6 +291,36 @@ inline void pack_q5_k_high_bits(const uint8_t* const (&qh)[16], uint8_t* g) {
   }
 }
 
+// rows16_mix_q5_k over a whole block column, in vectors: per slice, the quant vector keeps
+// bits 0-3, takes bit k of the high-bit vector into bit 4 and its own bits 4-6 into 5-7, and
+// the high-bit vector's bit k takes the quant vector's bit 7 (k = 2(s % 4)). The 16-bit shifts
+// move bits across bytes only into places the masks drop.
+template <int kQuants, int kHighBits>
+inline void mix_q5_k(uint8_t* g) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i top3 = _mm512_set1_epi8(static_cast<char>(0xe0));
+  for (int p = 0; p < 4; ++p) {
+    for (int c = 0; c < 2; ++c) {
+      uint8_t* hp = g + kHighBits + 128 * p + 64 * c;
+      __m512i h = _mm512_loadu_si512(hp);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        uint8_t* qp = g + kQuants + 512 * p + 64 * (4 * c + j);
+        const __m512i q = _mm512_loadu_si512(qp);
+        const int k = 2 * j;
+        const __m512i f4 = k <= 4 ? _mm512_slli_epi16(h, 4 - k) : _mm512_srli_epi16(h, k - 4);
+        // (low4 & q) | (f4 & 0x10), then (top3 & (q << 1)) | that: truth table 0xEA
+        const __m512i lo5 = _mm512_ternarylogic_epi32(low4, q, _mm512_and_si512(f4, bit4), 0xEA);
+        _mm512_storeu_si512(qp,
+                            _mm512_ternarylogic_epi32(top3, _mm512_slli_epi16(q, 1), lo5, 0xEA));
+        const __m512i at_k = _mm512_set1_epi8(static_cast<char>(1 << k));
+        h = _mm512_ternarylogic_epi32(at_k, _mm512_srli_epi16(q, 7 - k), h, 0xCA);
+      }
+      _mm512_storeu_si512(hp, h);
+    }
+  }
+}
+
 // Rows16::repack, AVX-512, for Q4_K (kHighBits < 0) and Q5_K: each row's d and dmin as the
 // scalar pack writes them, the scales and mins (and Q5_K's high bits) of the 16 rows in vectors
 // (pack_q4_k_scales, pack_q5_k_high_bits), and each row's 32 quant dwords (dword 8p + s goes to
@@ -337,6 +352,7 @@ void repack_q4_k(int64_t cols, const void* src, size_t src_row_bytes, void* grou
         _mm512_storeu_si512(g + kQuants + 512 * (d / 8) + 64 * (d % 8), out[m]);
       }
     }
+    if constexpr (kHighBits >= 0) mix_q5_k<kQuants, kHighBits>(g);
   }
 }
 

@@ -18,10 +18,10 @@
 namespace hearth::quant {
 namespace {
 
-// One pair's 8 slices of Q quads of a block column: the low 4 bits at qp (Q quads 16 bytes
+// One pair's 8 slices of Q quads of a block column: the quant bytes at qp (Q quads 16 bytes
 // apart, slices 64 bytes apart) and, for Q5_K (kHighBits >= 0), the pair's high bits at hp:
-// one vector per 4 slices, laid out alike, slice s's bits at 2(s % 4) (sub-block 2p) and
-// 2(s % 4) + 1 (2p + 1).
+// one vector per 4 slices, laid out alike, slice s's two bits at 2(s % 4) and 2(s % 4) + 1
+// (bits 3 and 4 of sub-block 2p + 1's quants; rows16_kernels.h).
 template <int kHighBits, int Q>
 struct Rows16Q4_KSlices {
   static constexpr bool kFive = kHighBits >= 0;
@@ -35,18 +35,18 @@ struct Rows16Q4_KSlices {
 #pragma GCC unroll 4
     for (int k = 0; k < Q; ++k) {
       const uint8x16_t w = vld1q_u8(qp + 64 * s + 16 * k);
-      uint8x16_t lo = vandq_u8(w, m4);
-      uint8x16_t hi = vshrq_n_u8(w, 4);
+      uint8x16_t lo, hi;
       if constexpr (kFive) {
-        // cmtst sets a byte to 0xff where its element's fifth bit is set; a bit select with
-        // 0x10 as the selector copies only bit 4 of that into the quant (whose bit 4 is clear):
-        // two instructions per sub-block, no shifts.
+        // Sub-block 2p is the byte's bits 0-4; 2p + 1 its bits 5-7 shifted down, with bits 3
+        // and 4 from the high-bit byte: a byte shift by 3 - 2(s % 4) (right where negative)
+        // brings the slice's two bits there, a mask keeps them and an or puts them in.
         const uint8x16_t h = vld1q_u8(hp + 64 * (s / 4) + 16 * k);
-        const uint8x16_t sixteen = vdupq_n_u8(0x10);
-        const uint8x16_t bit_lo = vdupq_n_u8(static_cast<uint8_t>(1 << (2 * (s % 4))));
-        const uint8x16_t bit_hi = vdupq_n_u8(static_cast<uint8_t>(2 << (2 * (s % 4))));
-        lo = vbslq_u8(sixteen, vtstq_u8(h, bit_lo), lo);
-        hi = vbslq_u8(sixteen, vtstq_u8(h, bit_hi), hi);
+        const uint8x16_t at3 = vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(3 - 2 * (s % 4))));
+        lo = vandq_u8(w, vdupq_n_u8(0x1f));
+        hi = vorrq_u8(vshrq_n_u8(w, 5), vandq_u8(at3, vdupq_n_u8(0x18)));
+      } else {
+        lo = vandq_u8(w, m4);
+        hi = vshrq_n_u8(w, 4);
       }
       wl[k] = vreinterpretq_s8_u8(lo);
       wh[k] = vreinterpretq_s8_u8(hi);

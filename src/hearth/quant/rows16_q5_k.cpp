@@ -17,9 +17,15 @@ constexpr int kHighBits = kRows16Q5_KHighBits;
 void pack_block(const BlockQ5_K& b, uint8_t* g, int r) {
   rows16_pack_q4_k_part<kRows16Q5_KQuants>(b, g, r);
   rows16_pack_q5_k_high_bits<kHighBits>(b.qh, g, r);
+  rows16_mix_q5_k<kRows16Q5_KQuants, kHighBits>(g, 4 * r, 4 * r + 4);
 }
 
 void unpack_block(const uint8_t* g, int r, BlockQ5_K& b) {
+  // The block column back in Q4_K's arrangement (only row r's bytes are read).
+  uint8_t copy[L::kBlockBytes];
+  std::memcpy(copy, g, sizeof copy);
+  rows16_unmix_q5_k<kRows16Q5_KQuants, kHighBits>(copy, 4 * r, 4 * r + 4);
+  g = copy;
   rows16_unpack_q4_k_part<kRows16Q5_KQuants>(g, r, b);
   std::memset(b.qh, 0, sizeof b.qh);
   for (int p = 0; p < 4; ++p) {
