@@ -272,36 +272,33 @@ void rows16_pack_q5_k_high_bits(const uint8_t* qh, uint8_t* g, int r) {
 // Per element, with k = 2(s % 4): the quant byte keeps bits 0-3, takes sub-block 2p's fifth
 // bit (high-bit bit k) into bit 4 and 2p + 1's bits 0-2 (its bits 4-6) into bits 5-7; bit k
 // takes 2p + 1's bit 3 (its bit 7), and bit k + 1, 2p + 1's fifth bit, stays.
-template <int kQuants, int kHighBits>
-void rows16_mix_q5_k(uint8_t* g, int i0, int i1) {
+template <int kQuants, int kHighBits, typename F>
+void rows16_q5_k_each_byte(uint8_t* g, int i0, int i1, F f) {
   for (int p = 0; p < 4; ++p) {
     for (int s = 0; s < 8; ++s) {
       uint8_t* q = g + kQuants + 512 * p + 64 * s;
       uint8_t* h = g + kHighBits + 128 * p + 64 * (s / 4);
-      const int k = 2 * (s % 4);
-      for (int i = i0; i < i1; ++i) {
-        const int qi = q[i], hi = h[i];
-        q[i] = static_cast<uint8_t>((qi & 0x0f) | (((hi >> k) & 1) << 4) | ((qi << 1) & 0xe0));
-        h[i] = static_cast<uint8_t>((hi & ~(1 << k)) | ((qi >> 7) << k));
-      }
+      for (int i = i0; i < i1; ++i) f(q[i], h[i], 2 * (s % 4));
     }
   }
 }
 
 template <int kQuants, int kHighBits>
+void rows16_mix_q5_k(uint8_t* g, int i0, int i1) {
+  rows16_q5_k_each_byte<kQuants, kHighBits>(g, i0, i1, [](uint8_t& q, uint8_t& h, int k) {
+    const int qi = q, hi = h;
+    q = static_cast<uint8_t>((qi & 0x0f) | (((hi >> k) & 1) << 4) | ((qi << 1) & 0xe0));
+    h = static_cast<uint8_t>((hi & ~(1 << k)) | ((qi >> 7) << k));
+  });
+}
+
+template <int kQuants, int kHighBits>
 void rows16_unmix_q5_k(uint8_t* g, int i0, int i1) {
-  for (int p = 0; p < 4; ++p) {
-    for (int s = 0; s < 8; ++s) {
-      uint8_t* q = g + kQuants + 512 * p + 64 * s;
-      uint8_t* h = g + kHighBits + 128 * p + 64 * (s / 4);
-      const int k = 2 * (s % 4);
-      for (int i = i0; i < i1; ++i) {
-        const int qi = q[i], hi = h[i];
-        q[i] = static_cast<uint8_t>((qi & 0x0f) | ((qi >> 1) & 0x70) | (((hi >> k) & 1) << 7));
-        h[i] = static_cast<uint8_t>((hi & ~(1 << k)) | (((qi >> 4) & 1) << k));
-      }
-    }
-  }
+  rows16_q5_k_each_byte<kQuants, kHighBits>(g, i0, i1, [](uint8_t& q, uint8_t& h, int k) {
+    const int qi = q, hi = h;
+    q = static_cast<uint8_t>((qi & 0x0f) | ((qi >> 1) & 0x70) | (((hi >> k) & 1) << 7));
+    h = static_cast<uint8_t>((hi & ~(1 << k)) | (((qi >> 4) & 1) << k));
+  });
 }
 
 // Writes (pack) or reads back (unpack) row r's d, dmin, scales, mins and low 4 bits of a
