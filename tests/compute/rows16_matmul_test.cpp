@@ -94,8 +94,8 @@ TEST_P(Rows16Matmul, MatvecMatchesGgufLayout) {
 
 // 64 rows are two group pairs (Rows16::dot_pair where the ISA has it); 48 leave one group
 // after a pair. 50 tokens take more than one call (kRows16CallTokens). Long rows take the tokens
-// in chunks (a chunk's activations fit half a 1 MiB L2: one call of 48 tokens at 16384
-// columns), so 100 tokens there are three chunks, the last short.
+// in chunks (at 16384 columns the fewest a chunk takes, three calls of 48 tokens), so 300 tokens
+// there are three chunks, the last short.
 TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
   ThreadPool pool(2);
   struct Case {
@@ -103,7 +103,7 @@ TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
     std::vector<int64_t> token_counts;
   };
   for (const Case& c : {Case{64, 512, {2, 3, 4, 5, 11, 50}}, Case{48, 512, {2, 3, 4, 5, 11, 50}},
-                        Case{48, 16384, {100}}}) {
+                        Case{48, 16384, {300}}}) {
     const Quantized q = make(pool, GetParam(), c.rows, c.cols, 3);
     for (int64_t n_tokens : c.token_counts) {
       const auto x =

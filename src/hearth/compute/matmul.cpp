@@ -176,12 +176,16 @@ struct UnitSource {
 // prompt's are 2.3 MiB at 4096 columns, which every unit would otherwise read from L3
 // (docs/kernels.md, "Token chunks").
 constexpr size_t kChunkActBytes = size_t{512} << 10;
+// But at least this many calls a chunk: every chunk reads the whole matrix again, and with
+// rows of 8192 or 14336 columns the budget above left one call (48 tokens), where reading the
+// weights 11 times for a 512-token prompt cost more than activations from L3
+// (docs/kernels.md, "Token chunks").
+constexpr int64_t kMinChunkCalls = 3;
 
-// Tokens per chunk for activation rows of act_bytes: whole calls of kRows16CallTokens, at
-// least one.
+// Tokens per chunk for activation rows of act_bytes: whole calls of kRows16CallTokens.
 int64_t rows16_chunk_tokens(size_t act_bytes) {
   const auto calls = static_cast<int64_t>(kChunkActBytes / (act_bytes * quant::kRows16CallTokens));
-  return std::max<int64_t>(1, calls) * quant::kRows16CallTokens;
+  return std::max(kMinChunkCalls, calls) * quant::kRows16CallTokens;
 }
 
 // Rows16 matmul over n_groups groups of 16 rows, token chunk by token chunk
