@@ -351,13 +351,15 @@ float rows16_q4_k_block_dot(const uint8_t* g, int r, const uint8_t* ab, float ac
     for (int e = 0; e < 32; ++e) {
       const int at = 64 * (e / 4) + 4 * r + e % 4;
       const int byte = g[kQuants + 512 * p + at];
-      int q = (byte >> shift) & 0x0f;
+      int q;
       if constexpr (kHighBits >= 0) {
         // Five-bit bytes (rows16_mix_q5_k): sub-block 2p whole in bits 0-4; 2p + 1's bits
         // 0-2 in bits 5-7 and 3-4 in its slice's two bits of the quad's high-bit byte.
         const int s = e / 4;
         const int hb = g[kHighBits + 128 * p + 64 * (s / 4) + 4 * r + e % 4];
         q = j % 2 == 0 ? byte & 0x1f : (byte >> 5) | (((hb >> (2 * (s % 4))) & 3) << 3);
+      } else {
+        q = (byte >> shift) & 0x0f;
       }
       isum += q * aq[32 * j + e];
     }
