@@ -95,27 +95,36 @@ TEST_P(Rows16Matmul, MatvecMatchesGgufLayout) {
 // 64 rows are two group pairs (Rows16::dot_pair where the ISA has it); 48 leave one group
 // after a pair. 50 tokens take more than one call (kRows16CallTokens). Long rows take the tokens
 // in chunks (at 16384 columns the fewest a chunk takes, three calls of 48 tokens), so 300 tokens
-// there are three chunks, the last short.
+// there are three chunks, the last short. Outputs of 1 MiB and more are streamed from a buffer
+// of the thread's own (1040 rows x 300 tokens: 32 pairs and a group alone), also to an output
+// that is not 16-byte aligned (`shift` floats past an aligned start).
 TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
   ThreadPool pool(2);
   struct Case {
     int64_t rows, cols;
     std::vector<int64_t> token_counts;
+    size_t shift = 0;
   };
-  for (const Case& c : {Case{64, 512, {2, 3, 4, 5, 11, 50}}, Case{48, 512, {2, 3, 4, 5, 11, 50}},
-                        Case{48, 16384, {300}}}) {
+  for (const Case& c :
+       {Case{64, 512, {2, 3, 4, 5, 11, 50}}, Case{48, 512, {2, 3, 4, 5, 11, 50}},
+        Case{48, 16384, {300}}, Case{1040, 256, {300}}, Case{1040, 256, {300}, 1}}) {
     const Quantized q = make(pool, GetParam(), c.rows, c.cols, 3);
     for (int64_t n_tokens : c.token_counts) {
       const auto x =
           normal(static_cast<size_t>(n_tokens * c.cols), static_cast<uint32_t>(n_tokens));
-      std::vector<float> y(static_cast<size_t>(n_tokens * c.rows));
-      matmul(pool, q.rows16_view, x.data(), n_tokens, y.data());
+      const size_t n_out = static_cast<size_t>(n_tokens * c.rows);
+      // NaN around the output: a row written past its end or short of it shows.
+      std::vector<float> buf(n_out + c.shift + 16, NAN);
+      float* y = buf.data() + c.shift;
+      matmul(pool, q.rows16_view, x.data(), n_tokens, y);
       std::vector<float> one(static_cast<size_t>(c.rows));
       for (int64_t t = 0; t < n_tokens; ++t) {
         matvec(pool, q.rows16_view, x.data() + t * c.cols, one.data());
-        EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * c.rows, one.size() * sizeof(float)))
+        EXPECT_EQ(0, std::memcmp(one.data(), y + t * c.rows, one.size() * sizeof(float)))
             << "token " << t << " of " << n_tokens << ", " << c.rows << " x " << c.cols;
       }
+      for (size_t k = 0; k < c.shift; ++k) EXPECT_TRUE(std::isnan(buf[k])) << k;
+      for (size_t k = n_out; k < n_out + 16; ++k) EXPECT_TRUE(std::isnan(y[k])) << "past the end";
     }
   }
 }

@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
 
 #include "hearth/base/error.h"
 #include "hearth/quant/stream_tuning.h"
@@ -188,6 +193,44 @@ int64_t rows16_chunk_tokens(size_t act_bytes) {
   return std::max(kMinChunkCalls, calls) * quant::kRows16CallTokens;
 }
 
+// Rows16 matmul outputs of at least this many bytes are streamed to memory where the kernel
+// asks for it (Rows16::stream_outputs): each kernel call writes its tokens' rows into a buffer
+// of the thread's own, and they go on to the output with non-temporal stores (stream_rows), so
+// that no store waits for its line to be read first. An output this large leaves a core's L2
+// before the next op reads it anyway; smaller ones (decode batches) are written in place. The
+// other kernels write in place: streamed, their outputs were no faster to write and slower for
+// the next op to read (docs/kernels.md, "Outputs streamed").
+constexpr size_t kStreamOutputBytes = size_t{1} << 20;
+
+#if defined(__x86_64__) || defined(_M_X64)
+constexpr bool kCanStream = true;
+// n rows of w floats (w a multiple of 4), src_stride apart at src, to dst_stride apart at dst,
+// with non-temporal stores; rows not 16-byte aligned are copied plainly.
+void stream_rows(const float* src, int src_stride, int w, float* dst, size_t dst_stride, int n) {
+  for (int t = 0; t < n; ++t, src += src_stride, dst += dst_stride) {
+    if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) {
+      std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(w));
+      continue;
+    }
+    for (int c = 0; c < w; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
+  }
+}
+// Non-temporal stores are weakly ordered: each thread fences after its last, so that the pool's
+// barrier publishes them to the threads that read the output next.
+void stream_fence() {
+  _mm_sfence();
+}
+#else
+// Not measured on other CPUs: outputs are written in place there.
+constexpr bool kCanStream = false;
+void stream_rows(const float* src, int src_stride, int w, float* dst, size_t dst_stride, int n) {
+  for (int t = 0; t < n; ++t, src += src_stride, dst += dst_stride) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(w));
+  }
+}
+void stream_fence() {}
+#endif
+
 // Rows16 matmul over n_groups groups of 16 rows, token chunk by token chunk
 // (rows16_chunk_tokens; one chunk when the units repack GGUF rows, which a second chunk would
 // repack again): within a chunk each group is visited once and walks the chunk's tokens
@@ -206,8 +249,13 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
   const int64_t chunk_tokens = src.repack ? n_tokens : rows16_chunk_tokens(ab);
   const int64_t n_items = n_units * ((n_tokens + chunk_tokens - 1) / chunk_tokens);
   std::atomic<int64_t> next{0};
+  const bool stream = kCanStream && r16.stream_outputs &&
+                      static_cast<size_t>(n_tokens * rows) * sizeof(float) >= kStreamOutputBytes;
   pool.run_weights([&](int, int) {
     thread_local std::vector<uint8_t> unit_buf;
+    // A call's outputs when they are streamed: kRows16CallTokens tokens' rows of the unit.
+    alignas(64) float call_out[quant::kRows16CallTokens * 2 * quant::kRows16];
+    const int unit_cols = static_cast<int>(per_unit) * quant::kRows16;
     if (src.repack && unit_buf.size() < static_cast<size_t>(per_unit) * gb) {
       unit_buf.resize(static_cast<size_t>(per_unit) * gb);
     }
@@ -241,20 +289,28 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
         const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, t1 - t));
         const uint8_t* a_at = acts + static_cast<size_t>(t) * ab;
         float* y_at = y + t * rows + g * quant::kRows16;
+        float* out = stream ? call_out : y_at;
+        const size_t out_stride =
+            stream ? static_cast<size_t>(unit_cols) : static_cast<size_t>(rows);
         if (in_unit == 2) {
           // This call's share of the next item's weights, in proportion to its tokens.
           const auto share = [&](int64_t tt) {
             return ahead_bytes * static_cast<size_t>(tt - t0) / static_cast<size_t>(t1 - t0);
           };
           const size_t from = share(t), to = share(t + n);
-          r16.dot_pair(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows),
+          r16.dot_pair(cols, w_at, a_at, ab, n, out, out_stride,
                        ahead == nullptr ? nullptr : ahead + from, to - from);
         } else {
-          r16.dot(cols, w_at, a_at, ab, n, y_at, static_cast<size_t>(rows));
+          r16.dot(cols, w_at, a_at, ab, n, out, out_stride);
+        }
+        if (stream) {
+          stream_rows(call_out, unit_cols, static_cast<int>(in_unit) * quant::kRows16, y_at,
+                      static_cast<size_t>(rows), n);
         }
       }
       i = i_next;
     }
+    if (stream) stream_fence();
   });
 }
 

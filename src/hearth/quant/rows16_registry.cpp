@@ -25,6 +25,7 @@ struct Rows16Row {
   // Rows16::repack_min_tokens that goes with it.
   Rows16RepackKernel* const* repack[5] = {};
   int64_t repack_min_tokens = 12;
+  bool pair_stream_outputs = false;  // Rows16::stream_outputs with the row's pair kernels
 };
 
 #if defined(__x86_64__)
@@ -63,7 +64,8 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
      {nullptr, nullptr, &rows16_q5_k_repack_avx512, nullptr, nullptr},
-     2},
+     2,
+     true},  // its four-token pair kernel spills sums (docs/kernels.md, "Outputs streamed")
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
@@ -106,7 +108,10 @@ const Rows16IsaTables& isa_tables() {
       for (size_t i = 0; i < kRows16Isas; ++i) {
         t[r][i] = *kRows16Table[r].scalar;
         if (kRows16Table[r].simd[i] != nullptr) t[r][i].dot = *kRows16Table[r].simd[i];
-        if (kRows16Table[r].pair[i] != nullptr) t[r][i].dot_pair = *kRows16Table[r].pair[i];
+        if (kRows16Table[r].pair[i] != nullptr) {
+          t[r][i].dot_pair = *kRows16Table[r].pair[i];
+          t[r][i].stream_outputs = kRows16Table[r].pair_stream_outputs;
+        }
         if (kRows16Table[r].repack[i] != nullptr) {
           t[r][i].repack = *kRows16Table[r].repack[i];
           t[r][i].repack_min_tokens = kRows16Table[r].repack_min_tokens;

@@ -95,6 +95,12 @@ struct Rows16 {
   void (*dot_pair)(int64_t cols, const void* groups, const void* acts, size_t act_stride,
                    int n_tokens, float* out, size_t out_stride, const void* next,
                    size_t next_bytes) = nullptr;
+  // dot_pair holds more sums than the ISA has registers and keeps some on the stack across its
+  // passes. Those spills are stores, and stores leave the core in order: behind the stores of
+  // the output rows, which miss the caches (matmul's rows lie a whole output row apart), they
+  // stall the kernel. Matmul then has the kernel write into a buffer of the thread's own and
+  // streams that on to the output (compute/matmul.cpp, docs/kernels.md "Outputs streamed").
+  bool stream_outputs = false;
   // Fewest tokens for which matmul repacks GGUF rows into groups on the fly with `repack`
   // (compute/matmul.cpp, matmul_repacking) rather than running the GGUF-layout kernels on them:
   // the repack costs a pass over the weights at a few times the cost of reading them, which
