@@ -75,6 +75,16 @@ DotFn decode_dot(const quant::TypeTraits& tr, const quant::PreparedDot* prepared
   return long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot;
 }
 
+// Thread ti's share of n tokens when nt threads quantize or convert them: one contiguous range
+// each. Dealt out in turn, each thread read every other row of the input, which two threads
+// did far more slowly than a half each (docs/kernels.md, "Token chunks").
+struct TokenRange {
+  int64_t begin, end;
+};
+TokenRange token_share(int64_t n, int ti, int nt) {
+  return {n * ti / nt, n * (ti + 1) / nt};
+}
+
 // Converts every token's quantized activation row (act_row_bytes apart) into a kernel's
 // layout (out_row_bytes apart) over the pool; the result lives in scratch slot 1.
 const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const void*, void*),
@@ -82,7 +92,8 @@ const uint8_t* convert_tokens(ThreadPool& pool, void (*convert)(int64_t, const v
                               int64_t n_tokens, size_t out_row_bytes) {
   uint8_t* out = activation_scratch(out_row_bytes * static_cast<size_t>(n_tokens), 1).data();
   pool.run([&](int ti, int nt) {
-    for (int64_t t = ti; t < n_tokens; t += nt) {
+    const TokenRange share = token_share(n_tokens, ti, nt);
+    for (int64_t t = share.begin; t < share.end; ++t) {
       convert(cols, act + static_cast<size_t>(t) * act_row_bytes,
               out + static_cast<size_t>(t) * out_row_bytes);
     }
@@ -159,7 +170,8 @@ const uint8_t* prepare_rows16_acts(ThreadPool& pool, const quant::Rows16& r16, c
   const auto quantize = p.act_traits->quantize;
   pool.run([&](int ti, int nt) {
     uint8_t* row = activation_scratch(p.act_row_bytes).data();
-    for (int64_t t = ti; t < n_tokens; t += nt) {
+    const TokenRange share = token_share(n_tokens, ti, nt);
+    for (int64_t t = share.begin; t < share.end; ++t) {
       quantize(x + t * cols, row, cols);
       r16.prepare_act(cols, row, acts + static_cast<size_t>(t) * ab);
     }
@@ -351,7 +363,8 @@ void matmul_repacking(ThreadPool& pool, const WeightView& w, const Prepared& p, 
   if (r0 == w.rows) return;
   pool.run([&](int ti, int nt) {
     uint8_t* act = activation_scratch(p.act_row_bytes).data();
-    for (int64_t t = ti; t < n_tokens; t += nt) {
+    const TokenRange share = token_share(n_tokens, ti, nt);
+    for (int64_t t = share.begin; t < share.end; ++t) {
       p.act_traits->quantize(x + t * w.cols, act, w.cols);
       for (int64_t r = r0; r < w.rows; ++r) {
         p.w_traits->vec_dot(w.cols, wbytes + static_cast<size_t>(r) * p.w_row_bytes, act,
@@ -704,7 +717,8 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int64_t n_tok
     uint8_t* dst = buf.data();
     const auto quantize = p.act_traits->quantize;
     pool.run([&](int ti, int nt) {
-      for (int64_t t = ti; t < n_tokens; t += nt) {
+      const TokenRange share = token_share(n_tokens, ti, nt);
+      for (int64_t t = share.begin; t < share.end; ++t) {
         quantize(x + t * w.cols, dst + static_cast<size_t>(t) * p.act_row_bytes, w.cols);
       }
     });
