@@ -152,9 +152,10 @@ struct Q4_KAvx512 {
       const int at = 2 * (s % 4);
       const __m512i h3 = at < 3 ? _mm512_slli_epi16(h, 3 - at) : _mm512_srli_epi16(h, at - 3);
       lo = _mm512_and_si512(v, low5);
-      // low3 ? v >> 5 : h3 & 0x18, bitwise (truth table 0xCA)
-      hi = _mm512_ternarylogic_epi32(low3, _mm512_srli_epi16(v, 5), _mm512_and_si512(h3, bits34),
-                                     0xCA);
+      // low3 ? v >> 5 : h3 & 0x18, bitwise (truth table 0xE4: the selector last, so that
+      // vpternlogd overwrites the shifted byte, which dies here, not a copy of low3)
+      hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 5), _mm512_and_si512(h3, bits34), low3,
+                                     0xE4);
     } else {
       lo = _mm512_and_si512(v, m_lo);
       hi = _mm512_and_si512(v, m_hi);

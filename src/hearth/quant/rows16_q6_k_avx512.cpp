@@ -14,9 +14,11 @@
 namespace hearth::quant {
 namespace {
 
-// (sel & a) | (~sel & b): ternary-logic truth table 0xCA with the selector first.
+// (sel & a) | (~sel & b): ternary-logic truth table 0xE4 with the selector last. vpternlogd
+// overwrites its first operand, so with a there (a value that dies here) rather than the
+// selector (a constant kept in a register) no copy of the selector is made per call.
 inline __m512i select_bits(__m512i sel, __m512i a, __m512i b) {
-  return _mm512_ternarylogic_epi32(sel, a, b, 0xCA);
+  return _mm512_ternarylogic_epi32(a, b, sel, 0xE4);
 }
 
 // kAhead: one prefetch per line consumed, this many bytes ahead, tied beside the loads
@@ -121,8 +123,8 @@ struct Q6_KAvx512 {
       }
       const __m512i sca = scales(g0, grp), scb = scales(g1, grp);
       for (int t = 0; t < NT; ++t) {
-        s0[t] = _mm512_add_epi32(s0[t], _mm512_mullo_epi32(sca, xa[t]));
-        s1[t] = _mm512_add_epi32(s1[t], _mm512_mullo_epi32(scb, xb[t]));
+        rows16_add_in_place(s0[t], _mm512_mullo_epi32(sca, xa[t]));
+        rows16_add_in_place(s1[t], _mm512_mullo_epi32(scb, xb[t]));
       }
     }
     finish<NT>(g0, ab, s0, acc0);

@@ -225,6 +225,14 @@ template <int NT>
   }
 }
 
+// acc += v, written into acc's register. The pair kernels keep sums across a loop that GCC 12
+// does not unroll, and for `acc = _mm512_add_epi32(acc, v)` it wrote the sum into v's register
+// and copied it back each turn: a move per sum that takes a vector slot, where the Q6_K pair
+// kernel's slots are what bound it (docs/kernels.md, "Two groups per pass").
+[[gnu::always_inline]] inline void rows16_add_in_place(__m512i& acc, __m512i v) {
+  asm("vpaddd %1, %0, %0" : "+v"(acc) : "v"(v));
+}
+
 // The 16 x 16 transpose of bytes: byte r of out[c] = byte c of x[r] (unpacks of 8-, 16-, 32-
 // and 64-bit units, 64 shuffles). The repacks put 16 rows' per-row bytes (scales) together
 // with it.
