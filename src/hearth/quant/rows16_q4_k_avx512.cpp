@@ -208,7 +208,7 @@ struct Q4_KAvx512 {
 // there than at 4 and 6 KiB at 2 threads. Q5_K took none there while its lead lines were
 // fetched in a burst; with them spread, the Zen 4 table streamed it far better than none on a
 // Zen 5 (docs/kernels.md, "Lead lines spread over the loads"; no Zen 4 here to measure). Zen 5:
-// 6 KiB, and a second prefetch into L2 12 KiB ahead, for both.
+// Q4_K 4 KiB with a second prefetch into L2 8 KiB ahead, Q5_K 6 KiB and 12 KiB.
 template <int kAhead, int kL2Ahead>
 using Q4_KKernel = Rows16Blocks<Q4_KAvx512<kRows16Q4_KQuants, -1, kAhead, kL2Ahead>, Rows16Q4_K>;
 template <int kAhead, int kL2Ahead>
@@ -364,7 +364,7 @@ Rows16RepackKernel* const rows16_q4_k_repack_avx512 =
 Rows16RepackKernel* const rows16_q5_k_repack_avx512 =
     repack_q4_k<Rows16Q5_K, BlockQ5_K, kRows16Q5_KQuants, kRows16Q5_KHighBits>;
 Rows16DotKernel* const rows16_q4_k_dot_avx512 =
-    rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<6144, 12288>>;
+    rows16_dot_tuned<Q4_KKernel<3072, 0>, Q4_KKernel<4096, 8192>>;
 Rows16DotKernel* const rows16_q5_k_dot_avx512 =
     rows16_dot_tuned<Q5_KKernel<3072, 0>, Q5_KKernel<6144, 12288>>;
 Rows16PairKernel* const rows16_q4_k_dot_pair_avx512 =
