@@ -80,6 +80,44 @@ std::vector<Case> cases(int block) {
   out.push_back({"nan", nan});
   std::vector<float> all_nan(n, std::numeric_limits<float>::quiet_NaN());
   out.push_back({"all nan", all_nan});
+  // 37 blocks: Q8_0's AVX-512 quantizer takes 16 blocks at a time and the last 5 one by one.
+  // Each block of the mixed case takes one of the kinds above.
+  const auto n37 = static_cast<size_t>(37 * block);
+  std::vector<float> wide(n37);
+  for (auto& v : wide) v = normal(rng);
+  out.push_back({"normal 37 blocks", wide});
+  for (size_t k = 0; k < 37; ++k) {
+    float* blk = wide.data() + k * static_cast<size_t>(block);
+    for (size_t j = 0; j < static_cast<size_t>(block); ++j) {
+      switch (k % 8) {
+        case 0:
+          blk[j] = 0.0f;
+          break;
+        case 1:
+          blk[j] = static_cast<float>(j + 1) * 1e-45f;
+          break;
+        case 2:
+          blk[j] = ties[j];
+          break;
+        case 3:
+          blk[j] = coarse[j];
+          break;
+        case 4:
+          blk[j] = huge[j];
+          break;
+        case 5:
+          blk[j] = j == 3 ? std::numeric_limits<float>::infinity() : blk[j];
+          break;
+        case 6:
+          blk[j] = j % 5 == 0 ? std::numeric_limits<float>::quiet_NaN() : blk[j];
+          break;
+        default:
+          blk[j] = 1e3f * blk[j];
+          break;
+      }
+    }
+  }
+  out.push_back({"mixed 37 blocks", wide});
   return out;
 }
 
