@@ -37,14 +37,43 @@ inline __m512i quant16(const float* x, __m512 id) {
   return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
+// Lane g: the sum of q[g]'s lanes, by the halving rounds of lane_maxes with adds (the lanes
+// end in the same order 4c + r = group c + 4r, undone by one permute). Integer sums, so the
+// order does not matter.
+inline __m512i lane_sums(const __m512i (&q)[16]) {
+  __m512i a[8], b[4], c[2];
+  for (int k = 0; k < 8; ++k) {
+    a[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0x44),
+                            _mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0xEE));
+  }
+  for (int k = 0; k < 4; ++k) {
+    b[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[2 * k], a[2 * k + 1], 0x88),
+                            _mm512_shuffle_i32x4(a[2 * k], a[2 * k + 1], 0xDD));
+  }
+  // In-lane dword shuffles of two vectors, as lane_maxes takes them (vshufps on integers).
+  const auto ps = [](__m512i v) { return _mm512_castsi512_ps(v); };
+  const auto si = [](__m512 v) { return _mm512_castps_si512(v); };
+  for (int k = 0; k < 2; ++k) {
+    c[k] = _mm512_add_epi32(si(_mm512_shuffle_ps(ps(b[2 * k]), ps(b[2 * k + 1]), 0x44)),
+                            si(_mm512_shuffle_ps(ps(b[2 * k]), ps(b[2 * k + 1]), 0xEE)));
+  }
+  const __m512i r = _mm512_add_epi32(si(_mm512_shuffle_ps(ps(c[0]), ps(c[1]), 0x88)),
+                                     si(_mm512_shuffle_ps(ps(c[0]), ps(c[1]), 0xDD)));
+  return _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+// The group sums come from one reduction of the block's 16 quant vectors (lane_sums) rather
+// than a horizontal add per group.
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
   quantize_act_blocks<BlockQ8_K>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m512 vid = _mm512_set1_ps(id);
+    __m512i q[kQKK / 16];
     for (int g = 0; g < kQKK / 16; ++g) {
-      const __m512i q = quant16(x + 16 * g, vid);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g), _mm512_cvtepi32_epi8(q));
-      b.bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      q[g] = quant16(x + 16 * g, vid);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g), _mm512_cvtepi32_epi8(q[g]));
     }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.bsums), _mm512_cvtepi32_epi16(lane_sums(q)));
   });
 }
 
