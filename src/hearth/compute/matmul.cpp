@@ -216,32 +216,31 @@ constexpr size_t kStreamOutputBytes = size_t{1} << 20;
 
 #if defined(__x86_64__) || defined(_M_X64)
 constexpr bool kCanStream = true;
+#else
+constexpr bool kCanStream = false;  // not measured elsewhere: outputs are written in place
+#endif
+
 // n rows of w floats (w a multiple of 4), src_stride apart at src, to dst_stride apart at dst,
 // with non-temporal stores; rows not 16-byte aligned are copied plainly.
 void stream_rows(const float* src, int src_stride, int w, float* dst, size_t dst_stride, int n) {
   for (int t = 0; t < n; ++t, src += src_stride, dst += dst_stride) {
-    if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) {
-      std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(w));
+#if defined(__x86_64__) || defined(_M_X64)
+    if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+      for (int c = 0; c < w; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
       continue;
     }
-    for (int c = 0; c < w; c += 4) _mm_stream_ps(dst + c, _mm_loadu_ps(src + c));
-  }
-}
-// Non-temporal stores are weakly ordered: each thread fences after its last, so that the pool's
-// barrier publishes them to the threads that read the output next.
-void stream_fence() {
-  _mm_sfence();
-}
-#else
-// Not measured on other CPUs: outputs are written in place there.
-constexpr bool kCanStream = false;
-void stream_rows(const float* src, int src_stride, int w, float* dst, size_t dst_stride, int n) {
-  for (int t = 0; t < n; ++t, src += src_stride, dst += dst_stride) {
+#endif
     std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(w));
   }
 }
-void stream_fence() {}
+
+// Non-temporal stores are weakly ordered: each thread fences after its last, so that the pool's
+// barrier publishes them to the threads that read the output next.
+void stream_fence() {
+#if defined(__x86_64__) || defined(_M_X64)
+  _mm_sfence();
 #endif
+}
 
 // Rows16 matmul over n_groups groups of 16 rows, token chunk by token chunk
 // (rows16_chunk_tokens; one chunk when the units repack GGUF rows, which a second chunk would

@@ -37,43 +37,48 @@ inline __m512i quant16(const float* x, __m512 id) {
   return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-// Lane g: the sum of q[g]'s lanes, by the halving rounds of lane_maxes with adds (the lanes
-// end in the same order 4c + r = group c + 4r, undone by one permute). Integer sums, so the
-// order does not matter.
-inline __m512i lane_sums(const __m512i (&q)[16]) {
-  __m512i a[8], b[4], c[2];
-  for (int k = 0; k < 8; ++k) {
-    a[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0x44),
-                            _mm512_shuffle_i32x4(q[2 * k], q[2 * k + 1], 0xEE));
+// Lane j: v[j]'s 16 lanes folded by op (max or add). Four rounds of shuffles halve the vectors
+// each round (45 ops for 16 vectors, where folding each alone takes 8); the lanes end in the
+// order 4c + r = vector c + 4r, which the last permute undoes. The callers' folds do not
+// depend on the order: integer adds, and maxes of lanes that hold no NaN (abs_max_lanes
+// skips them as the reference does).
+template <typename Op>
+inline __m512 fold_lanes(const __m512 (&v)[16], Op op) {
+  __m512 a[8], b[4], c[2];
+  for (int k = 0; k < 8; ++k) {  // halves: vectors 2k (chunks 0-1), 2k + 1 (chunks 2-3)
+    a[k] = op(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),
+              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));
   }
-  for (int k = 0; k < 4; ++k) {
-    b[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(a[2 * k], a[2 * k + 1], 0x88),
-                            _mm512_shuffle_i32x4(a[2 * k], a[2 * k + 1], 0xDD));
+  for (int k = 0; k < 4; ++k) {  // chunk c: vector 4k + c
+    b[k] = op(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88),
+              _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xDD));
   }
-  // In-lane dword shuffles of two vectors, as lane_maxes takes them (vshufps on integers).
-  const auto ps = [](__m512i v) { return _mm512_castsi512_ps(v); };
-  const auto si = [](__m512 v) { return _mm512_castps_si512(v); };
-  for (int k = 0; k < 2; ++k) {
-    c[k] = _mm512_add_epi32(si(_mm512_shuffle_ps(ps(b[2 * k]), ps(b[2 * k + 1]), 0x44)),
-                            si(_mm512_shuffle_ps(ps(b[2 * k]), ps(b[2 * k + 1]), 0xEE)));
+  for (int k = 0; k < 2; ++k) {  // chunk c: vectors 8k + c (lanes 0-1), 8k + 4 + c (lanes 2-3)
+    c[k] = op(_mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0x44),
+              _mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0xEE));
   }
-  const __m512i r = _mm512_add_epi32(si(_mm512_shuffle_ps(ps(c[0]), ps(c[1]), 0x88)),
-                                     si(_mm512_shuffle_ps(ps(c[0]), ps(c[1]), 0xDD)));
-  return _mm512_permutexvar_epi32(
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+  const __m512 r = op(_mm512_shuffle_ps(c[0], c[1], 0x88),   // lane 4c + r: vector
+                      _mm512_shuffle_ps(c[0], c[1], 0xDD));  // c + 4r
+  const __m512i to_vector = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(to_vector, r);
 }
 
-// The group sums come from one reduction of the block's 16 quant vectors (lane_sums) rather
-// than a horizontal add per group.
+// The group sums come from one fold of the block's 16 quant vectors (fold_lanes) rather than
+// a horizontal add per group.
 void quantize_q8_k(const float* src, void* dst, int64_t n) {
   quantize_act_blocks<BlockQ8_K>(src, dst, n, abs_max, [](const float* x, float id, BlockQ8_K& b) {
     const __m512 vid = _mm512_set1_ps(id);
-    __m512i q[kQKK / 16];
+    __m512 q[kQKK / 16];  // the int32 quants, as float vectors for fold_lanes' shuffles
     for (int g = 0; g < kQKK / 16; ++g) {
-      q[g] = quant16(x + 16 * g, vid);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g), _mm512_cvtepi32_epi8(q[g]));
+      const __m512i qi = quant16(x + 16 * g, vid);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * g), _mm512_cvtepi32_epi8(qi));
+      q[g] = _mm512_castsi512_ps(qi);
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.bsums), _mm512_cvtepi32_epi16(lane_sums(q)));
+    const __m512 sums = fold_lanes(q, [](__m512 u, __m512 v) {
+      return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(u), _mm512_castps_si512(v)));
+    });
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.bsums),
+                        _mm512_cvtepi32_epi16(_mm512_castps_si512(sums)));
   });
 }
 
@@ -85,30 +90,6 @@ inline void quant_q8_0_block(const float* x, __m512 id, BlockQ8_0& b) {
   }
 }
 
-// Lane j: the largest lane of m[j]. Four rounds of shuffles and maxes halve the vectors each
-// round (45 ops for 16 blocks, where a reduction per block takes 8); the lanes end in the
-// order 4c + r = block c + 4r, which the last permute undoes. No lane holds NaN (abs_max
-// skips them as the reference does), so the order of the maxes does not matter.
-inline __m512 lane_maxes(const __m512 (&m)[16]) {
-  __m512 a[8], b[4], c[2];
-  for (int k = 0; k < 8; ++k) {  // halves: blocks 2k (chunks 0-1), 2k + 1 (chunks 2-3)
-    a[k] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * k], m[2 * k + 1], 0x44),
-                         _mm512_shuffle_f32x4(m[2 * k], m[2 * k + 1], 0xEE));
-  }
-  for (int k = 0; k < 4; ++k) {  // chunk c: block 4k + c
-    b[k] = _mm512_max_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88),
-                         _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xDD));
-  }
-  for (int k = 0; k < 2; ++k) {  // chunk c: blocks 8k + c (lanes 0-1), 8k + 4 + c (lanes 2-3)
-    c[k] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0x44),
-                         _mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0xEE));
-  }
-  const __m512 r = _mm512_max_ps(_mm512_shuffle_ps(c[0], c[1], 0x88),   // lane 4c + r: block
-                                 _mm512_shuffle_ps(c[0], c[1], 0xDD));  // c + 4r
-  const __m512i to_block = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_ps(to_block, r);
-}
-
 // 16 Q8_0 blocks at once: their abs-maxes in one vector, then set_act_scale's steps in lanes
 // (d = amax / 127 rounded to fp16 by vcvtps2ph, which rounds to nearest even as float_to_half
 // does for every number; id = 1 / d, 0 where d is 0). The same bytes as 16 calls of the
@@ -117,7 +98,8 @@ inline __m512 lane_maxes(const __m512 (&m)[16]) {
 inline void quant_q8_0_16_blocks(const float* x, BlockQ8_0* b) {
   __m512 m[16];
   for (int j = 0; j < 16; ++j) m[j] = abs_max_lanes(x + kQK0 * j, kQK0);
-  const __m512 d = _mm512_div_ps(lane_maxes(m), _mm512_set1_ps(127.0f));
+  const __m512 amax = fold_lanes(m, [](__m512 u, __m512 v) { return _mm512_max_ps(u, v); });
+  const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
   const __m256i dh = _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 df = _mm512_cvtph_ps(dh);
   const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(df, _mm512_setzero_ps(), _CMP_GT_OQ),
