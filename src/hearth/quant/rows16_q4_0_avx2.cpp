@@ -20,20 +20,21 @@ struct Q4_0Avx2 {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
 
-  template <int NT>
+  // Halves H of the 16 rows (Rows16Halves).
+  template <int NT, int H>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& q) const {
+    constexpr int h0 = Rows16Halves<H>::kBegin, h1 = Rows16Halves<H>::kEnd;
     __m256i lo[4][2], hi[4][2];  // (slice, half)
     for (int s = 0; s < 4; ++s) {
-      for (int h = 0; h < 2; ++h) {
+      for (int h = h0; h < h1; ++h) {
         __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 + 64 * s + 32 * h));
-        // A block column is 288 bytes (4.5 lines): 5 prefetches cover it.
-        if (h == 0) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
-        if (h == 0 && s == 3) rows16_prefetch_beside(v, g + kPrefetchBytes + 256);
+        // A block column is 288 bytes (4.5 lines): 5 prefetches cover it, in each pass.
+        if (h == h0) rows16_prefetch_beside(v, g + kPrefetchBytes + 64 * s);
+        if (h == h0 && s == 3) rows16_prefetch_beside(v, g + kPrefetchBytes + 256);
         lo[s][h] = _mm256_and_si256(v, m4);
         hi[s][h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       }
     }
-    const __m256 dw[2] = {Rows16Lanes::f16(g, 0), Rows16Lanes::f16(g, 1)};
     for (int t = 0; t < NT; ++t) {
       const uint8_t* aq = ab[t] + 8;
       const __m256i corr = _mm256_set1_epi32(rows16_load_i32(ab[t] + 4));
@@ -41,15 +42,15 @@ struct Q4_0Avx2 {
       for (int s = 0; s < 4; ++s) {
         const __m256i a_lo = _mm256_set1_epi32(rows16_load_i32(aq + 4 * s));
         const __m256i a_hi = _mm256_set1_epi32(rows16_load_i32(aq + 16 + 4 * s));
-        for (int h = 0; h < 2; ++h) {
+        for (int h = h0; h < h1; ++h) {
           p16[h] = _mm256_add_epi16(p16[h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[s][h], a_lo),
                                                              _mm256_maddubs_epi16(hi[s][h], a_hi)));
         }
       }
       const float da = rows16_load_f32(ab[t]);
-      for (int h = 0; h < 2; ++h) {
+      for (int h = h0; h < h1; ++h) {
         const __m256i isum = _mm256_add_epi32(corr, _mm256_madd_epi16(p16[h], ones));
-        q[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum, q[t][h]);
+        q[t][h] = Rows16Lanes::fma_scaled(Rows16Lanes::f16(g, h), da, isum, q[t][h]);
       }
     }
   }

@@ -42,8 +42,10 @@ struct Q4_KAvx2 {
   const __m256i bits34 = _mm256_set1_epi8(0x18);
   const __m256i ones = _mm256_set1_epi16(1);
 
-  template <int NT>
+  // Halves H of the 16 rows (Rows16Halves).
+  template <int NT, int H>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    constexpr int h0 = Rows16Halves<H>::kBegin, h1 = Rows16Halves<H>::kEnd;
     __m256i s1[NT][2];
     for (int t = 0; t < NT; ++t) s1[t][0] = s1[t][1] = _mm256_setzero_si256();
       // Unrolled: GCC 12 otherwise keeps Q5_K's loops rolled, with the sums copied between
@@ -52,7 +54,7 @@ struct Q4_KAvx2 {
     for (int p = 0; p < 4; ++p) {
       const uint8_t* qp = g + kQuants + 512 * p;
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+      for (int h = h0; h < h1; ++h) {  // rows 8h .. 8h + 7
         __m256i lo32[NT], hi32[NT];  // sub-blocks 2p and 2p + 1
         __m256i lo16[NT], hi16[NT];  // their 16-bit pair sums since the last widening
         for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = lo16[t] = hi16[t] = _mm256_setzero_si256();
@@ -60,8 +62,9 @@ struct Q4_KAvx2 {
         for (int s = 0; s < 8; ++s) {
           __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
           // The block column's lines in order, one or two per quant load of the first half,
-          // header and Q5_K's high bits included, as on AVX-512 (prefetch_ahead there).
-          if (h == 0) {
+          // header and Q5_K's high bits included, as on AVX-512 (prefetch_ahead there), in
+          // each pass.
+          if (h == h0) {
             constexpr int kLines = (kQuants + 2048) / 64;
             const int u = 8 * p + s;
             for (int l = kLines * u / 32; l < kLines * (u + 1) / 32; ++l)
@@ -84,6 +87,9 @@ struct Q4_KAvx2 {
                 lo16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rows16_load_i32(aq))));
             hi16[t] = _mm256_add_epi16(
                 hi16[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rows16_load_i32(aq + 32))));
+            // A chain of adds as written: GCC 12 otherwise regroups them into a tree whose
+            // products are all live at once, and spills them.
+            asm("" : "+x"(lo16[t]), "+x"(hi16[t]));
           }
           if ((s + 1) % kSlicesPer16Bits == 0) {
             for (int t = 0; t < NT; ++t) {
@@ -108,7 +114,7 @@ struct Q4_KAvx2 {
     __m256i s2[NT][2];
     for (int t = 0; t < NT; ++t) s2[t][0] = s2[t][1] = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
-      for (int h = 0; h < 2; ++h) {
+      for (int h = h0; h < h1; ++h) {
         const __m256i m16 = _mm256_cvtepu8_epi16(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(g + 192 + 32 * p + 16 * h)));
         for (int t = 0; t < NT; ++t) {
@@ -119,7 +125,7 @@ struct Q4_KAvx2 {
       }
     }
     // Per row: d * d_a * (scaled quant sums) - dmin * d_a * (scaled min sums).
-    for (int h = 0; h < 2; ++h) {
+    for (int h = h0; h < h1; ++h) {
       const __m256 dw = Rows16Lanes::f16(g, h);
       const __m256 dm = Rows16Lanes::f16(g + 32, h);
       for (int t = 0; t < NT; ++t) {

@@ -22,17 +22,19 @@ struct Q6_KAvx2 {
   const __m256i bits45 = _mm256_set1_epi8(0x30);
   const __m256i ones = _mm256_set1_epi16(1);
 
-  template <int NT>
+  // Halves H of the 16 rows (Rows16Halves).
+  template <int NT, int H>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    constexpr int h0 = Rows16Halves<H>::kBegin, h1 = Rows16Halves<H>::kEnd;
     __m256i s[NT][2];
     for (int t = 0; t < NT; ++t) s[t][0] = s[t][1] = _mm256_setzero_si256();
     for (int grp = 0; grp < 16; ++grp) {
       const uint8_t* v = g + 288 + 192 * grp;
-      for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+      for (int h = h0; h < h1; ++h) {  // rows 8h .. 8h + 7
         __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32 * h));
         __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 64 + 32 * h));
         __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 128 + 32 * h));
-        if (h == 0) {
+        if (h == h0) {  // each pass prefetches the lines
           rows16_prefetch_beside(v0, v + kPrefetchBytes);
           rows16_prefetch_beside(v1, v + 64 + kPrefetchBytes);
           rows16_prefetch_beside(v2, v + 128 + kPrefetchBytes);
@@ -65,7 +67,7 @@ struct Q6_KAvx2 {
         }
       }
     }
-    for (int h = 0; h < 2; ++h) {
+    for (int h = h0; h < h1; ++h) {
       const __m256 dw = Rows16Lanes::f16(g, h);
       for (int t = 0; t < NT; ++t) {
         acc[t][h] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), s[t][h], acc[t][h]);

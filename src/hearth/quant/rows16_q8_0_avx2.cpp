@@ -20,19 +20,21 @@ struct Q8_0Avx2 {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i ones = _mm256_set1_epi16(1);
 
-  template <int NT>
+  // Halves H of the 16 rows (Rows16Halves).
+  template <int NT, int H>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
+    constexpr int h0 = Rows16Halves<H>::kBegin, h1 = Rows16Halves<H>::kEnd;
     __m256i isum[NT][2];
     for (int t = 0; t < NT; ++t) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {
       __m256i a4[NT];
       for (int t = 0; t < NT; ++t) a4[t] = _mm256_set1_epi32(rows16_load_i32(ab[t] + 8 + 4 * s));
-      for (int h = 0; h < 2; ++h) {
+      for (int h = h0; h < h1; ++h) {
         __m256i raw =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 + 64 * s + 32 * h));
-        // A block column is 544 bytes (8.5 lines): 9 prefetches cover it.
-        if (h == 0) rows16_prefetch_beside(raw, g + kPrefetchBytes + 64 * s);
-        if (h == 0 && s == 7) rows16_prefetch_beside(raw, g + kPrefetchBytes + 512);
+        // A block column is 544 bytes (8.5 lines): 9 prefetches cover it, in each pass.
+        if (h == h0) rows16_prefetch_beside(raw, g + kPrefetchBytes + 64 * s);
+        if (h == h0 && s == 7) rows16_prefetch_beside(raw, g + kPrefetchBytes + 512);
         const __m256i w = _mm256_xor_si256(raw, flip);
         const __m256i wabs = _mm256_abs_epi8(w);
         for (int t = 0; t < NT; ++t) {
@@ -41,11 +43,11 @@ struct Q8_0Avx2 {
         }
       }
     }
-    const __m256 dw[2] = {Rows16Lanes::f16(g, 0), Rows16Lanes::f16(g, 1)};
-    for (int t = 0; t < NT; ++t) {
-      const float da = rows16_load_f32(ab[t]);
-      for (int h = 0; h < 2; ++h)
-        acc[t][h] = Rows16Lanes::fma_scaled(dw[h], da, isum[t][h], acc[t][h]);
+    for (int h = h0; h < h1; ++h) {
+      const __m256 dw = Rows16Lanes::f16(g, h);
+      for (int t = 0; t < NT; ++t) {
+        acc[t][h] = Rows16Lanes::fma_scaled(dw, rows16_load_f32(ab[t]), isum[t][h], acc[t][h]);
+      }
     }
   }
 };

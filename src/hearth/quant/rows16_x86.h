@@ -37,6 +37,7 @@ struct Rows16Lanes {
   }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static void store(float* out, const F (&v)[kHalves]) { _mm512_storeu_ps(out, v[0]); }
+  static void store_half(float* out, const F (&v)[kHalves], int /*half*/) { store(out, v); }
 };
 #else
 struct Rows16Lanes {
@@ -59,8 +60,23 @@ struct Rows16Lanes {
     _mm256_storeu_ps(out, v[0]);
     _mm256_storeu_ps(out + 8, v[1]);
   }
+  static void store_half(float* out, const F (&v)[kHalves], int half) {
+    _mm256_storeu_ps(out + 8 * half, v[half]);
+  }
 };
 #endif
+
+// The halves (rows 0-7, 8-15) an AVX2 kernel's block<NT, H> covers: H = 0 or 1 alone, or both
+// (kRows16BothHalves). Rows16Blocks runs multi-token passes one half at a time: with both, NT
+// tokens' sums and float accumulators of 16 rows took 4 NT of AVX2's 16 registers and the
+// kernels spilled them to the stack every slice; decode (one token) keeps both halves in one
+// pass, which reads each weight line once.
+constexpr int kRows16BothHalves = 2;
+template <int H>
+struct Rows16Halves {
+  static constexpr int kBegin = H == kRows16BothHalves ? 0 : H;
+  static constexpr int kEnd = H == kRows16BothHalves ? Rows16Lanes::kHalves : H + 1;
+};
 
 // Writes a weight vector just loaded to the stack, where nothing reads it back, when the
 // kernel runs for one token (decode). The AVX-512 kernels call it once per loaded vector: on
@@ -90,12 +106,12 @@ template <int NT>
 
 // After block column b of n_blocks in Q4_0's quads (block_steps.h): at a quad's end (its fourth
 // block column or the row's last) acc += q, and q starts again from +0.
-template <int NT>
+template <int NT, int H = kRows16BothHalves>
 [[gnu::always_inline]] inline void rows16_end_quad(int64_t b, int64_t n_blocks, Rows16Acc<NT>& q,
                                                    Rows16Acc<NT>& acc) {
   if (b % 4 != 3 && b + 1 != n_blocks) return;
   for (int t = 0; t < NT; ++t) {
-    for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+    for (int h = Rows16Halves<H>::kBegin; h < Rows16Halves<H>::kEnd; ++h) {
       acc[t][h] = Rows16Lanes::add(acc[t][h], q[t][h]);
       q[t][h] = Rows16Lanes::zero();
     }
@@ -118,6 +134,18 @@ struct Rows16Blocks {
   template <int NT>
   static void run(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride, float* out,
                   size_t out_stride) {
+    if constexpr (Rows16Lanes::kHalves == 1 || NT == 1) {
+      pass<NT, kRows16BothHalves>(cols, g, act, act_stride, out, out_stride);
+    } else {
+      pass<NT, 0>(cols, g, act, act_stride, out, out_stride);
+      pass<NT, 1>(cols, g, act, act_stride, out, out_stride);
+    }
+  }
+
+  // One pass over the row for halves H (Rows16Halves; all of them on AVX-512).
+  template <int NT, int H>
+  static void pass(int64_t cols, const uint8_t* g, const uint8_t* act, size_t act_stride,
+                   float* out, size_t out_stride) {
     const K kernel;
     Rows16Acc<NT> acc, q;
     rows16_zero<NT>(acc);
@@ -130,14 +158,32 @@ struct Rows16Blocks {
             act + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
       }
       if constexpr (kQuads) {
-        kernel.template block<NT>(g, ab, q);
-        rows16_end_quad<NT>(b, n_blocks, q, acc);
+        block<NT, H>(kernel, g, ab, q);
+        rows16_end_quad<NT, H>(b, n_blocks, q, acc);
       } else {
-        kernel.template block<NT>(g, ab, acc);
+        block<NT, H>(kernel, g, ab, acc);
       }
     }
-    for (int t = 0; t < NT; ++t)
-      Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc[t]);
+    for (int t = 0; t < NT; ++t) {
+      float* row = out + static_cast<size_t>(t) * out_stride;
+      if constexpr (H == kRows16BothHalves) {
+        Rows16Lanes::store(row, acc[t]);
+      } else {
+        Rows16Lanes::store_half(row, acc[t], H);
+      }
+    }
+  }
+
+  // The AVX-512 kernels' block<NT> covers all 16 rows in one zmm; the AVX2 ones take the
+  // halves as block<NT, H>.
+  template <int NT, int H>
+  [[gnu::always_inline]] static void block(const K& kernel, const uint8_t* g, Rows16Acts<NT> ab,
+                                           Rows16Acc<NT>& acc) {
+    if constexpr (Rows16Lanes::kHalves == 1) {
+      kernel.template block<NT>(g, ab, acc);
+    } else {
+      kernel.template block<NT, H>(g, ab, acc);
+    }
   }
 };
 
