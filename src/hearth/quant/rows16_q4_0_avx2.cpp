@@ -45,6 +45,7 @@ struct Q4_0Avx2 {
         for (int h = h0; h < h1; ++h) {
           p16[h] = _mm256_add_epi16(p16[h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[s][h], a_lo),
                                                              _mm256_maddubs_epi16(hi[s][h], a_hi)));
+          rows16_keep_chain(p16[h]);
         }
       }
       const float da = rows16_load_f32(ab[t]);

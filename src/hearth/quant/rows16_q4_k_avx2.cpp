@@ -32,10 +32,10 @@ template <int kQuants, int kHighBits>
 struct Q4_KAvx2 {
   static constexpr bool kFive = kHighBits >= 0;
   static constexpr int kSlicesPer16Bits = kFive ? 4 : 8;
-  // Two tokens a pass: each token keeps eight sums live through the quant loops, and AVX2 has
-  // 16 registers; with four, Q5_K's matmul spilled the most (docs/kernels.md, "The next pair
-  // fetched ahead", the AVX2 paragraph).
-  static constexpr int kMaxTokens = 2;
+  // Three tokens a pass: each keeps four sums live through a half's quant loops (Q4_K; Q5_K
+  // also its two 32-bit ones), and AVX2 has 16 registers; two and four were slower
+  // (docs/kernels.md, "AVX2: one half of the rows a pass").
+  static constexpr int kMaxTokens = 3;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i m5 = _mm256_set1_epi8(0x1f);
   const __m256i m3 = _mm256_set1_epi8(0x07);
@@ -87,9 +87,8 @@ struct Q4_KAvx2 {
                 lo16[t], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rows16_load_i32(aq))));
             hi16[t] = _mm256_add_epi16(
                 hi16[t], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rows16_load_i32(aq + 32))));
-            // A chain of adds as written: GCC 12 otherwise regroups them into a tree whose
-            // products are all live at once, and spills them.
-            asm("" : "+x"(lo16[t]), "+x"(hi16[t]));
+            rows16_keep_chain(lo16[t]);
+            rows16_keep_chain(hi16[t]);
           }
           if ((s + 1) % kSlicesPer16Bits == 0) {
             for (int t = 0; t < NT; ++t) {

@@ -40,6 +40,7 @@ struct Q8_0Avx2 {
         for (int t = 0; t < NT; ++t) {
           const __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a4[t], w));
           isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(p16, ones));
+          rows16_keep_chain(isum[t][h]);
         }
       }
     }

@@ -66,6 +66,14 @@ struct Rows16Lanes {
 };
 #endif
 
+// Keeps v's sum a chain as written: GCC 12 regroups a loop's chain of integer vector adds
+// into a tree for parallelism, which holds every product at once, and on AVX2's 16 registers
+// spills them to the stack (the AVX2 kernels' sums, after each add).
+template <typename V>
+[[gnu::always_inline]] inline void rows16_keep_chain(V& v) {
+  asm("" : "+v"(v));
+}
+
 // The halves (rows 0-7, 8-15) an AVX2 kernel's block<NT, H> covers: H = 0 or 1 alone, or both
 // (kRows16BothHalves). Rows16Blocks runs multi-token passes one half at a time: with both, NT
 // tokens' sums and float accumulators of 16 rows took 4 NT of AVX2's 16 registers and the
