@@ -40,7 +40,12 @@ struct Q4_KAvx2 {
   const __m256i m5 = _mm256_set1_epi8(0x1f);
   const __m256i m3 = _mm256_set1_epi8(0x07);
   const __m256i bits34 = _mm256_set1_epi8(0x18);
-  const __m256i ones = _mm256_set1_epi16(1);
+
+  // The 8 rows' u8 scales at p, each in both 16-bit halves of its 32-bit lane.
+  [[gnu::always_inline]] static __m256i scale_pairs(const uint8_t* p) {
+    const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+  }
 
   // Halves H of the 16 rows (Rows16Halves).
   template <int NT, int H>
@@ -55,9 +60,12 @@ struct Q4_KAvx2 {
       const uint8_t* qp = g + kQuants + 512 * p;
 #pragma GCC unroll 2
       for (int h = h0; h < h1; ++h) {  // rows 8h .. 8h + 7
-        __m256i lo32[NT], hi32[NT];  // sub-blocks 2p and 2p + 1
-        __m256i lo16[NT], hi16[NT];  // their 16-bit pair sums since the last widening
-        for (int t = 0; t < NT; ++t) lo32[t] = hi32[t] = lo16[t] = hi16[t] = _mm256_setzero_si256();
+        // Each row's scales of sub-blocks 2p and 2p + 1 in both 16-bit halves of its lane:
+        // vpmaddwd by them widens a 16-bit pair sum and scales it in one step.
+        const __m256i sc_lo = scale_pairs(g + 64 + 32 * p + 8 * h);
+        const __m256i sc_hi = scale_pairs(g + 64 + 32 * p + 16 + 8 * h);
+        __m256i lo16[NT], hi16[NT];  // 16-bit pair sums of sub-blocks 2p, 2p + 1 since widening
+        for (int t = 0; t < NT; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int s = 0; s < 8; ++s) {
           __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qp + 64 * s + 32 * h));
@@ -92,20 +100,13 @@ struct Q4_KAvx2 {
           }
           if ((s + 1) % kSlicesPer16Bits == 0) {
             for (int t = 0; t < NT; ++t) {
-              lo32[t] = _mm256_add_epi32(lo32[t], _mm256_madd_epi16(lo16[t], ones));
-              hi32[t] = _mm256_add_epi32(hi32[t], _mm256_madd_epi16(hi16[t], ones));
+              s1[t][h] =
+                  _mm256_add_epi32(s1[t][h], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], sc_lo),
+                                                              _mm256_madd_epi16(hi16[t], sc_hi)));
+              rows16_keep_chain(s1[t][h]);
               lo16[t] = hi16[t] = _mm256_setzero_si256();
             }
           }
-        }
-        const __m256i sc_lo = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 8 * h)));
-        const __m256i sc_hi = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 64 + 32 * p + 16 + 8 * h)));
-        for (int t = 0; t < NT; ++t) {
-          s1[t][h] =
-              _mm256_add_epi32(s1[t][h], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, lo32[t]),
-                                                          _mm256_mullo_epi32(sc_hi, hi32[t])));
         }
       }
     }
