@@ -1,14 +1,14 @@
 // Q4_K and Q5_K row-interleaved kernels for AVX2 without VNNI: one row per 32-bit lane, rows
 // 0-7 and 8-15 in two 256-bit halves. Quants times activation bytes through vpmaddubsw give
-// 16-bit pair sums; slices add up in 16 bits before one vpmaddwd by ones widens them: all 8 of
-// a sub-block for Q4_K (nibbles 0..15: at most 8 * 2 * 15 * 127 = 30480), 4 at a time for Q5_K
-// (0..31: 4 * 2 * 31 * 127 = 31496). So per 4 quants a sub-block costs a mask (and a shift for
-// the high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's five-bit bytes (rows16_kernels.h)
-// cost a mask for sub-block 2p, and for 2p + 1 a shift and a mask of the byte's top three bits
-// and a shift, a mask and an or of its two bits from the quad's high-bit vector (at bits
-// 2(s % 4) and 2(s % 4) + 1). Same
-// integer sums and float steps per lane as the scalar reference (rows16_common.h,
-// rows16_q4_k_block_dot), so the same bits.
+// 16-bit pair sums; slices add up in 16 bits before one vpmaddwd by the sub-block's scale (in
+// both halves of each row's lane) widens and scales them at once: all 8 of a sub-block for
+// Q4_K (nibbles 0..15: at most 8 * 2 * 15 * 128 = 30720), 4 at a time for Q5_K (0..31:
+// 4 * 2 * 31 * 128 = 31744). So per 4 quants a sub-block costs a mask (and a shift for the
+// high nibbles), a vpmaddubsw and a 16-bit add; Q5_K's five-bit bytes (rows16_kernels.h) cost
+// a mask for sub-block 2p, and for 2p + 1 a shift and a mask of the byte's top three bits and
+// a shift, a mask and an or of its two bits from the quad's high-bit vector (at bits 2(s % 4)
+// and 2(s % 4) + 1). Same integer sums and float steps per lane as the scalar reference
+// (rows16_common.h, rows16_q4_k_block_dot), so the same bits.
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
