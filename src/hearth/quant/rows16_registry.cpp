@@ -42,7 +42,7 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q4_k_repack_avx512, nullptr, nullptr},
+     {nullptr, &rows16_q4_k_repack_avx2, &rows16_q4_k_repack_avx512, nullptr, nullptr},
      2},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
@@ -63,7 +63,7 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q5_k_repack_avx512, nullptr, nullptr},
+     {nullptr, &rows16_q5_k_repack_avx2, &rows16_q5_k_repack_avx512, nullptr, nullptr},
      2,
      true},  // its four-token pair kernel spills sums (docs/kernels.md, "Outputs streamed")
 };
