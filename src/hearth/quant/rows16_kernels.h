@@ -127,6 +127,7 @@ extern Rows16PairKernel* const rows16_q4_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q5_k_dot_pair_avx512;
 extern Rows16PairKernel* const rows16_q6_k_dot_pair_avx512;
 extern Rows16RepackKernel* const rows16_q8_0_repack_avx2;
+extern Rows16RepackKernel* const rows16_q4_0_repack_avx2;
 extern Rows16RepackKernel* const rows16_q4_k_repack_avx2;
 extern Rows16RepackKernel* const rows16_q5_k_repack_avx2;
 extern Rows16RepackKernel* const rows16_q6_k_repack_avx2;

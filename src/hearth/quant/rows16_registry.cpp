@@ -56,7 +56,7 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q4_0_dot_pair_avx512, nullptr, nullptr},
      nullptr,
-     {nullptr, nullptr, &rows16_q4_0_repack_avx512, nullptr, nullptr},
+     {nullptr, &rows16_q4_0_repack_avx2, &rows16_q4_0_repack_avx512, nullptr, nullptr},
      2},
     {gguf::TensorType::kQ5_K,
      &kRows16Q5_KScalar,
