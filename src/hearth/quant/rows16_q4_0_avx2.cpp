@@ -4,6 +4,9 @@
 // nibbles) add up in 16 bits (at most 30480) before one vpmaddwd by ones widens them. Same
 // integer sums and float steps (Q4_0's quads of block columns, kBlockQuads) per lane as the scalar
 // reference (rows16_q4_0.cpp), so the same bits.
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -57,8 +60,43 @@ struct Q4_0Avx2 {
   }
 };
 
+// Rows16::repack, AVX2: per block column, the 16 rows' d copied in order, and their quant
+// bytes (four dwords a row, dword s to slice s) transposed in vectors per half h of the rows:
+// vector q holds row 8h + q in its low 128 bits and 8h + 4 + q in its high ones, so that unpacks
+// of 32- and 64-bit units across the four vectors leave slice s with the half's rows in lane
+// order. The same bytes as the scalar repack.
+void repack_q4_0(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  for (int64_t i = 0; i < cols / kQK0; ++i, g += Rows16Q4_0::kBlockBytes) {
+    const BlockQ4_0* b[kRows16];
+    for (int r = 0; r < kRows16; ++r) {
+      b[r] = rows16_row<BlockQ4_0>(src, r, src_row_bytes) + i;
+      std::memcpy(g + 2 * r, &b[r]->d, 2);
+    }
+    const auto qs = [&](int r) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qs));
+    };
+    for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+      __m256i z[4];  // half j of z[q]: row 8h + 4j + q
+      for (int q = 0; q < 4; ++q) z[q] = _mm256_set_m128i(qs(8 * h + 4 + q), qs(8 * h + q));
+      // Per half j: t01 = (row 4j dword 0, 4j + 1 dword 0, 4j dword 1, 4j + 1 dword 1) and so on.
+      const __m256i t01_lo = _mm256_unpacklo_epi32(z[0], z[1]),
+                    t01_hi = _mm256_unpackhi_epi32(z[0], z[1]);
+      const __m256i t23_lo = _mm256_unpacklo_epi32(z[2], z[3]),
+                    t23_hi = _mm256_unpackhi_epi32(z[2], z[3]);
+      const __m256i slice[4] = {
+          _mm256_unpacklo_epi64(t01_lo, t23_lo), _mm256_unpackhi_epi64(t01_lo, t23_lo),
+          _mm256_unpacklo_epi64(t01_hi, t23_hi), _mm256_unpackhi_epi64(t01_hi, t23_hi)};
+      for (int sl = 0; sl < 4; ++sl) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + 32 + 64 * sl + 32 * h), slice[sl]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q4_0_repack_avx2 = repack_q4_0;
 Rows16DotKernel* const rows16_q4_0_dot_avx2 = rows16_dot<Rows16Blocks<Q4_0Avx2, Rows16Q4_0>>;
 
 }  // namespace hearth::quant

@@ -5,6 +5,9 @@
 // 2 * 63 * 127; two sets add up in 16 bits (at most 32004) before vpmaddwd by ones widens
 // them. Same integer sums and float steps per lane as the scalar reference (rows16_q6_k.cpp), so
 // the same bits.
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -77,8 +80,68 @@ struct Q6_KAvx2 {
   }
 };
 
+// Elements 32m .. 32m + 31 of a GGUF Q6_K block b (its quarter m % 4 of half m / 4), one 6-bit
+// quant per byte, and in each group's dwords 0-2 (its sets 0-2) the two bits of set 3 that
+// the layout keeps in the top of that set's bytes (rows16_kernels.h): lane 0 holds group 2m,
+// lane 1 group 2m + 1, as dwords 0-3 (sets 0-3; dword 3 is left as it is, not stored).
+[[gnu::always_inline]] inline __m256i q6_k_sets(const BlockQ6_K& b, int m) {
+  const int half = m / 4, c = m % 4;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  const __m256i top2 = _mm256_set1_epi8(static_cast<char>(0xc0));
+  const __m256i ql =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * half + 32 * (c & 1)));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
+  // Low 4 bits: the low nibbles for quarters 0-1, the high ones for 2-3; bits 2c, 2c + 1 of
+  // qh to bits 4-5 (masked: the 16-bit shifts move bits in from the neighbour byte).
+  const __m256i lo = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+  const __m256i hi = c < 2 ? _mm256_slli_epi16(qh, 4 - 2 * c) : _mm256_srli_epi16(qh, 2 * c - 4);
+  const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+  // Set 3 in every dword, its bits 2k, 2k + 1 of each byte moved to bits 6, 7 for set k
+  // (masked: the 32-bit shifts move bits into the neighbour byte's low bits).
+  const __m256i set3 = _mm256_shuffle_epi32(q, 0xff);
+  const __m256i top = _mm256_sllv_epi32(set3, _mm256_setr_epi32(6, 4, 2, 0, 6, 4, 2, 0));
+  return _mm256_or_si256(q, _mm256_and_si256(top, top2));
+}
+
+// Rows16::repack, AVX2: per row, each quarter's quants as q6_k_sets builds them (two groups'
+// four-byte sets in a vector), turned into the layout's vectors of each half of the rows by
+// rows16_transpose8 (sets 0-2 of each group stored, set 3 dropped); the group scales through the
+// byte transpose. The same bytes as the scalar pack_block (rows16_q6_k.cpp).
+void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  for (int64_t i = 0; i < cols / kQKK; ++i, g += Rows16Q6_K::kBlockBytes) {
+    const BlockQ6_K* b[kRows16];
+    __m128i scales[16];  // row r's 16 group scales
+    for (int r = 0; r < kRows16; ++r) {
+      b[r] = rows16_row<BlockQ6_K>(src, r, src_row_bytes) + i;
+      std::memcpy(g + 2 * r, &b[r]->d, 2);
+      scales[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->scales));
+    }
+    __m128i by_group[16];  // group j's scale of the 16 rows, at 32 + 16j
+    rows16_transpose_bytes(scales, by_group);
+    for (int j = 0; j < 16; ++j) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 32 + 16 * j), by_group[j]);
+    }
+    for (int m = 0; m < 8; ++m) {
+      for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+        __m256i v[8], out[8];  // out[4e + k]: set k of group 2m + e
+        for (int r = 0; r < 8; ++r) v[r] = q6_k_sets(*b[8 * h + r], m);
+        rows16_transpose8(v, out);
+        for (int e = 0; e < 2; ++e) {
+          for (int k = 0; k < 3; ++k) {
+            _mm256_storeu_si256(
+                reinterpret_cast<__m256i*>(g + 288 + 192 * (2 * m + e) + 64 * k + 32 * h),
+                out[4 * e + k]);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q6_k_repack_avx2 = repack_q6_k;
 Rows16DotKernel* const rows16_q6_k_dot_avx2 = rows16_dot<Rows16Blocks<Q6_KAvx2, Rows16Q6_K>>;
 
 }  // namespace hearth::quant

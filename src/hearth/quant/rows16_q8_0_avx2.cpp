@@ -6,6 +6,9 @@
 // Slices outer, tokens inner: each weight vector is decoded once and meets every token while
 // in a register (decoding a block column's 16 first would hold 32 vectors in AVX2's 16
 // registers).
+#include <cstring>
+
+#include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -53,8 +56,33 @@ struct Q8_0Avx2 {
   }
 };
 
+// Rows16::repack, AVX2: per block column and half of the rows, each row's 32 quants (8 dwords)
+// in a vector, turned into the column's 8 slices by rows16_transpose8 and flipped to unsigned
+// on the way out; the scales go as the scalar pack writes them. The same bytes as the scalar
+// repack.
+void repack_q8_0(int64_t cols, const void* src, size_t src_row_bytes, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t i = 0; i < cols / kQK0; ++i, g += Rows16Q8_0::kBlockBytes) {
+    for (int h = 0; h < Rows16Lanes::kHalves; ++h) {
+      __m256i v[8], out[8];
+      for (int r = 0; r < 8; ++r) {
+        const BlockQ8_0& b = rows16_row<BlockQ8_0>(src, 8 * h + r, src_row_bytes)[i];
+        std::memcpy(g + 2 * (8 * h + r), &b.d, 2);
+        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+      }
+      rows16_transpose8(v, out);
+      for (int s = 0; s < 8; ++s) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + 32 + 64 * s + 32 * h),
+                            _mm256_xor_si256(out[s], flip));
+      }
+    }
+  }
+}
+
 }  // namespace
 
+Rows16RepackKernel* const rows16_q8_0_repack_avx2 = repack_q8_0;
 Rows16DotKernel* const rows16_q8_0_dot_avx2 = rows16_dot<Rows16Blocks<Q8_0Avx2, Rows16Q8_0>>;
 
 }  // namespace hearth::quant

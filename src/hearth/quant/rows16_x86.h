@@ -260,33 +260,6 @@ struct Rows16PairBlocks {
   }
 };
 
-#if defined(__AVX512F__)
-// The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
-// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
-// s0 / s1 plus the correction, scaled into acc0 / acc1 as block does (for Q4_0 these are the
-// quads' sums).
-template <int NT>
-[[gnu::always_inline]] inline void rows16_q8_0_pair_scale(
-    const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab, const __m512i (&s0)[NT],
-    const __m512i (&s1)[NT], Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) {
-  const __m512 dw0 = Rows16Lanes::f16(g0, 0);
-  const __m512 dw1 = Rows16Lanes::f16(g1, 0);
-  for (int t = 0; t < NT; ++t) {
-    const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
-    const float da = rows16_load_f32(ab[t]);
-    acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
-    acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
-  }
-}
-
-// acc += v, written into acc's register. The pair kernels keep sums across a loop that GCC 12
-// does not unroll, and for `acc = _mm512_add_epi32(acc, v)` it wrote the sum into v's register
-// and copied it back each turn: a move per sum that takes a vector slot, where the Q6_K pair
-// kernel's slots are what bound it (docs/kernels.md, "Two groups per pass").
-[[gnu::always_inline]] inline void rows16_add_in_place(__m512i& acc, __m512i v) {
-  asm("vpaddd %1, %0, %0" : "+v"(acc) : "v"(v));
-}
-
 // The 16 x 16 transpose of bytes: byte r of out[c] = byte c of x[r] (unpacks of 8-, 16-, 32-
 // and 64-bit units, 64 shuffles). The repacks put 16 rows' per-row bytes (scales) together
 // with it.
@@ -320,6 +293,55 @@ inline void rows16_transpose_bytes(const __m128i (&x)[16], __m128i (&out)[16]) {
       }
     }
   }
+}
+
+// The 8 x 8 transpose of 32-bit lanes: lane r of out[m] = lane m of v[r] (unpacks of 32- and
+// 64-bit units within 128-bit halves, then a swap of halves: 24 shuffles). The AVX2 repacks
+// turn 8 rows' vectors of 4-byte units into a half (rows 0-7 or 8-15) of the layout's vectors
+// with it, as rows16_transpose does for all 16 rows on AVX-512.
+inline void rows16_transpose8(const __m256i (&v)[8], __m256i (&out)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {  // per 128-bit half: (a0 b0 a1 b1), (a2 b2 a3 b3)
+    t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+  }
+  for (int j = 0; j < 2; ++j) {  // u[4j + e], half c: element 4c + e of rows 4j .. 4j + 3
+    u[4 * j] = _mm256_unpacklo_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 1] = _mm256_unpackhi_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 2] = _mm256_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
+    u[4 * j + 3] = _mm256_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // rows 0-3 and 4-7 of elements e (low halves) and 4 + e
+    out[e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x20);
+    out[4 + e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x31);
+  }
+}
+
+#if defined(__AVX512F__)
+// The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
+// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
+// s0 / s1 plus the correction, scaled into acc0 / acc1 as block does (for Q4_0 these are the
+// quads' sums).
+template <int NT>
+[[gnu::always_inline]] inline void rows16_q8_0_pair_scale(
+    const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab, const __m512i (&s0)[NT],
+    const __m512i (&s1)[NT], Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) {
+  const __m512 dw0 = Rows16Lanes::f16(g0, 0);
+  const __m512 dw1 = Rows16Lanes::f16(g1, 0);
+  for (int t = 0; t < NT; ++t) {
+    const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+    const float da = rows16_load_f32(ab[t]);
+    acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
+    acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
+  }
+}
+
+// acc += v, written into acc's register. The pair kernels keep sums across a loop that GCC 12
+// does not unroll, and for `acc = _mm512_add_epi32(acc, v)` it wrote the sum into v's register
+// and copied it back each turn: a move per sum that takes a vector slot, where the Q6_K pair
+// kernel's slots are what bound it (docs/kernels.md, "Two groups per pass").
+[[gnu::always_inline]] inline void rows16_add_in_place(__m512i& acc, __m512i v) {
+  asm("vpaddd %1, %0, %0" : "+v"(acc) : "v"(v));
 }
 
 // The 16 x 16 transpose of 32-bit lanes: lane r of out[m] = lane m of v[r]. A SIMD repack
