@@ -167,15 +167,7 @@ inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
     x[r] = _mm256_castsi256_si128(u);
     x[r + 1] = _mm256_extracti128_si256(u, 1);
   }
-  __m128i t[16];
-  rows16_transpose_bytes(x, t);
-  for (int j = 0; j < 8; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 64 + 16 * j), t[j]);
-  for (int p = 0; p < 4; ++p) {  // (m[2p], m[2p + 1]) of row r at 192 + 32p + 2r
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p),
-                     _mm_unpacklo_epi8(t[8 + 2 * p], t[9 + 2 * p]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p + 16),
-                     _mm_unpackhi_epi8(t[8 + 2 * p], t[9 + 2 * p]));
-  }
+  rows16_store_q4_k_scales(x, g);
 }
 
 // Q5_K's high-bit slices of the 16 rows (qh[r]: row r's 32 qh bytes), the bytes

@@ -247,16 +247,9 @@ inline void pack_q4_k_scales(const __m128i (&head)[16], uint8_t* g) {
         _mm512_and_si512(_mm512_srli_epi16(_mm512_shuffle_epi8(h, top), 2), _mm512_set1_epi8(0x30));
     _mm512_store_si512(u[4 * q], _mm512_ternarylogic_epi32(p1, p2, p3, 0xFE));  // p1 | p2 | p3
   }
-  __m128i x[16], t[16];
+  __m128i x[16];
   for (int r = 0; r < 16; ++r) x[r] = _mm_load_si128(reinterpret_cast<const __m128i*>(u[r]));
-  rows16_transpose_bytes(x, t);
-  for (int j = 0; j < 8; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 64 + 16 * j), t[j]);
-  for (int p = 0; p < 4; ++p) {  // (m[2p], m[2p + 1]) of row r at 192 + 32p + 2r
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p),
-                     _mm_unpacklo_epi8(t[8 + 2 * p], t[9 + 2 * p]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p + 16),
-                     _mm_unpackhi_epi8(t[8 + 2 * p], t[9 + 2 * p]));
-  }
+  rows16_store_q4_k_scales(x, g);
 }
 
 // Q5_K's high-bit slices of the 16 rows (qh[r]: row r's 32 qh bytes), the bytes

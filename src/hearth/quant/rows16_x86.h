@@ -295,6 +295,22 @@ inline void rows16_transpose_bytes(const __m128i (&x)[16], __m128i (&out)[16]) {
   }
 }
 
+// Q4_K / Q5_K's scales and mins of the 16 rows into a block column g (rows16_kernels.h), from
+// each row's 8 scales and 8 mins as bytes (x[r]: scales in bytes 0-7, mins in 8-15): a byte
+// transpose puts each scale's 16 rows together at 64 + 16j, and each pair of mins' rows
+// interleaved at 192 + 32p. The SIMD Q4_K / Q5_K repacks end with it.
+inline void rows16_store_q4_k_scales(const __m128i (&x)[16], uint8_t* g) {
+  __m128i t[16];
+  rows16_transpose_bytes(x, t);
+  for (int j = 0; j < 8; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 64 + 16 * j), t[j]);
+  for (int p = 0; p < 4; ++p) {  // (m[2p], m[2p + 1]) of row r at 192 + 32p + 2r
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p),
+                     _mm_unpacklo_epi8(t[8 + 2 * p], t[9 + 2 * p]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(g + 192 + 32 * p + 16),
+                     _mm_unpackhi_epi8(t[8 + 2 * p], t[9 + 2 * p]));
+  }
+}
+
 // The 8 x 8 transpose of 32-bit lanes: lane r of out[m] = lane m of v[r] (unpacks of 32- and
 // 64-bit units within 128-bit halves, then a swap of halves: 24 shuffles). The AVX2 repacks
 // turn 8 rows' vectors of 4-byte units into a half (rows 0-7 or 8-15) of the layout's vectors
