@@ -160,6 +160,17 @@ B* rows16_row(void* rows, int r, size_t row_bytes) {
   return reinterpret_cast<B*>(static_cast<uint8_t*>(rows) + static_cast<size_t>(r) * row_bytes);
 }
 
+// The SIMD repacks' start of block column i: b[r] = row r's block i, and each row's fp16 d
+// copied to g + 2r, where every rows16 layout keeps it.
+template <typename B>
+void rows16_column_blocks(const void* src, size_t src_row_bytes, int64_t i, uint8_t* g,
+                          const B* (&b)[kRows16]) {
+  for (int r = 0; r < kRows16; ++r) {
+    b[r] = rows16_row<B>(src, r, src_row_bytes) + i;
+    std::memcpy(g + 2 * r, &b[r]->d, 2);
+  }
+}
+
 // Rows16::repack of a layout L from GGUF blocks B: pack(b, g, r) writes every byte of row r's
 // share of the group's block column g from the row's GGUF block b.
 template <typename L, typename B, void (*pack)(const B& b, uint8_t* g, int r)>

@@ -4,7 +4,6 @@
 // nibbles) add up in 16 bits (at most 30480) before one vpmaddwd by ones widens them. Same
 // integer sums and float steps (Q4_0's quads of block columns, kBlockQuads) per lane as the scalar
 // reference (rows16_q4_0.cpp), so the same bits.
-#include <cstring>
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
@@ -69,10 +68,7 @@ void repack_q4_0(int64_t cols, const void* src, size_t src_row_bytes, void* grou
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQK0; ++i, g += Rows16Q4_0::kBlockBytes) {
     const BlockQ4_0* b[kRows16];
-    for (int r = 0; r < kRows16; ++r) {
-      b[r] = rows16_row<BlockQ4_0>(src, r, src_row_bytes) + i;
-      std::memcpy(g + 2 * r, &b[r]->d, 2);
-    }
+    rows16_column_blocks(src, src_row_bytes, i, g, b);
     const auto qs = [&](int r) {
       return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->qs));
     };
