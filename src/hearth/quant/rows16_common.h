@@ -167,7 +167,7 @@ void rows16_column_blocks(const void* src, size_t src_row_bytes, int64_t i, uint
                           const B* (&b)[kRows16]) {
   for (int r = 0; r < kRows16; ++r) {
     b[r] = rows16_row<B>(src, r, src_row_bytes) + i;
-    std::memcpy(g + 2 * r, &b[r]->d, 2);
+    std::memcpy(g + 2 * static_cast<size_t>(r), &b[r]->d, 2);
   }
 }
 
