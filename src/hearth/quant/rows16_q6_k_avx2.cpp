@@ -67,7 +67,8 @@ struct Q6_KAvx2 {
               _mm256_set1_epi32(rows16_load_i32(ab[t] + 16 + 4 * grp)),
               _mm256_add_epi32(_mm256_madd_epi16(p12, ones), _mm256_madd_epi16(p34, ones)));
           s[t][h] = _mm256_add_epi32(s[t][h], _mm256_mullo_epi32(sc, x));
-          rows16_keep_chain(s[t][h]);
+          // Not for one token: decode streamed more slowly with the chain kept.
+          if constexpr (NT > 1) rows16_keep_chain(s[t][h]);
         }
       }
     }
