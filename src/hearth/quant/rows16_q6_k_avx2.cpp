@@ -5,7 +5,6 @@
 // 2 * 63 * 127; two sets add up in 16 bits (at most 32004) before vpmaddwd by ones widens
 // them. Same integer sums and float steps per lane as the scalar reference (rows16_q6_k.cpp), so
 // the same bits.
-#include <cstring>
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/rows16_kernels.h"
@@ -112,10 +111,9 @@ void repack_q6_k(int64_t cols, const void* src, size_t src_row_bytes, void* grou
   auto* g = static_cast<uint8_t*>(group);
   for (int64_t i = 0; i < cols / kQKK; ++i, g += Rows16Q6_K::kBlockBytes) {
     const BlockQ6_K* b[kRows16];
+    rows16_column_blocks(src, src_row_bytes, i, g, b);
     __m128i scales[16];  // row r's 16 group scales
     for (int r = 0; r < kRows16; ++r) {
-      b[r] = rows16_row<BlockQ6_K>(src, r, src_row_bytes) + i;
-      std::memcpy(g + 2 * r, &b[r]->d, 2);
       scales[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r]->scales));
     }
     __m128i by_group[16];  // group j's scale of the 16 rows, at 32 + 16j

@@ -37,7 +37,10 @@ struct Rows16Lanes {
   }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static void store(float* out, const F (&v)[kHalves]) { _mm512_storeu_ps(out, v[0]); }
-  static void store_half(float* out, const F (&v)[kHalves], int /*half*/) { store(out, v); }
+  // Half h of the rows at out + 16h: here one half, all 16 rows (h = 0).
+  static void store_half(float* out, const F (&v)[kHalves], int half) {
+    _mm512_storeu_ps(out + 16 * half, v[half]);
+  }
 };
 #else
 struct Rows16Lanes {
@@ -60,6 +63,7 @@ struct Rows16Lanes {
     _mm256_storeu_ps(out, v[0]);
     _mm256_storeu_ps(out + 8, v[1]);
   }
+  // Half h of the rows (8h .. 8h + 7) at out + 8h.
   static void store_half(float* out, const F (&v)[kHalves], int half) {
     _mm256_storeu_ps(out + 8 * half, v[half]);
   }
@@ -173,12 +177,8 @@ struct Rows16Blocks {
       }
     }
     for (int t = 0; t < NT; ++t) {
-      float* row = out + static_cast<size_t>(t) * out_stride;
-      if constexpr (H == kRows16BothHalves) {
-        Rows16Lanes::store(row, acc[t]);
-      } else {
-        Rows16Lanes::store_half(row, acc[t], H);
-      }
+      for (int h = Rows16Halves<H>::kBegin; h < Rows16Halves<H>::kEnd; ++h)
+        Rows16Lanes::store_half(out + static_cast<size_t>(t) * out_stride, acc[t], h);
     }
   }
 
