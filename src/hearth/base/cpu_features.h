@@ -23,11 +23,13 @@ inline bool cpu_has_f16c() {
 #endif
 }
 
-// The CPU's vendor (AMD or not) and family (CPUID leaf 1, extended family added as the manual
-// says), read once for the same reason. family is 0 off x86.
+// The CPU's vendor (AMD, Intel or another) and family and model (CPUID leaf 1, the extended
+// fields combined as the manuals say), read once for the same reason. 0 off x86.
 struct CpuVendorFamily {
   bool amd = false;
+  bool intel = false;
   int family = 0;
+  int model = 0;
 };
 inline CpuVendorFamily cpu_vendor_family() {
   static const CpuVendorFamily id = [] {
@@ -37,11 +39,16 @@ inline CpuVendorFamily cpu_vendor_family() {
     if (__get_cpuid(0, &a, &b, &c, &d) != 0) {
       // "AuthenticAMD" in ebx, edx, ecx.
       v.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+      // "GenuineIntel".
+      v.intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
     }
     if (__get_cpuid(1, &a, &b, &c, &d) != 0) {
       const int base = static_cast<int>((a >> 8) & 0xF);
       const int ext = static_cast<int>((a >> 20) & 0xFF);
       v.family = base == 0xF ? base + ext : base;
+      const int model = static_cast<int>((a >> 4) & 0xF);
+      const int ext_model = static_cast<int>((a >> 16) & 0xF);
+      v.model = base == 0x6 || base == 0xF ? (ext_model << 4) + model : model;
     }
 #endif
     return v;

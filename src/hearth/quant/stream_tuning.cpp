@@ -17,15 +17,21 @@ constexpr StreamTuning kZen4{"zen4", StreamCpu::kZen4, size_t{20} << 10};
 // Zen 5: the GGUF-layout kernels reached their bandwidth at every row length with the L2
 // prefetches of the long-row variants.
 constexpr StreamTuning kZen5{"zen5", StreamCpu::kZen5, 0};
+// Intel Xeon Sapphire Rapids and Emerald Rapids (family 6, models 0x8F and 0xCF; measured on
+// Emerald Rapids): Zen 5's distances and long-row variants for every row. With Zen 4's table
+// the GGUF-layout kernels for short rows streamed well below the bandwidth there.
+constexpr StreamTuning kSpr{"spr", StreamCpu::kZen5, 0};
 
 }  // namespace
 
-const StreamTuning& stream_tuning_for_cpu(bool amd, int family) {
-  return amd && family >= 0x1A ? kZen5 : kZen4;
+const StreamTuning& stream_tuning_for_cpu(const CpuVendorFamily& id) {
+  if (id.amd && id.family >= 0x1A) return kZen5;
+  if (id.intel && id.family == 0x6 && (id.model == 0x8F || id.model == 0xCF)) return kSpr;
+  return kZen4;
 }
 
 const StreamTuning* stream_tuning_named(std::string_view name) {
-  for (const StreamTuning* t : {&kZen4, &kZen5}) {
+  for (const StreamTuning* t : {&kZen4, &kZen5, &kSpr}) {
     if (t->name == name) return t;
   }
   return nullptr;
@@ -36,12 +42,11 @@ const StreamTuning& stream_tuning() {
     if (const char* env = std::getenv("HEARTH_STREAM_TUNING"); env != nullptr && *env != '\0') {
       const StreamTuning* t = stream_tuning_named(env);
       if (t == nullptr) {
-        throw UsageError(std::string("HEARTH_STREAM_TUNING=") + env + ": expected zen4 or zen5");
+        throw UsageError(std::string("HEARTH_STREAM_TUNING=") + env + ": expected zen4, zen5 or spr");
       }
       return *t;
     }
-    const CpuVendorFamily id = cpu_vendor_family();
-    return stream_tuning_for_cpu(id.amd, id.family);
+    return stream_tuning_for_cpu(cpu_vendor_family());
   }();
   return tuning;
 }
