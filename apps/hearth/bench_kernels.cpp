@@ -94,8 +94,8 @@ std::vector<float> random_matrix(int64_t n, uint64_t seed) {
   return v;
 }
 
-// Whether matmul runs on AMX tiles: "on" (HEARTH_AMX=1 and usable), "off" (usable, not
-// asked for) or "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=1 and without.
+// Whether matmul runs on AMX tiles: "on" (usable), "off" (usable, turned off with
+// HEARTH_AMX=0) or "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=0 and without.
 const char* amx_state() {
   if (quant::amx_enabled()) return "on";
   return quant::amx_usable() ? "off" : "none";

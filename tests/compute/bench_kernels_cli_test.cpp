@@ -81,7 +81,7 @@ TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
   const std::string args =
       "bench kernels --quick --threads 1 --types q4_k --shapes 32x256 "
       "--matmul-tokens 0 --reps 1 --json";
-  for (const std::string name : {"zen4", "zen5"}) {
+  for (const std::string name : {"zen4", "zen5", "spr"}) {
     const auto r = testing::run_command("HEARTH_STREAM_TUNING=" + name + " " +
                                         std::string(HEARTH_BIN_PATH) + " " + args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -94,17 +94,19 @@ TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
   EXPECT_NE(r.err.find("HEARTH_STREAM_TUNING=zen9"), std::string::npos) << r.err;
 }
 
-// HEARTH_AMX=1 asks for the AMX tiles ("on" where this CPU has them, "none" where not), 0 or
-// unset leaves them off, anything else is refused.
+// The AMX tiles run where this CPU has them ("on"; "none" where not) unless HEARTH_AMX=0 turns
+// them off ("off"); HEARTH_AMX=1 is the default said aloud, anything else is refused.
 TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
   const std::string args =
       " bench kernels --quick --threads 1 --types q8_0 --shapes 32x256 --matmul-tokens 0 "
       "--reps 1 --json";
   const std::string present = quant::amx_usable() ? "off" : "none";
+  const std::string on = quant::amx_usable() ? "on" : "none";
   for (const auto& [value, want] : {std::pair<std::string, std::string>{"0", present},
-                                    {"1", quant::amx_usable() ? "on" : "none"}}) {
-    const auto r =
-        testing::run_command("HEARTH_AMX=" + value + " " + std::string(HEARTH_BIN_PATH) + args);
+                                    {"1", on},
+                                    {"", on}}) {
+    const std::string env = value.empty() ? "env -u HEARTH_AMX " : "HEARTH_AMX=" + value + " ";
+    const auto r = testing::run_command(env + std::string(HEARTH_BIN_PATH) + args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(testing::last_json_line(r.out).at("amx"), want) << "HEARTH_AMX=" << value;
     EXPECT_NE(r.out.find("amx " + want), std::string::npos) << r.out;

@@ -100,7 +100,7 @@ bool amx_enabled() {
     if (!want.empty() && want != "0" && want != "1") {
       throw UsageError("HEARTH_AMX=" + want + ": expected 0 or 1");
     }
-    return want == "1" && amx_usable();
+    return want != "0" && amx_usable();
   }();
   return enabled;
 }

@@ -159,9 +159,9 @@ const char* isa_name(Isa isa);
 // AMX-INT8 tiles: the CPU has them (CPUID), the OS saves their state (XCR0) and, on Linux,
 // granted this process their use (arch_prctl). Asked once; false off x86-64 Linux.
 bool amx_usable();
-// Whether matmul runs the AMX kernels (rows16 Q8_0 pairs of 16 tokens): amx_usable() and
-// HEARTH_AMX=1. Off by default until they are measured on an AMX machine (docs/kernels.md,
-// "AMX tiles"). UsageError for a HEARTH_AMX other than 0 or 1.
+// Whether matmul runs the AMX kernels (rows16 Q8_0 pairs of 16 tokens): amx_usable() unless
+// HEARTH_AMX=0 (for side-by-side runs; docs/kernels.md, "AMX tiles"). UsageError for a
+// HEARTH_AMX other than 0 or 1.
 bool amx_enabled();
 
 // Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
