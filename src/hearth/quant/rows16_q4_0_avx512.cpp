@@ -61,7 +61,8 @@ struct Q4_0Avx512 {
   template <int NT>
   [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
                                          Rows16Acc<NT>& q0, Rows16Acc<NT>& q1) const {
-    __m512i s0[NT]{}, s1[NT]{};  // one chain per group and token
+    __m512i s0[NT], s1[NT];  // one chain per group and token, from the correction
+    for (int t = 0; t < NT; ++t) s0[t] = s1[t] = rows16_q8_0_corr(ab[t]);
     for (int s = 0; s < 4; ++s) {
       const __m512i v0 = _mm512_loadu_si512(g0 + 32 + 64 * s);
       const __m512i v1 = _mm512_loadu_si512(g1 + 32 + 64 * s);
@@ -78,7 +79,7 @@ struct Q4_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], hi1, a_hi);
       }
     }
-    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, q0, q1);
+    rows16_q8_0_pair_scale<NT, true>(g0, g1, ab, s0, s1, q0, q1);
   }
 };
 

@@ -51,7 +51,8 @@ struct Q8_0Avx512 {
   template <int NT>
   [[gnu::always_inline]] void block_pair(const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab,
                                          Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) const {
-    __m512i s0[NT]{}, s1[NT]{};  // one chain per group and token
+    __m512i s0[NT], s1[NT];  // one chain per group and token, from the correction
+    for (int t = 0; t < NT; ++t) s0[t] = s1[t] = rows16_q8_0_corr(ab[t]);
     for (int s = 0; s < 8; ++s) {
       const __m512i w0 = _mm512_loadu_si512(g0 + 32 + 64 * s);
       const __m512i w1 = _mm512_loadu_si512(g1 + 32 + 64 * s);
@@ -61,7 +62,7 @@ struct Q8_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
       }
     }
-    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, acc0, acc1);
+    rows16_q8_0_pair_scale<NT, true>(g0, g1, ab, s0, s1, acc0, acc1);
   }
 };
 
