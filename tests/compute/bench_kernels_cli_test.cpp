@@ -102,9 +102,8 @@ TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
       "--reps 1 --json";
   const std::string present = quant::amx_usable() ? "off" : "none";
   const std::string on = quant::amx_usable() ? "on" : "none";
-  for (const auto& [value, want] : {std::pair<std::string, std::string>{"0", present},
-                                    {"1", on},
-                                    {"", on}}) {
+  for (const auto& [value, want] :
+       {std::pair<std::string, std::string>{"0", present}, {"1", on}, {"", on}}) {
     const std::string env = value.empty() ? "env -u HEARTH_AMX " : "HEARTH_AMX=" + value + " ";
     const auto r = testing::run_command(env + std::string(HEARTH_BIN_PATH) + args);
     ASSERT_EQ(r.exit_code, 0) << r.err;

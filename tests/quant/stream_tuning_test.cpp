@@ -8,16 +8,20 @@
 namespace hearth::quant {
 namespace {
 
-CpuVendorFamily amd(int family) { return {.amd = true, .family = family}; }
-CpuVendorFamily intel(int model) { return {.intel = true, .family = 0x6, .model = model}; }
+CpuVendorFamily amd(int family) {
+  return {.amd = true, .family = family};
+}
+CpuVendorFamily intel(int model) {
+  return {.intel = true, .family = 0x6, .model = model};
+}
 
 TEST(StreamTuning, EachMeasuredCpuTakesItsTableAndEveryOtherCpuZen4s) {
   EXPECT_EQ(stream_tuning_for_cpu(amd(0x1A)).name, "zen5");
   EXPECT_EQ(stream_tuning_for_cpu(amd(0x1B)).name, "zen5");
-  EXPECT_EQ(stream_tuning_for_cpu(amd(0x19)).name, "zen4");  // Zen 3 and 4
-  EXPECT_EQ(stream_tuning_for_cpu(amd(0x17)).name, "zen4");  // Zen 1 and 2
-  EXPECT_EQ(stream_tuning_for_cpu(intel(0x8F)).name, "spr");  // Sapphire Rapids
-  EXPECT_EQ(stream_tuning_for_cpu(intel(0xCF)).name, "spr");  // Emerald Rapids
+  EXPECT_EQ(stream_tuning_for_cpu(amd(0x19)).name, "zen4");    // Zen 3 and 4
+  EXPECT_EQ(stream_tuning_for_cpu(amd(0x17)).name, "zen4");    // Zen 1 and 2
+  EXPECT_EQ(stream_tuning_for_cpu(intel(0x8F)).name, "spr");   // Sapphire Rapids
+  EXPECT_EQ(stream_tuning_for_cpu(intel(0xCF)).name, "spr");   // Emerald Rapids
   EXPECT_EQ(stream_tuning_for_cpu(intel(0x6A)).name, "zen4");  // Ice Lake server
   EXPECT_EQ(stream_tuning_for_cpu(intel(0x55)).name, "zen4");  // Skylake / Cascade Lake
   // The family and model alone do not pick a table: an unknown vendor keeps Zen 4's.

@@ -42,7 +42,8 @@ const StreamTuning& stream_tuning() {
     if (const char* env = std::getenv("HEARTH_STREAM_TUNING"); env != nullptr && *env != '\0') {
       const StreamTuning* t = stream_tuning_named(env);
       if (t == nullptr) {
-        throw UsageError(std::string("HEARTH_STREAM_TUNING=") + env + ": expected zen4, zen5 or spr");
+        throw UsageError(std::string("HEARTH_STREAM_TUNING=") + env +
+                         ": expected zen4, zen5 or spr");
       }
       return *t;
     }
