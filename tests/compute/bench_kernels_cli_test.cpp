@@ -105,7 +105,10 @@ TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
   for (const auto& [value, want] :
        {std::pair<std::string, std::string>{"0", present}, {"1", on}, {"", on}}) {
     const std::string env = value.empty() ? "env -u HEARTH_AMX " : "HEARTH_AMX=" + value + " ";
-    const auto r = testing::run_command(env + std::string(HEARTH_BIN_PATH) + args);
+    std::string command = env;
+    command += HEARTH_BIN_PATH;
+    command += args;
+    const auto r = testing::run_command(command);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(testing::last_json_line(r.out).at("amx"), want) << "HEARTH_AMX=" << value;
     EXPECT_NE(r.out.find("amx " + want), std::string::npos) << r.out;
