@@ -27,7 +27,7 @@ TEST(StreamTuning, EachMeasuredCpuTakesItsTableAndEveryOtherCpuZen4s) {
   // The family and model alone do not pick a table: an unknown vendor keeps Zen 4's.
   EXPECT_EQ(stream_tuning_for_cpu({.family = 0x1A}).name, "zen4");
   EXPECT_EQ(stream_tuning_for_cpu({.family = 0x6, .model = 0xCF}).name, "zen4");
-  // Sapphire Rapids runs the Zen 5 distances.
+  // The spr table runs the Zen 5 distances.
   EXPECT_EQ(stream_tuning_for_cpu(intel(0xCF)).cpu, StreamCpu::kZen5);
 }
 

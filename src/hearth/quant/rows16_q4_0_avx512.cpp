@@ -42,7 +42,7 @@ struct Q4_0Avx512 {
     const __m512 dw = Rows16Lanes::f16(g, 0);
     for (int t = 0; t < NT; ++t) {
       const uint8_t* aq = ab[t] + 8;
-      __m512i s_lo = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+      __m512i s_lo = rows16_q8_0_corr(ab[t]);
       __m512i s_hi = _mm512_setzero_si512();
       for (int s = 0; s < 4; ++s) {
         s_lo = _mm512_dpbusd_epi32(s_lo, lo[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));

@@ -34,7 +34,7 @@ struct Q8_0Avx512 {
     for (int t = 0; t < NT; ++t) {
       const uint8_t* aq = ab[t] + 8;  // (8) 4-byte groups of activation quants
       // Two chains so the vpdpbusd latency overlaps; integer sums are exact in any order.
-      __m512i s0 = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+      __m512i s0 = rows16_q8_0_corr(ab[t]);
       __m512i s1 = _mm512_setzero_si512();
       for (int s = 0; s < 8; s += 2) {
         s0 = _mm512_dpbusd_epi32(s0, wq[s], _mm512_set1_epi32(rows16_load_i32(aq + 4 * s)));

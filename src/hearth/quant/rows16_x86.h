@@ -334,6 +334,12 @@ inline void rows16_transpose8(const __m256i (&v)[8], __m256i (&out)[8]) {
 }
 
 #if defined(__AVX512F__)
+// A token's offset correction (rows16_prepare_q8_0) in every lane: where the Q8_0 / Q4_0
+// kernels' vpdpbusd chains start.
+[[gnu::always_inline]] inline __m512i rows16_q8_0_corr(const uint8_t* act_block) {
+  return _mm512_set1_epi32(rows16_load_i32(act_block + 4));
+}
+
 // The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
 // (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
 // s0 / s1 plus the correction, scaled into acc0 / acc1 as block does (for Q4_0 these are the
@@ -352,16 +358,11 @@ template <int NT, bool kSumsHoldCorr = false>
       acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, s0[t], acc0[t][0]);
       acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, s1[t], acc1[t][0]);
     } else {
-      const __m512i corr = _mm512_set1_epi32(rows16_load_i32(ab[t] + 4));
+      const __m512i corr = rows16_q8_0_corr(ab[t]);
       acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
       acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
     }
   }
-}
-
-// A token's offset correction in every lane: where its vpdpbusd chains start.
-[[gnu::always_inline]] inline __m512i rows16_q8_0_corr(const uint8_t* act_block) {
-  return _mm512_set1_epi32(rows16_load_i32(act_block + 4));
 }
 
 // acc += v, written into acc's register. The pair kernels keep sums across a loop that GCC 12
