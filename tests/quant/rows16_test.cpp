@@ -451,34 +451,58 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
                          });
 
 #if defined(__x86_64__)
-// Q8_0's dot_pair on AMX tiles against the scalar kernel, group by group: whole tiles of 16
-// tokens and a rest on the AVX-512 pair kernel, each group's outputs and nothing beside them.
-// With GetParam() false it runs the tile loop on a software model of the tile instructions
-// (the arrangement of activations, weights and sums), which any AVX-512 CPU can; with true, on
-// the real tiles, which only an AMX-INT8 CPU can: elsewhere that case is reported as skipped,
-// not passed.
-class Rows16Amx : public ::testing::TestWithParam<bool> {};
+// The dot_pair kernels on AMX tiles (Q8_0, Q4_K, Q5_K) against the scalar kernel, group by
+// group: whole tiles of 16 tokens (Q4_K, Q5_K: up to three a batch, then a second batch) and a
+// rest on the AVX-512 pair kernel, each group's outputs and nothing beside them. With the bool
+// false it runs the tile loop on a software model of the tile instructions (the arrangement of
+// activations, weights and sums), which any AVX-512 CPU can; with true, on the real tiles,
+// which only an AMX-INT8 CPU can: elsewhere that case is reported as skipped, not passed.
+class Rows16Amx : public ::testing::TestWithParam<std::tuple<T, bool>> {};
+
+Rows16PairKernel* amx_pair_kernel(T type, bool real) {
+  switch (type) {
+    case T::kQ8_0:
+      return real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
+    case T::kQ4_K:
+      return real ? rows16_q4_k_dot_pair_amx : rows16_q4_k_dot_pair_amx_model;
+    case T::kQ5_K:
+      return real ? rows16_q5_k_dot_pair_amx : rows16_q5_k_dot_pair_amx_model;
+    default:
+      return nullptr;
+  }
+}
 
 TEST_P(Rows16Amx, PairGivesEachGroupTheScalarBits) {
-  const bool real = GetParam();
+  const auto [type, real] = GetParam();
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "CPU lacks avx512: not run";
   if (real && !amx_usable()) GTEST_SKIP() << "no AMX-INT8 tiles on this CPU or OS: not run";
-  Rows16PairKernel* const kernel = real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
-  constexpr int kMaxTokens = 40;
+  Rows16PairKernel* const kernel = amx_pair_kernel(type, real);
+  ASSERT_NE(kernel, nullptr);
+  const auto block = static_cast<int64_t>(gguf::tensor_type_info(type).block_elems);
+  // The model is slow: its long rows stay short.
+  const int64_t longest = real ? 4096 : 1024;
+  constexpr int kMaxTokens = 65;
   for (const auto& [cols, fill] :
-       {std::pair{int64_t{32}, Fill::kRandom}, std::pair{int64_t{96}, Fill::kRandom},
-        std::pair{int64_t{4096}, Fill::kRandom}, std::pair{int64_t{1024}, Fill::kAllMax},
+       {std::pair{block, Fill::kRandom}, std::pair{3 * block, Fill::kRandom},
+        std::pair{longest, Fill::kRandom}, std::pair{int64_t{1024}, Fill::kAllMax},
         std::pair{int64_t{1024}, Fill::kAllMin}}) {
-    const Group g0 = make_group(T::kQ8_0, cols, kMaxTokens, 61, fill);
-    const Group g1 = make_group(T::kQ8_0, cols, kMaxTokens, 67, fill);
-    for (int n : {16, 17, 31, 32, kMaxTokens}) {
-      expect_pair_scalar_bits(kernel, T::kQ8_0, g0, g1, n, kMaxTokens, real ? "tiles" : "model");
+    const Group g0 = make_group(type, cols, kMaxTokens, 61, fill);
+    const Group g1 = make_group(type, cols, kMaxTokens, 67, fill);
+    for (int n : {16, 17, 31, 48, 49, kMaxTokens}) {
+      expect_pair_scalar_bits(
+          kernel, type, g0, g1, n, kMaxTokens,
+          std::string(gguf::tensor_type_name(type)) + (real ? " tiles" : " model"));
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TileModelAndTiles, Rows16Amx, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "tiles" : "model"; });
+INSTANTIATE_TEST_SUITE_P(TileModelAndTiles, Rows16Amx,
+                         ::testing::Combine(::testing::Values(T::kQ8_0, T::kQ4_K, T::kQ5_K),
+                                            ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::string(gguf::tensor_type_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_tiles" : "_model");
+                         });
 #endif
 
 }  // namespace

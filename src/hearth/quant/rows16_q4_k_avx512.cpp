@@ -30,9 +30,6 @@ struct Q4_KAvx512 {
   static constexpr int kMaxTokens = kFive ? 8 : 4;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const __m512i low5 = _mm512_set1_epi8(0x1f);
-  const __m512i low3 = _mm512_set1_epi8(0x07);
-  const __m512i bits34 = _mm512_set1_epi8(0x18);
 
   // The prefetches tied to load s of sub-block p (block column at g), into L2 if kL2 else L1,
   // kBytes ahead: the block column's lines in order, spread evenly over its 32 quant loads
@@ -140,22 +137,12 @@ struct Q4_KAvx512 {
   // group's sums and float steps are block's (scale_sub_blocks, finish), so its bits are dot's.
   static constexpr int kPairTokens = kFive ? 4 : 3;
   // Sub-blocks 2p and 2p + 1 of slice s's 64-byte load v as vpdpbusd takes them. Q4_K: the low
-  // nibbles, and the high ones as they sit (16x). Q5_K's five-bit bytes (rows16_kernels.h):
-  // sub-block 2p is bits 0-4; 2p + 1 takes bits 5-7 shifted down, and its bits 3-4 from h, its
-  // quad's high bits, where they sit at bits 2(s % 4) and 2(s % 4) + 1: an immediate 16-bit
-  // shift brings them to bits 3 and 4, a mask keeps those two, and a vpternlogd puts them
-  // over the shifted byte's bits 3-7 (which the shift filled from the neighbouring byte). Five
-  // ops per load, none on the vpdpbusd pipes (docs/kernels.md, "Two groups per pass").
+  // nibbles, and the high ones as they sit (16x). Q5_K: rows16_q5_k_decode_pair (h: the slice
+  // quad's high bits).
   [[gnu::always_inline]] void decode_pair(__m512i v, __m512i h, int s, __m512i& lo,
                                           __m512i& hi) const {
     if constexpr (kFive) {
-      const int at = 2 * (s % 4);
-      const __m512i h3 = at < 3 ? _mm512_slli_epi16(h, 3 - at) : _mm512_srli_epi16(h, at - 3);
-      lo = _mm512_and_si512(v, low5);
-      // low3 ? v >> 5 : h3 & 0x18, bitwise (truth table 0xE4: the selector last, so that
-      // vpternlogd overwrites the shifted byte, which dies here, not a copy of low3)
-      hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 5), _mm512_and_si512(h3, bits34), low3,
-                                     0xE4);
+      rows16_q5_k_decode_pair(v, h, s, lo, hi);
     } else {
       lo = _mm512_and_si512(v, m_lo);
       hi = _mm512_and_si512(v, m_hi);

@@ -41,7 +41,7 @@ constexpr Rows16Row kRows16Table[] = {
      &kRows16Q4_KScalar,
      {nullptr, &rows16_q4_k_dot_avx2, &rows16_q4_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr},
-     nullptr,
+     &rows16_q4_k_dot_pair_amx,
      {nullptr, &rows16_q4_k_repack_avx2, &rows16_q4_k_repack_avx512, nullptr, nullptr},
      2},
     {gguf::TensorType::kQ6_K,
@@ -62,7 +62,7 @@ constexpr Rows16Row kRows16Table[] = {
      &kRows16Q5_KScalar,
      {nullptr, &rows16_q5_k_dot_avx2, &rows16_q5_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q5_k_dot_pair_avx512, nullptr, nullptr},
-     nullptr,
+     &rows16_q5_k_dot_pair_amx,
      {nullptr, &rows16_q5_k_repack_avx2, &rows16_q5_k_repack_avx512, nullptr, nullptr},
      2,
      true},  // its four-token pair kernel spills sums (docs/kernels.md, "Outputs streamed")

@@ -334,6 +334,25 @@ inline void rows16_transpose8(const __m256i (&v)[8], __m256i (&out)[8]) {
 }
 
 #if defined(__AVX512F__)
+// Sub-blocks 2p and 2p + 1 of a Q5_K slice s, as bytes 0..31, from its 64-byte load v of
+// five-bit bytes and h, the slice quad's high bits (rows16_kernels.h): sub-block 2p is bits
+// 0-4; 2p + 1 takes bits 5-7 shifted down, and its bits 3-4 from h, where they sit at bits
+// 2(s % 4) and 2(s % 4) + 1: an immediate 16-bit shift brings them to bits 3 and 4, a mask
+// keeps those two, and a vpternlogd puts them over the shifted byte's bits 3-7 (which the
+// shift filled from the neighbouring byte). Five ops per load, none on the vpdpbusd pipes
+// (docs/kernels.md, "Two groups per pass").
+[[gnu::always_inline]] inline void rows16_q5_k_decode_pair(__m512i v, __m512i h, int s, __m512i& lo,
+                                                           __m512i& hi) {
+  const int at = 2 * (s % 4);
+  const __m512i h3 = at < 3 ? _mm512_slli_epi16(h, 3 - at) : _mm512_srli_epi16(h, at - 3);
+  lo = _mm512_and_si512(v, _mm512_set1_epi8(0x1f));
+  // low3 ? v >> 5 : h3 & 0x18, bitwise (truth table 0xE4: the selector last, so that
+  // vpternlogd overwrites the shifted byte, which dies here, not a copy of low3)
+  hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 5),
+                                 _mm512_and_si512(h3, _mm512_set1_epi8(0x18)),
+                                 _mm512_set1_epi8(0x07), 0xE4);
+}
+
 // A token's offset correction (rows16_prepare_q8_0) in every lane: where the Q8_0 / Q4_0
 // kernels' vpdpbusd chains start.
 [[gnu::always_inline]] inline __m512i rows16_q8_0_corr(const uint8_t* act_block) {
