@@ -41,11 +41,8 @@ struct alignas(64) Planes {
 };
 
 // Tile registers: A (16 tokens' activation quants of a pair), three for the planes (B, taken in
-// turn so that a load need not wait for the product before it), and two sets of sums, so that
-// the tiles work on one step while the vectors scale the last one's sums.
-constexpr int kTileA = 0, kTileBa = 1, kTileBb = 2, kTileBc = 7;
-constexpr int kTileC8[2] = {3, 5}, kTileC1[2] = {4, 6};
-
+// turn so that a load need not wait for the product before it), and the four sums (two groups,
+// two planes).
 // The 64-byte tile configuration (palette 1): every tile 16 rows of 64 bytes.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -77,46 +74,36 @@ struct AmxTiles {
     _tile_loadconfig(&config);
   }
   static void end() { _tile_release(); }
-  // s = the super-block's products for 16 tokens: activation quants a (token t's 256 at
-  // a + t * a_stride) by the planes w, in sum tiles kSet.
-  template <int kSet>
-  static void super_block(const uint8_t* a, size_t a_stride, const Planes& w, Sums& s) {
-    static_assert(kTileA == 0 && kTileBa == 1 && kTileBb == 2 && kTileBc == 7);
-    static_assert(kTileC8[0] == 3 && kTileC1[0] == 4 && kTileC8[1] == 5 && kTileC1[1] == 6);
+  // s[k] = the super-block's products for 16 tokens: activation quants a (token t's 256 at
+  // a + t * a_stride) by group k's planes w[k]. Each activation tile serves both groups' two
+  // planes: 5 tile loads for 4 products.
+  static void super_block(const uint8_t* a, size_t a_stride, const Planes (&w)[2], Sums (&s)[2]) {
     const auto stride = static_cast<long>(a_stride);
-    // The tile intrinsics paste their register numbers into the instruction text, so the two
-    // sets are written out by a macro rather than a template parameter.
-#define HEARTH_Q4_K_SUPER_BLOCK(C8, C1) \
-  _tile_zero(C8);                       \
-  _tile_zero(C1);                       \
-  _tile_loadd(0, a, stride);            \
-  _tile_loadd(1, w.sc8[0], 64);         \
-  _tile_dpbsud(C8, 0, 1);               \
-  _tile_loadd(2, w.sc1[0], 64);         \
-  _tile_dpbsud(C1, 0, 2);               \
-  _tile_loadd(0, a + 64, stride);       \
-  _tile_loadd(7, w.sc8[1], 64);         \
-  _tile_dpbsud(C8, 0, 7);               \
-  _tile_loadd(1, w.sc1[1], 64);         \
-  _tile_dpbsud(C1, 0, 1);               \
-  _tile_loadd(0, a + 128, stride);      \
-  _tile_loadd(2, w.sc8[2], 64);         \
-  _tile_dpbsud(C8, 0, 2);               \
-  _tile_loadd(7, w.sc1[2], 64);         \
-  _tile_dpbsud(C1, 0, 7);               \
-  _tile_loadd(0, a + 192, stride);      \
-  _tile_loadd(1, w.sc8[3], 64);         \
-  _tile_dpbsud(C8, 0, 1);               \
-  _tile_loadd(2, w.sc1[3], 64);         \
-  _tile_dpbsud(C1, 0, 2);               \
-  _tile_stored(C8, s.sc8, 64);          \
-  _tile_stored(C1, s.sc1, 64)
-    if constexpr (kSet == 0) {
-      HEARTH_Q4_K_SUPER_BLOCK(3, 4);
-    } else {
-      HEARTH_Q4_K_SUPER_BLOCK(5, 6);
-    }
-#undef HEARTH_Q4_K_SUPER_BLOCK
+    // The tile intrinsics paste their register numbers into the instruction text, so the
+    // pairs' rotation of the three B registers is written out by a macro.
+#define HEARTH_Q4_K_PAIR(P, B0, B1, B2, B3) \
+  _tile_loadd(0, a + 64 * (P), stride);     \
+  _tile_loadd(B0, w[0].sc8[P], 64);         \
+  _tile_dpbsud(4, 0, B0);                   \
+  _tile_loadd(B1, w[0].sc1[P], 64);         \
+  _tile_dpbsud(5, 0, B1);                   \
+  _tile_loadd(B2, w[1].sc8[P], 64);         \
+  _tile_dpbsud(6, 0, B2);                   \
+  _tile_loadd(B3, w[1].sc1[P], 64);         \
+  _tile_dpbsud(7, 0, B3)
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    HEARTH_Q4_K_PAIR(0, 1, 2, 3, 1);
+    HEARTH_Q4_K_PAIR(1, 2, 3, 1, 2);
+    HEARTH_Q4_K_PAIR(2, 3, 1, 2, 3);
+    HEARTH_Q4_K_PAIR(3, 1, 2, 3, 1);
+#undef HEARTH_Q4_K_PAIR
+    _tile_stored(4, s[0].sc8, 64);
+    _tile_stored(5, s[0].sc1, 64);
+    _tile_stored(6, s[1].sc8, 64);
+    _tile_stored(7, s[1].sc1, 64);
   }
 };
 
@@ -124,21 +111,22 @@ struct AmxTiles {
 struct AmxModel {
   static void begin() {}
   static void end() {}
-  template <int kSet>
-  static void super_block(const uint8_t* a, size_t a_stride, const Planes& w, Sums& s) {
-    for (int t = 0; t < kTileTokens; ++t) {
-      const auto* at = reinterpret_cast<const int8_t*>(a + static_cast<size_t>(t) * a_stride);
-      for (int r = 0; r < kRows16; ++r) {
-        int32_t s8 = 0, s1 = 0;
-        for (int p = 0; p < 4; ++p) {
-          for (int k = 0; k < 64; ++k) {
-            const int line = k / 4, at_line = 4 * r + k % 4;
-            s8 += at[64 * p + k] * w.sc8[p][line][at_line];
-            s1 += at[64 * p + k] * w.sc1[p][line][at_line];
+  static void super_block(const uint8_t* a, size_t a_stride, const Planes (&w)[2], Sums (&s)[2]) {
+    for (int k = 0; k < 2; ++k) {
+      for (int t = 0; t < kTileTokens; ++t) {
+        const auto* at = reinterpret_cast<const int8_t*>(a + static_cast<size_t>(t) * a_stride);
+        for (int r = 0; r < kRows16; ++r) {
+          int32_t s8 = 0, s1 = 0;
+          for (int p = 0; p < 4; ++p) {
+            for (int e = 0; e < 64; ++e) {
+              const int line = e / 4, at_line = 4 * r + e % 4;
+              s8 += at[64 * p + e] * w[k].sc8[p][line][at_line];
+              s1 += at[64 * p + e] * w[k].sc1[p][line][at_line];
+            }
           }
+          s[k].sc8[kRows16 * t + r] = s8;
+          s[k].sc1[kRows16 * t + r] = s1;
         }
-        s.sc8[kRows16 * t + r] = s8;
-        s.sc1[kRows16 * t + r] = s1;
       }
     }
   }
@@ -219,7 +207,7 @@ struct Step {
 }
 
 // Rows16::dot_pair for n_tiles (<= kBatchTiles) whole tiles of tokens from acts. The steps
-// (tile, group) of each block column run in turn on the tiles; while the tiles work on one,
+// (a tile's super-block, both groups) run in turn on the tiles; while the tiles work on one,
 // the vectors scale the last one's sums and build a share of the next block column's planes,
 // so the tiles rarely wait for either.
 template <typename Tiles, typename L, int kQuants, int kHighBits>
@@ -228,45 +216,45 @@ void pair_tiles(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act
   const size_t group_bytes = rows16_group_bytes<L>(cols);
   // acc[i][k]: group k's sums for tile i, token-major (16 floats per token).
   alignas(64) float acc[kBatchTiles][2][kTileTokens * kRows16] = {};
-  // planes[b % 2][k]: group k's for block column b, built while the tiles work on b - 1.
+  // planes[b % 2]: the groups' for block column b, built while the tiles work on b - 1.
   Planes planes[2][2];
-  Sums sums[2];
+  Sums sums[2][2];  // [step % 2][group]
   const int64_t n_blocks = cols / L::kBlockCols;
-  const int n_steps = 2 * n_tiles;
   Rows16FetchAhead fetch(ahead, n_blocks);
-  for (int k = 0; k < 2; ++k) {
-    for (int p = 0; p < 4; ++p) {
-      build_pair_planes<kQuants, kHighBits>(g0 + k * group_bytes, p, planes[0][k]);
-    }
+  for (int u = 0; u < 8; ++u) {
+    build_pair_planes<kQuants, kHighBits>(g0 + (u / 4) * group_bytes, u % 4, planes[0][u / 4]);
   }
-  Step last;
+  // The last step issued: its block column's offset and tile.
+  size_t last_at = 0;
+  int last_tile = 0;
+  const auto scale_last = [&](const Sums(&s)[2]) {
+    const uint8_t* a = acts + static_cast<size_t>(kTileTokens * last_tile) * act_stride +
+                       last_at / L::kBlockBytes * L::kActBlockBytes;
+    for (int k = 0; k < 2; ++k) {
+      scale_sums(Step{g0 + k * group_bytes + last_at, a, acc[last_tile][k]}, act_stride, s[k]);
+    }
+  };
   int n = 0;  // steps issued
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
     fetch.block(b);
-    for (int j = 0; j < n_steps; ++j, ++n) {
-      const int i = j / 2, k = j % 2;
-      const Step st{g0 + k * group_bytes + at,
-                    acts + static_cast<size_t>(kTileTokens * i) * act_stride +
-                        static_cast<size_t>(b) * L::kActBlockBytes,
-                    acc[i][k]};
-      if (n % 2 == 0) {
-        Tiles::template super_block<0>(st.a + 32, act_stride, planes[b % 2][k], sums[0]);
-      } else {
-        Tiles::template super_block<1>(st.a + 32, act_stride, planes[b % 2][k], sums[1]);
-      }
-      if (n > 0) scale_sums(last, act_stride, sums[(n - 1) % 2]);
-      last = st;
+    for (int i = 0; i < n_tiles; ++i, ++n) {
+      const uint8_t* a = acts + static_cast<size_t>(kTileTokens * i) * act_stride +
+                         static_cast<size_t>(b) * L::kActBlockBytes;
+      Tiles::super_block(a + 32, act_stride, planes[b % 2], sums[n % 2]);
+      if (n > 0) scale_last(sums[(n - 1) % 2]);
+      last_at = at;
+      last_tile = i;
       // This step's share of the next block column's eight (group, pair) plane builds.
       if (b + 1 < n_blocks) {
-        for (int u = 8 * j / n_steps; u < 8 * (j + 1) / n_steps; ++u) {
+        for (int u = 8 * i / n_tiles; u < 8 * (i + 1) / n_tiles; ++u) {
           build_pair_planes<kQuants, kHighBits>(g0 + (u / 4) * group_bytes + at + L::kBlockBytes,
                                                 u % 4, planes[(b + 1) % 2][u / 4]);
         }
       }
     }
   }
-  scale_sums(last, act_stride, sums[(n - 1) % 2]);
+  scale_last(sums[(n - 1) % 2]);
   for (int i = 0; i < n_tiles; ++i) {
     for (int t = 0; t < kTileTokens; ++t) {
       float* o = out + static_cast<size_t>(kTileTokens * i + t) * out_stride;
