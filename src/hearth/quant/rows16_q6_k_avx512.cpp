@@ -14,13 +14,6 @@
 namespace hearth::quant {
 namespace {
 
-// (sel & a) | (~sel & b): ternary-logic truth table 0xE4 with the selector last. vpternlogd
-// overwrites its first operand, so with a there (a value that dies here) rather than the
-// selector (a constant kept in a register) no copy of the selector is made per call.
-inline __m512i select_bits(__m512i sel, __m512i a, __m512i b) {
-  return _mm512_ternarylogic_epi32(a, b, sel, 0xE4);
-}
-
 // kAhead: one prefetch per line consumed, this many bytes ahead, tied beside the loads
 // (rows16_prefetch_beside).
 template <int kAhead>
@@ -29,9 +22,6 @@ struct Q6_KAvx512 {
   // 8 than with 4 in a throwaway probe; the whole matmul moved within the host's noise
   // (docs/kernels.md, "Tokens per pass").
   static constexpr int kMaxTokens = 8;
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i six = _mm512_set1_epi8(0x3f);
-  const __m512i low2 = _mm512_set1_epi8(0x03);
 
   template <int NT>
   [[gnu::always_inline]] void block(const uint8_t* g, Rows16Acts<NT> ab, Rows16Acc<NT>& acc) const {
@@ -64,17 +54,10 @@ struct Q6_KAvx512 {
     finish<NT>(g, ab, s, acc);
   }
 
-  // The four 4-element sets of a 16-element group from its three vectors: sets 1-3 are the
-  // low 6 bits; set 4 gathers the top two bits of each vector (the 16-bit shifts bring in a
-  // neighbour byte's bits above the ones kept).
-  [[gnu::always_inline]] void decode(__m512i v0, __m512i v1, __m512i v2, __m512i (&q)[4]) const {
-    q[0] = _mm512_and_si512(v0, six);
-    q[1] = _mm512_and_si512(v1, six);
-    q[2] = _mm512_and_si512(v2, six);
-    q[3] = _mm512_and_si512(
-        select_bits(low4, select_bits(low2, _mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4)),
-                    _mm512_srli_epi16(v2, 2)),
-        six);
+  // The four 4-element sets of a 16-element group from its three vectors
+  // (rows16_q6_k_decode).
+  [[gnu::always_inline]] static void decode(__m512i v0, __m512i v1, __m512i v2, __m512i (&q)[4]) {
+    rows16_q6_k_decode(v0, v1, v2, q);
   }
 
   // The 16 rows' int8 scales of group grp.

@@ -48,7 +48,7 @@ constexpr Rows16Row kRows16Table[] = {
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q6_k_dot_pair_avx512, nullptr, nullptr},
-     nullptr,
+     &rows16_q6_k_dot_pair_amx,
      {nullptr, &rows16_q6_k_repack_avx2, &rows16_q6_k_repack_avx512, nullptr, nullptr},
      6},  // its four-token GGUF kernel stayed ahead up to 5 tokens
     {gguf::TensorType::kQ4_0,

@@ -353,6 +353,24 @@ inline void rows16_transpose8(const __m256i (&v)[8], __m256i (&out)[8]) {
                                  _mm512_set1_epi8(0x07), 0xE4);
 }
 
+// The four 4-element sets of a Q6_K 16-element group, as bytes 0..63, from its three vectors
+// (rows16_kernels.h): sets 1-3 are the low 6 bits; set 4 gathers the top two bits of each
+// vector (the 16-bit shifts bring in a neighbour byte's bits above the ones kept). The
+// vpternlogd selects (truth table 0xE4) take the selector last: it overwrites its first
+// operand, so with a value that dies there no copy of the constant is made.
+[[gnu::always_inline]] inline void rows16_q6_k_decode(__m512i v0, __m512i v1, __m512i v2,
+                                                      __m512i (&q)[4]) {
+  const __m512i six = _mm512_set1_epi8(0x3f);
+  q[0] = _mm512_and_si512(v0, six);
+  q[1] = _mm512_and_si512(v1, six);
+  q[2] = _mm512_and_si512(v2, six);
+  // (low2 ? v0 >> 6 : v1 >> 4), then (low4 ? that : v2 >> 2), bitwise
+  const __m512i v01 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4),
+                                                _mm512_set1_epi8(0x03), 0xE4);
+  q[3] = _mm512_and_si512(
+      _mm512_ternarylogic_epi32(v01, _mm512_srli_epi16(v2, 2), _mm512_set1_epi8(0x0f), 0xE4), six);
+}
+
 // A token's offset correction (rows16_prepare_q8_0) in every lane: where the Q8_0 / Q4_0
 // kernels' vpdpbusd chains start.
 [[gnu::always_inline]] inline __m512i rows16_q8_0_corr(const uint8_t* act_block) {
