@@ -108,7 +108,7 @@ size_t llc_bytes() {
 }
 
 // Rows16 matmul's kernel alone, in GFLOP/s: each thread of the pool runs the kernel on a pair
-// of groups of its own (one group where the ISA has no dot_pair) against kRows16CallTokens
+// of groups of its own (one group where the ISA has no dot_pair) against Rows16::call_tokens
 // prepared tokens, weights and tokens held in L2, for as many multiply-adds as the matmul of
 // n_tokens. Beside the matmul's figure it splits the gap to the int8 peak into the kernel's
 // own and what the matmul adds around it: the weights fetched from memory, each token's output
@@ -117,7 +117,7 @@ double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const compute::Weig
                                   const float* x, int64_t n_tokens) {
   const quant::Rows16& r16 = *quant::traits(w.type).rows16;
   const auto& act_traits = quant::traits(quant::traits(w.type).vec_dot_type);
-  const int calls_tokens = quant::kRows16CallTokens;
+  const int calls_tokens = r16.call_tokens;
   const size_t ab = r16.act_bytes(w.cols);
   const size_t gb = r16.group_bytes(w.cols);
   std::vector<uint8_t> acts(ab * static_cast<size_t>(calls_tokens));
@@ -193,8 +193,9 @@ int run_bench_kernels(const Args& args) {
   if (quick) reps = std::min(reps, 9);
   reps = std::max(reps, 1);
 
-  std::vector<Shape> shapes = quick ? std::vector<Shape>{{14336, 4096}}
-                                    : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
+  std::vector<Shape> shapes = quick
+                                  ? std::vector<Shape>{{14336, 4096}}
+                                  : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}};
   if (!shape_names.empty()) {
     shapes.clear();
     for (const auto& name : shape_names) {

@@ -452,7 +452,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
 
 #if defined(__x86_64__)
 // The dot_pair kernels on AMX tiles (Q8_0, Q4_K, Q5_K, Q6_K) against the scalar kernel, group by
-// group: whole tiles of 16 tokens (K-quants: up to three a batch, then a second batch) and a
+// group: whole tiles of 16 tokens (K-quants: up to six a batch, then a second batch) and a
 // rest on the AVX-512 pair kernel, each group's outputs and nothing beside them. With the bool
 // false it runs the tile loop on a software model of the tile instructions (the arrangement of
 // activations, weights and sums), which any AVX-512 CPU can; with true, on the real tiles,
@@ -483,14 +483,14 @@ TEST_P(Rows16Amx, PairGivesEachGroupTheScalarBits) {
   const auto block = static_cast<int64_t>(gguf::tensor_type_info(type).block_elems);
   // The model is slow: its long rows stay short.
   const int64_t longest = real ? 4096 : 1024;
-  constexpr int kMaxTokens = 65;
+  constexpr int kMaxTokens = 113;
   for (const auto& [cols, fill] :
        {std::pair{block, Fill::kRandom}, std::pair{3 * block, Fill::kRandom},
         std::pair{longest, Fill::kRandom}, std::pair{int64_t{1024}, Fill::kAllMax},
         std::pair{int64_t{1024}, Fill::kAllMin}}) {
     const Group g0 = make_group(type, cols, kMaxTokens, 61, fill);
     const Group g1 = make_group(type, cols, kMaxTokens, 67, fill);
-    for (int n : {16, 17, 31, 48, 49, kMaxTokens}) {
+    for (int n : {16, 17, 31, 48, 49, 96, kMaxTokens}) {
       expect_pair_scalar_bits(
           kernel, type, g0, g1, n, kMaxTokens,
           std::string(gguf::tensor_type_name(type)) + (real ? " tiles" : " model"));

@@ -199,10 +199,10 @@ constexpr size_t kChunkActBytes = size_t{512} << 10;
 // (docs/kernels.md, "Token chunks").
 constexpr int64_t kMinChunkCalls = 3;
 
-// Tokens per chunk for activation rows of act_bytes: whole calls of kRows16CallTokens.
-int64_t rows16_chunk_tokens(size_t act_bytes) {
-  const auto calls = static_cast<int64_t>(kChunkActBytes / (act_bytes * quant::kRows16CallTokens));
-  return std::max(kMinChunkCalls, calls) * quant::kRows16CallTokens;
+// Tokens per chunk for activation rows of act_bytes: whole calls of call_tokens.
+int64_t rows16_chunk_tokens(size_t act_bytes, int64_t call_tokens) {
+  const auto calls = static_cast<int64_t>(kChunkActBytes / (act_bytes * call_tokens));
+  return std::max(kMinChunkCalls, calls) * call_tokens;
 }
 
 // Rows16 matmul outputs of at least this many bytes are streamed to memory where the kernel
@@ -245,7 +245,7 @@ void stream_fence() {
 // Rows16 matmul over n_groups groups of 16 rows, token chunk by token chunk
 // (rows16_chunk_tokens; one chunk when the units repack GGUF rows, which a second chunk would
 // repack again): within a chunk each group is visited once and walks the chunk's tokens
-// kRows16CallTokens at a time (the kernel decodes the weights once per pass of several of
+// Rows16::call_tokens at a time (the kernel decodes the weights once per pass of several of
 // them, rows16_max_tokens), two groups a unit where the kernel has dot_pair. Each token's bits
 // are matvec's (Rows16 contract).
 void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t cols, int64_t rows,
@@ -257,15 +257,16 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
   // is odd), else of one; work items are (chunk, unit), chunk-major.
   const int64_t per_unit = r16.dot_pair != nullptr ? 2 : 1;
   const int64_t n_units = (n_groups + per_unit - 1) / per_unit;
-  const int64_t chunk_tokens = src.repack ? n_tokens : rows16_chunk_tokens(ab);
+  const int64_t call_tokens = r16.call_tokens;
+  const int64_t chunk_tokens = src.repack ? n_tokens : rows16_chunk_tokens(ab, call_tokens);
   const int64_t n_items = n_units * ((n_tokens + chunk_tokens - 1) / chunk_tokens);
   std::atomic<int64_t> next{0};
   const bool stream = kCanStream && r16.stream_outputs &&
                       static_cast<size_t>(n_tokens * rows) * sizeof(float) >= kStreamOutputBytes;
   pool.run_weights([&](int, int) {
     thread_local std::vector<uint8_t> unit_buf;
-    // A call's outputs when they are streamed: kRows16CallTokens tokens' rows of the unit.
-    alignas(64) float call_out[quant::kRows16CallTokens * 2 * quant::kRows16];
+    // A call's outputs when they are streamed: call_tokens tokens' rows of the unit.
+    alignas(64) float call_out[quant::kRows16MaxCallTokens * 2 * quant::kRows16];
     const int unit_cols = static_cast<int>(per_unit) * quant::kRows16;
     if (src.repack && unit_buf.size() < static_cast<size_t>(per_unit) * gb) {
       unit_buf.resize(static_cast<size_t>(per_unit) * gb);
@@ -296,8 +297,8 @@ void matmul_rows16_units(ThreadPool& pool, const quant::Rows16& r16, int64_t col
         }
         w_at = unit_buf.data();
       }
-      for (int64_t t = t0; t < t1; t += quant::kRows16CallTokens) {
-        const int n = static_cast<int>(std::min<int64_t>(quant::kRows16CallTokens, t1 - t));
+      for (int64_t t = t0; t < t1; t += call_tokens) {
+        const int n = static_cast<int>(std::min(call_tokens, t1 - t));
         const uint8_t* a_at = acts + static_cast<size_t>(t) * ab;
         float* y_at = y + t * rows + g * quant::kRows16;
         float* out = stream ? call_out : y_at;

@@ -21,9 +21,9 @@
 // 64 elements and both groups' two planes, 5 loads for 4 products (docs/kernels.md, "AMX
 // tiles").
 //
-// A call takes up to kRows16CallTokens tokens: the planes of a block column are built once and
-// serve every tile of 16 tokens of the call; what is left below 16 tokens goes to the AVX-512
-// pair kernel (same bits).
+// A call takes up to kRows16MaxCallTokens tokens: the planes of a block column are built once
+// and serve every tile of 16 tokens of the call (longer calls ran faster: docs/kernels.md); what is
+// left below 16 tokens goes to the AVX-512 pair kernel (same bits).
 //
 // As in rows16_q8_0_amx.cpp, the tile instructions sit behind a policy, so that tests run the
 // same loop on a software model of them on every AVX-512 machine.
@@ -34,9 +34,10 @@ namespace hearth::quant {
 namespace {
 
 constexpr int kTileTokens = 16;
-// Tiles of 16 tokens whose sums a call keeps at once (as many as a matmul call brings).
-constexpr int kBatchTiles = kRows16CallTokens / kTileTokens;
-static_assert(kRows16CallTokens % kTileTokens == 0);
+// Tiles of 16 tokens whose sums a call keeps at once (as many as a matmul call brings:
+// Rows16::call_tokens, which the registry sets to kRows16MaxCallTokens with these kernels).
+constexpr int kBatchTiles = kRows16MaxCallTokens / kTileTokens;
+static_assert(kRows16MaxCallTokens % kTileTokens == 0);
 
 // One group's block column as the tiles take it: per chunk c of 64 elements, 16 lines of 64
 // bytes, line k holding elements 64c + 4k .. 64c + 4k + 3 of each of the 16 rows (tdpbsud's

@@ -25,7 +25,8 @@ struct Rows16Row {
   // Rows16::repack_min_tokens that goes with it.
   Rows16RepackKernel* const* repack[5] = {};
   int64_t repack_min_tokens = 12;
-  bool pair_stream_outputs = false;  // Rows16::stream_outputs with the row's pair kernels
+  bool pair_stream_outputs = false;         // Rows16::stream_outputs with the row's pair kernels
+  int amx_call_tokens = kRows16CallTokens;  // Rows16::call_tokens with amx_pair
 };
 
 #if defined(__x86_64__)
@@ -43,14 +44,18 @@ constexpr Rows16Row kRows16Table[] = {
      {nullptr, nullptr, &rows16_q4_k_dot_pair_avx512, nullptr, nullptr},
      &rows16_q4_k_dot_pair_amx,
      {nullptr, &rows16_q4_k_repack_avx2, &rows16_q4_k_repack_avx512, nullptr, nullptr},
-     2},
+     2,
+     false,
+     kRows16MaxCallTokens},
     {gguf::TensorType::kQ6_K,
      &kRows16Q6_KScalar,
      {nullptr, &rows16_q6_k_dot_avx2, &rows16_q6_k_dot_avx512, nullptr, nullptr},
      {nullptr, nullptr, &rows16_q6_k_dot_pair_avx512, nullptr, nullptr},
      &rows16_q6_k_dot_pair_amx,
      {nullptr, &rows16_q6_k_repack_avx2, &rows16_q6_k_repack_avx512, nullptr, nullptr},
-     6},  // its four-token GGUF kernel stayed ahead up to 5 tokens
+     6,  // its four-token GGUF kernel stayed ahead up to 5 tokens
+     false,
+     kRows16MaxCallTokens},
     {gguf::TensorType::kQ4_0,
      &kRows16Q4_0Scalar,
      {nullptr, &rows16_q4_0_dot_avx2, &rows16_q4_0_dot_avx512, nullptr, nullptr},
@@ -65,7 +70,8 @@ constexpr Rows16Row kRows16Table[] = {
      &rows16_q5_k_dot_pair_amx,
      {nullptr, &rows16_q5_k_repack_avx2, &rows16_q5_k_repack_avx512, nullptr, nullptr},
      2,
-     true},  // its four-token pair kernel spills sums (docs/kernels.md, "Outputs streamed")
+     true,  // its four-token pair kernel spills sums (docs/kernels.md, "Outputs streamed")
+     kRows16MaxCallTokens},
 };
 #elif defined(__aarch64__)
 constexpr Rows16Row kRows16Table[] = {
@@ -119,6 +125,7 @@ const Rows16IsaTables& isa_tables() {
         if (i == static_cast<size_t>(Isa::kAvx512) && kRows16Table[r].amx_pair != nullptr &&
             amx_enabled()) {
           t[r][i].dot_pair = *kRows16Table[r].amx_pair;
+          t[r][i].call_tokens = kRows16Table[r].amx_call_tokens;
         }
       }
     }

@@ -70,6 +70,8 @@ constexpr int kRows16 = 16;
 // over the weights (8, 4, 3 for the Q4_K pair kernel, 16 for AMX tiles), so no pass runs
 // short but the last.
 constexpr int kRows16CallTokens = 48;
+// The most tokens any Rows16::call_tokens asks for.
+constexpr int kRows16MaxCallTokens = 96;
 struct Rows16 {
   size_t (*group_bytes)(int64_t cols);  // bytes of one group of 16 rows of cols elements
   // Repacks rows [0, 16) of src (GGUF rows, src_row_bytes apart) into one group.
@@ -108,6 +110,11 @@ struct Rows16 {
   // sets it with each SIMD repack (break-even points in docs/kernels.md, "GGUF-layout
   // prefill").
   int64_t repack_min_tokens = 12;
+  // Tokens matmul passes per dot / dot_pair call: kRows16CallTokens, or more (up to
+  // kRows16MaxCallTokens) where the kernel gains from longer calls. The K-quants' AMX tile
+  // kernels prepare each block column's weights once per call for all its tiles of 16 tokens
+  // (docs/kernels.md, "K-quants on tiles").
+  int call_tokens = kRows16CallTokens;
 };
 
 struct TypeTraits {
