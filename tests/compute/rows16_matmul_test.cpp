@@ -93,11 +93,11 @@ TEST_P(Rows16Matmul, MatvecMatchesGgufLayout) {
 }
 
 // 64 rows are two group pairs (Rows16::dot_pair where the ISA has it); 48 leave one group
-// after a pair. 50 tokens take more than one call (kRows16CallTokens). Long rows take the tokens
-// in chunks (at 16384 columns the fewest a chunk takes, three calls of 48 tokens), so 300 tokens
-// there are three chunks, the last short. Outputs of 1 MiB and more are streamed from a buffer
-// of the thread's own (1040 rows x 300 tokens: 32 pairs and a group alone), also to an output
-// that is not 16-byte aligned (`shift` floats past an aligned start).
+// after a pair. 50 and 100 tokens take more than one call (Rows16::call_tokens, 48 or 96).
+// Long rows take the tokens in chunks (at 16384 columns the fewest a chunk takes, three
+// calls), so 300 tokens there are more than one chunk, the last short. Outputs of 1 MiB and more
+// are streamed from a buffer of the thread's own (1040 rows x 300 tokens: 32 pairs and a group
+// alone), also to an output that is not 16-byte aligned (`shift` floats past an aligned start).
 TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
   ThreadPool pool(2);
   struct Case {
@@ -106,7 +106,7 @@ TEST_P(Rows16Matmul, EveryTokenOfMatmulEqualsMatvecBitwise) {
     size_t shift = 0;
   };
   for (const Case& c :
-       {Case{64, 512, {2, 3, 4, 5, 11, 50}}, Case{48, 512, {2, 3, 4, 5, 11, 50}},
+       {Case{64, 512, {2, 3, 4, 5, 11, 50, 100}}, Case{48, 512, {2, 3, 4, 5, 11, 50, 100}},
         Case{48, 16384, {300}}, Case{1040, 256, {300}}, Case{1040, 256, {300}, 1}}) {
     const Quantized q = make(pool, GetParam(), c.rows, c.cols, 3);
     for (int64_t n_tokens : c.token_counts) {
