@@ -27,6 +27,7 @@
 //
 // As in rows16_q8_0_amx.cpp, the tile instructions sit behind a policy, so that tests run the
 // same loop on a software model of them on every AVX-512 machine.
+#include "hearth/quant/amx_tile_config.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -53,20 +54,11 @@ struct alignas(64) Sums {
   int32_t lo[kTileTokens * kRows16];
 };
 
-// The 64-byte tile configuration (palette 1): every tile 16 rows of 64 bytes. Tile 0 holds
-// the activations of a chunk, 1-3 the planes (B, taken in turn so that a load need not wait
-// for the product before it), 4-7 the sums (two groups, two planes).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-TileConfig k_quants_tile_config() {
-  TileConfig c;
+// The tile configuration: every tile 16 rows of 64 bytes. Tile 0 holds the activations of a
+// chunk, 1-3 the planes (B, taken in turn so that a load need not wait for the product before
+// it), 4-7 the sums (two groups, two planes).
+AmxTileConfig k_quants_tile_config() {
+  AmxTileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.rows[t] = 16;
     c.colsb[t] = 64;
@@ -78,7 +70,7 @@ TileConfig k_quants_tile_config() {
 template <bool kHiSigned>
 struct AmxTiles {
   static void begin() {
-    static const TileConfig config = k_quants_tile_config();
+    static const AmxTileConfig config = k_quants_tile_config();
     _tile_loadconfig(&config);
   }
   static void end() { _tile_release(); }

@@ -12,6 +12,7 @@
 // The tile instructions sit behind a policy so that the same loop also runs on a software
 // model of them (AmxModel): tests check the arrangement on every AVX-512 machine, and the real
 // tiles where the CPU has them (amx_usable()).
+#include "hearth/quant/amx_tile_config.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
 
@@ -24,18 +25,9 @@ constexpr int kTileTokens = 16;
 // AmxTiles writes these numbers out.
 constexpr int kTileA = 0, kTileB0 = 1, kTileB1 = 2, kTileC0 = 3, kTileC1 = 4;
 
-// The 64-byte tile configuration (palette 1): rows and bytes per row of each tile used.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-TileConfig q8_0_tile_config() {
-  TileConfig c;
+// The tile configuration: rows and bytes per row of each tile used.
+AmxTileConfig q8_0_tile_config() {
+  AmxTileConfig c;
   c.rows[kTileA] = kTileTokens;
   c.colsb[kTileA] = kQK0;  // one block of 32 activation quants per token
   for (int b : {kTileB0, kTileB1}) {
@@ -51,7 +43,7 @@ TileConfig q8_0_tile_config() {
 
 struct AmxTiles {
   static void begin() {
-    static const TileConfig config = q8_0_tile_config();
+    static const AmxTileConfig config = q8_0_tile_config();
     _tile_loadconfig(&config);
   }
   static void end() { _tile_release(); }
