@@ -76,7 +76,8 @@ std::vector<int64_t> lengths(T type) {
   const uint32_t be = gguf::tensor_type_info(type).block_elems;
   if (be == 1) return {7, 64, 1000, 4096};
   if (be == 32) return {32, 96, 160, 544, 4096, 14336};  // 544: a Q8_0 group + 1 block
-  return {256, 768, 4096, 14336};
+  // 1536: six super-blocks, a group of four and two more (the prepared Q4_K/Q5_K kernels)
+  return {256, 768, 1536, 4096, 14336};
 }
 
 TEST(ReferenceDot, MatchesDequantizedDot) {
@@ -290,9 +291,19 @@ TEST_P(SimdDot, ExtremeQuantsDoNotSaturate) {
   at.quantize(xa.data(), act.data(), n);
   float want = 0, got = 0;
   ref.vec_dot(n, w.data(), act.data(), &want);
-  traits_for_isa(type, isa).vec_dot(n, w.data(), act.data(), &got);
+  const auto& simd = traits_for_isa(type, isa);
+  simd.vec_dot(n, w.data(), act.data(), &got);
   EXPECT_NEAR(got, want, 1e-5 * std::fabs(want) + 1e-6)
       << isa_name(isa) << " " << gguf::tensor_type_name(type);
+  if (simd.prepared != nullptr) {
+    std::vector<uint8_t> prepared(simd.prepared->bytes(n));
+    simd.prepared->prepare(n, act.data(), prepared.data());
+    float prepared_got = 0;
+    simd.prepared->dot(n, w.data(), prepared.data(), &prepared_got);
+    EXPECT_EQ(std::memcmp(&prepared_got, &got, sizeof(float)), 0)
+        << isa_name(isa) << " " << gguf::tensor_type_name(type) << ": prepared " << prepared_got
+        << ", vec_dot " << got;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, SimdDot,

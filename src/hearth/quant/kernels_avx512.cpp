@@ -88,7 +88,7 @@ inline __m128 pair_sums(__m512i a, __m512i b) {
 // Q4_K and Q5_K, NT activation rows at once (matmul): the weight decode is shared, each token
 // costs one vpmaddubsw and one vpdpwssd per 64 weights. Quants(x) gives chunk c's 64
 // unsigned quants (Q4KQuants, Q5KQuants below); everything else is the same for both types.
-template <typename Block, typename Quants, int NT, size_t kL2Ahead = 0>
+template <typename Block, typename Quants, int NT>
 void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const Block*>(w);
   const BlockQ8_K* ys[NT];
@@ -96,7 +96,6 @@ void dot_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float
   const Q4KChunks chunks;
   // Block i's sums for each token as one k_block_fold vector.
   auto block_sums = [&](int64_t i, __m512i(&folded)[NT]) {
-    prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
     // Mins: sum_s m[s] * (bsums[2s] + bsums[2s+1]) via one 16-lane multiply-add.
@@ -171,31 +170,23 @@ struct Q5KQuants {
   }
 };
 
-template <int NT, size_t kL2Ahead = 0>
+template <int NT>
 void dot_q4_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
-  dot_k_multi<BlockQ4_K, Q4KQuants, NT, kL2Ahead>(n, w, a, a_stride, out);
+  dot_k_multi<BlockQ4_K, Q4KQuants, NT>(n, w, a, a_stride, out);
 }
 
 void dot_q4_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q4_k_multi<1>(n, w, a, 0, out);
 }
 
-void dot_q4_k_long(int64_t n, const void* w, const void* a, float* out) {
-  dot_q4_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
-}
-
 // ---- Q5_K x Q8_K: dot_k_multi with Q5KQuants ---------------------------------------
-template <int NT, size_t kL2Ahead = 0>
+template <int NT>
 void dot_q5_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
-  dot_k_multi<BlockQ5_K, Q5KQuants, NT, kL2Ahead>(n, w, a, a_stride, out);
+  dot_k_multi<BlockQ5_K, Q5KQuants, NT>(n, w, a, a_stride, out);
 }
 
 void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q5_k_multi<1>(n, w, a, 0, out);
-}
-
-void dot_q5_k_long(int64_t n, const void* w, const void* a, float* out) {
-  dot_q5_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
 }
 
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
@@ -716,20 +707,16 @@ const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
     case gguf::TensorType::kQ4_0:
       return &kQ4PreparedDot;
     default:
-      return nullptr;
+      return avx512_k_prepared_dot(type);  // Q4_K, Q5_K (k_quants_decode_avx512.cpp)
   }
 }
 
 VecDotFn avx512_vec_dot_long(gguf::TensorType type) {
   switch (type) {
-    case gguf::TensorType::kQ4_K:
-      return dot_q4_k_long;
-    case gguf::TensorType::kQ5_K:
-      return dot_q5_k_long;
     case gguf::TensorType::kQ6_K:
       return dot_q6_k_long;
     default:
-      return nullptr;  // Q8_0 and Q4_0 decode through PreparedDot::dot_long
+      return nullptr;  // the others decode through PreparedDot::dot_long
   }
 }
 

@@ -1,0 +1,32 @@
+// Software prefetch into L2 for the GGUF-layout decode kernels of x86 (kernels_avx2.cpp,
+// kernels_avx512.cpp, k_quants_decode_avx512.cpp). In an unnamed namespace, as
+// x86_dot_common.h, so that each kernel file keeps its own copy.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+
+namespace hearth::quant {
+namespace {
+
+// How far ahead the long-row decode kernels (TypeTraits::vec_dot_long, PreparedDot::dot_long)
+// prefetch their weights into L2 (prefetch_l2_ahead): side by side on 4096x14336 matrices
+// with AVX-512, 6 KiB streamed best at 2 threads, clearly ahead of 2 KiB; 4 KiB was slower at
+// one thread, 8 KiB at two (docs/kernels.md, "GGUF-layout streaming").
+constexpr size_t kLongRowL2Ahead = 6144;
+
+// Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
+// 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)
+// they read, so the prefetches run evenly beside the loads (a burst per row streamed slower).
+// Why matvec wants it for long rows: TypeTraits::vec_dot_long.
+template <size_t kAhead, size_t Bytes>
+[[gnu::always_inline]] inline void prefetch_l2_ahead(const void* p) {
+  if constexpr (kAhead > 0) {
+    const char* q = static_cast<const char*>(p) + kAhead;
+    for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
+  }
+}
+
+}  // namespace
+}  // namespace hearth::quant
