@@ -26,6 +26,7 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
+#include "hearth/quant/dpbusd_from_zero.h"
 #include "hearth/quant/isa_kernels.h"
 #include "hearth/quant/l2_prefetch.h"
 
@@ -78,15 +79,6 @@ void k_prepare(int64_t n, const void* act_row, void* dst) {
     std::memcpy(p + kSumsOffset, sums, sizeof sums);
     std::memcpy(p + kScalesOffset, scales, sizeof scales);
   }
-}
-
-// A vpdpbusd on a zeroed accumulator. The zeroing is written out so that it stays the
-// `vpxord` idiom, which needs no execution port; GCC otherwise copies one zero register into
-// every accumulator, a move that takes a vector slot.
-[[gnu::always_inline]] inline __m512i dpbusd_from_zero(__m512i u8, __m512i s8) {
-  __m512i z;
-  asm volatile("vpxord %0, %0, %0" : "=v"(z));
-  return _mm512_dpbusd_epi32(z, u8, s8);
 }
 
 // Word index vectors for _mm512_permutexvar_epi16 over the scales widened to words (two
