@@ -51,8 +51,9 @@ VecDotFn avx512_vec_dot(gguf::TensorType type);               // kernels_avx512.
 VecDotFn avx512_vec_dot_long(gguf::TensorType type);          // kernels_avx512.cpp
 VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);          // kernels_avx512.cpp
 const PackedDot* avx512_packed_dot(gguf::TensorType type);
-const PreparedDot* avx512_prepared_dot(gguf::TensorType type);  // kernels_avx512.cpp
+const PreparedDot* avx512_prepared_dot(gguf::TensorType type);    // kernels_avx512.cpp
 const PreparedDot* avx512_k_prepared_dot(gguf::TensorType type);  // k_quants_decode_avx512.cpp
+const PreparedDot* avx512_q6_k_prepared_dot();                    // q6_k_decode_avx512.cpp
 #endif
 #if defined(__aarch64__)
 VecDotFn neon_vec_dot(gguf::TensorType type);     // kernels_neon.cpp

@@ -188,7 +188,7 @@ template <typename Block, int G, size_t kL2Ahead>
   using Halves = typename HalvesOf<Block>::type;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // Each block's first 16 bytes (d, dmin, scales) in a lane of its own.
-  __m512i head = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+  __m512i head = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
   if constexpr (G > 1) {
     head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 1)), 1);
   }
@@ -314,6 +314,8 @@ const PreparedDot* avx512_k_prepared_dot(gguf::TensorType type) {
       return &kQ4KPreparedDot;
     case gguf::TensorType::kQ5_K:
       return &kQ5KPreparedDot;
+    case gguf::TensorType::kQ6_K:
+      return avx512_q6_k_prepared_dot();
     default:
       return nullptr;
   }

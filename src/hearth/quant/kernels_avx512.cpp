@@ -194,7 +194,7 @@ void dot_q5_k(int64_t n, const void* w, const void* a, float* out) {
 // 32 * sum_g scale[g] * bsums[g]. Per half h: the 64 ql bytes give elements 0..63 (low
 // nibbles) and 64..127 (high); qh is broadcast and shifted per 256-bit half so bits 4-5
 // of each byte hold the right two high bits.
-template <int NT, size_t kL2Ahead = 0>
+template <int NT>
 void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* ys[NT];
@@ -212,7 +212,6 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
                              _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(12))};
   // Block i's exact integer sum for each token, in 16 lanes; two chains (one per half).
   auto block_sum = [&](int64_t i, __m512i(&sum)[NT]) {
-    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
     const __m512i scz = _mm512_castsi256_si512(sc16);
@@ -264,10 +263,6 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
 
 void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q6_k_multi<1>(n, w, a, 0, out);
-}
-
-void dot_q6_k_long(int64_t n, const void* w, const void* a, float* out) {
-  dot_q6_k_multi<1, kLongRowL2Ahead>(n, w, a, 0, out);
 }
 
 // ---- Q8_0 x Q8_0 and Q4_0 x Q8_0 ----------------------------------------------------
@@ -707,17 +702,12 @@ const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
     case gguf::TensorType::kQ4_0:
       return &kQ4PreparedDot;
     default:
-      return avx512_k_prepared_dot(type);  // Q4_K, Q5_K (k_quants_decode_avx512.cpp)
+      return avx512_k_prepared_dot(type);  // the K-quants (k_quants_decode_avx512.cpp)
   }
 }
 
-VecDotFn avx512_vec_dot_long(gguf::TensorType type) {
-  switch (type) {
-    case gguf::TensorType::kQ6_K:
-      return dot_q6_k_long;
-    default:
-      return nullptr;  // the others decode through PreparedDot::dot_long
-  }
+VecDotFn avx512_vec_dot_long(gguf::TensorType) {
+  return nullptr;  // every block type decodes through PreparedDot::dot_long
 }
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {
