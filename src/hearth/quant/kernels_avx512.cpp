@@ -13,6 +13,7 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
+#include "hearth/quant/dpbusd_from_zero.h"
 #include "hearth/quant/isa_kernels.h"
 #include "hearth/quant/x86_dot_common.h"
 
@@ -505,13 +506,17 @@ constexpr PackedDot kQ8PackedDot{Q8PackedRows::w_bytes, Q8PackedRows::a_bytes, q
                                  q8_packed_dot_x4};
 
 // ---- Q4_0 x Q8_0 ---------------------------------------------------------------------
-// Q4_0 runs on Q8_0's group machinery: per group of 16 blocks (288 bytes of weights), one
-// 64-byte vector per block pair holds both blocks' 32 quants in element order (the 16 quant
-// bytes broadcast to two 128-bit lanes, the second lane shifted down a nibble), one vpdpbusd
-// against the pair's activation, q8_reduce_pairs to one int32 per block in lane order
-// kQ8LaneBlock, the -8 offset as -8 * sum(a) per block, then one lane-wise scale multiply and
-// Q4_0's quad steps over the group (q4_0_steps16); the blocks after the last whole group
-// continue the quads in scalar code.
+// Q4_0 goes by groups of 16 blocks (288 bytes of weights), as Q8_0 does: the group's exact
+// block sums in 16 lanes, the -8 offset as -8 * sum(a) per block, one lane-wise scale multiply
+// and Q4_0's quad steps over the group (q4_0_steps16); the blocks after the last whole group
+// continue the quads in scalar code. On a plain activation row (vec_dot) one 64-byte vector
+// per block pair holds both blocks' 32 quants in element order (the 16 quant bytes broadcast
+// to two 128-bit lanes, the second lane shifted down a nibble) against the pair's activation,
+// reduced by q8_reduce_pairs. The prepared kernels (matvec, GGUF-layout prefill) go by quads
+// instead, against an activation laid out for them (q4_prepare): each quad's four quant
+// fields in one vector, two vpdpbusd, and a reduction of three steps for the four quads, less
+// than half of q8_reduce_pairs's work; in a throwaway harness (one core, weights in L2) that
+// was clearly faster per group.
 // Blocks lo, hi as 64 quants 0..15 in element order: lanes qs(lo) & 15, qs(lo) >> 4,
 // qs(hi) & 15, qs(hi) >> 4.
 inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
@@ -522,22 +527,28 @@ inline __m512i q4_block_pair(const BlockQ4_0& lo, const BlockQ4_0& hi) {
   return _mm512_and_si512(_mm512_srlv_epi64(both, shifts), _mm512_set1_epi8(0x0f));
 }
 
-// (16) f32 scales of a Q4_0 group's blocks in lane order, the bits group_scales gives, from
-// word permutes of the group's 288 bytes instead of a gather: block b's d is word 9b, so
-// blocks 0-7 sit in the first 128 bytes, 8-14 in the next 128 and block 15 in the last 32
-// (read with a 32-byte load: nothing past the group is touched). The gather was the
-// costliest step of a Q4_0 group, whose 288 bytes carry half the quants per scale of Q8_0's
-// 544; with the permutes the GGUF-layout matvec reads clearly faster (docs/kernels.md,
-// "GGUF-layout streaming").
+// The prepared kernels' lane order: 128-bit chunk k holds block k of quads 0, 1, 2, 3, so
+// lane 4k + i holds block 4i + k (what one vpdpbusd per quad and a three-step reduction of
+// the four quads' vectors yield, below).
+constexpr int kQ4QuadLaneBlock[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+// (16) f32 scales of a Q4_0 group's blocks, lane l holding block Order[l]'s, from word
+// permutes of the group's 288 bytes instead of a gather: block b's d is word 9b, so blocks
+// 0-7 sit in the first 128 bytes, 8-14 in the next 128 and block 15 in the last 32 (read
+// with a 32-byte load: nothing past the group is touched). The gather was the costliest step
+// of a Q4_0 group, whose 288 bytes carry half the quants per scale of Q8_0's 544; with the
+// permutes the GGUF-layout matvec reads clearly faster (docs/kernels.md, "GGUF-layout
+// streaming").
+template <const int (&Order)[16]>
 inline __m512 q4_group_scales(const BlockQ4_0* g) {
   constexpr auto word = [](int lane) {
-    const int b = kQ8LaneBlock[lane];
+    const int b = Order[lane];
     return static_cast<int16_t>(b < 8 ? 9 * b : b < 15 ? 9 * b - 64 : 9 * b - 128);
   };
   constexpr auto mask_of = [](int lo, int hi) {
     uint32_t m = 0;
     for (int l = 0; l < 16; ++l) {
-      if (kQ8LaneBlock[l] >= lo && kQ8LaneBlock[l] < hi) m |= 1u << l;
+      if (Order[l] >= lo && Order[l] < hi) m |= 1u << l;
     }
     return m;
   };
@@ -557,78 +568,149 @@ inline __m512 q4_group_scales(const BlockQ4_0* g) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(d));
 }
 
-// acc after Q4_0's quad steps (block_steps.h) over a group of 16 blocks whose scales and
-// exact sums (as floats) are sc and fi in lane order kQ8LaneBlock. There, 128-bit chunk k holds
-// block k of each quad, the quads in the order 0, 2, 1, 3: four fmas build the four quads'
-// sums side by side, and the row's sum adds them in quad order.
+// Lane `lane` (0..3) of v.
+template <int lane>
+inline float lane_of(__m128 v) {
+  if constexpr (lane == 0) return _mm_cvtss_f32(v);
+  if constexpr (lane == 1) return _mm_cvtss_f32(_mm_movehdup_ps(v));
+  if constexpr (lane == 2) return _mm_cvtss_f32(_mm_movehl_ps(v, v));
+  if constexpr (lane == 3) return _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
+}
+
+// acc after Q4_0's quad steps (block_steps.h) over a group of 16 blocks whose scales and exact
+// sums (as floats) are sc and fi, lane l holding block Order[l]'s, where 128-bit chunk k holds
+// block k of each quad (kQ8LaneBlock: quads 0, 2, 1, 3; kQ4QuadLaneBlock: 0, 1, 2, 3): four
+// fmas build the four quads' sums side by side, and the row's sum adds them in quad order.
+template <const int (&Order)[16]>
 inline float q4_0_steps16(float acc, __m512 sc, __m512 fi) {
+  // Chunk 3's lane holding quad i's last block, so its sum in the end.
+  constexpr auto quad_lane = [](int quad) {
+    for (int l = 0; l < 4; ++l) {
+      if (Order[12 + l] == 4 * quad + 3) return l;
+    }
+    return -1;
+  };
   // Chunk k of q after step k holds the quads' sums so far; each shuffle moves it up a chunk.
   __m512 q = _mm512_fmadd_ps(sc, fi, _mm512_setzero_ps());
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x00));
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x55));
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0xaa));
   const __m128 q3 = _mm512_extractf32x4_ps(q, 3);
-  acc = q4_0_quad_end(acc, _mm_cvtss_f32(q3));
-  acc = q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehl_ps(q3, q3)));
-  acc = q4_0_quad_end(acc, _mm_cvtss_f32(_mm_movehdup_ps(q3)));
-  return q4_0_quad_end(acc, _mm_cvtss_f32(_mm_shuffle_ps(q3, q3, 3)));
+  acc = q4_0_quad_end(acc, lane_of<quad_lane(0)>(q3));
+  acc = q4_0_quad_end(acc, lane_of<quad_lane(1)>(q3));
+  acc = q4_0_quad_end(acc, lane_of<quad_lane(2)>(q3));
+  return q4_0_quad_end(acc, lane_of<quad_lane(3)>(q3));
 }
-// The group loop of both Q4_0 kernels: group_dot(xg, ag) returns the group's 16 block sums
-// (lane order) and their activation scales; a_group_bytes is the activation's group stride,
-// tail_a where its blocks after the last whole group start.
-template <size_t kL2Ahead = 0, typename GroupDot>
-[[gnu::always_inline]] inline void q4_0_rows(int64_t n, const void* w, const uint8_t* a,
-                                             size_t a_group_bytes, float* out, GroupDot group_dot) {
+
+// Plain Q8_0 activation blocks (vec_dot): per block pair one vpdpbusd, the -8 offset from a
+// second vpdpbusd against 8s, q8_reduce_pairs to lane order kQ8LaneBlock.
+void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
+  const __m512i eight = _mm512_set1_epi8(8);
   const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
   float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
-    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
-    __m512 ad;
-    const __m512i isum = group_dot(xg, a + static_cast<size_t>(g) * a_group_bytes, &ad);
-    acc = q4_0_steps16(acc, _mm512_mul_ps(q4_group_scales(xg), ad), _mm512_cvtepi32_ps(isum));
+    const BlockQ8_0* yg = y + g * kQ8Group;
+    __m512i v[8], s[8];
+    for (int p = 0; p < 8; ++p) {
+      const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
+      v[p] =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
+      s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
+    }
+    const __m512i isum = _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
+    acc = q4_0_steps16<kQ8LaneBlock>(
+        acc, _mm512_mul_ps(q4_group_scales<kQ8LaneBlock>(xg), group_scales(yg)),
+        _mm512_cvtepi32_ps(isum));
   }
-  const auto* yt = reinterpret_cast<const BlockQ8_0*>(a + static_cast<size_t>(ng) * a_group_bytes);
-  *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  *out = q4_tail(acc, x + ng * kQ8Group, y + ng * kQ8Group, nb - ng * kQ8Group);
 }
 
-// Plain Q8_0 activation blocks: the -8 offset from a second vpdpbusd against 8s.
-void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
-  const __m512i eight = _mm512_set1_epi8(8);
-  q4_0_rows(
-      n, w, static_cast<const uint8_t*>(a), kQ8Group * sizeof(BlockQ8_0),
-      out, [&](const BlockQ4_0* xg, const uint8_t* ag, __m512* ad) __attribute__((always_inline)) {
-        const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
-        __m512i v[8], s[8];
-        for (int p = 0; p < 8; ++p) {
-          const __m512i aq = load_block_pair(yg[2 * p], yg[2 * p + 1]);
-          v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                     q4_block_pair(xg[2 * p], xg[2 * p + 1]), aq);
-          s[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, aq);
-        }
-        *ad = group_scales(yg);
-        return _mm512_sub_epi32(q8_reduce_pairs(v), q8_reduce_pairs(s));
-      });
+// Decode activation rows prepared for Q4_0 (PreparedDot), per group of 16 blocks: (16) f32
+// scales and (16) i32 offsets -8 * sum(a) in lane order kQ4QuadLaneBlock, then per quad q two
+// 64-byte vectors: elements 0-15 of blocks 4q .. 4q + 3, then elements 16-31. A quad's four
+// 16-byte quant fields, loaded into one vector, then give both with one mask (low nibbles) and
+// one shift and mask (high), and two vpdpbusd leave 128-bit lane k holding block 4q + k's
+// sum in four parts. Blocks after the last whole group follow unchanged.
+constexpr size_t kQ4PreparedA = 64 + 64 + 512;
+using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
+
+size_t q4_prepared_bytes(int64_t n) {
+  return Q4PreparedRows::a_bytes(n);
 }
 
-// On a q8_prepare'd activation (PreparedDot): its -128 * sum(a) per block, divided by 16
-// exactly, is the -8 offset.
+void q4_prepare(int64_t n, const void* act_row, void* dst) {
+  Q4PreparedRows::pack(n, act_row, dst, kQ4PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
+    float scales[16];
+    int32_t offsets[16];
+    for (int l = 0; l < 16; ++l) {
+      const BlockQ8_0& y = yg[kQ4QuadLaneBlock[l]];
+      scales[l] = h2f(y.d);
+      int32_t sum = 0;
+      for (int e = 0; e < kQK0; ++e) sum += y.qs[e];
+      offsets[l] = -8 * sum;
+    }
+    std::memcpy(out, scales, sizeof scales);
+    std::memcpy(out + 64, offsets, sizeof offsets);
+    for (int q = 0; q < 4; ++q) {
+      for (int k = 0; k < 4; ++k) {
+        std::memcpy(out + 128 + 128 * q + 16 * k, yg[4 * q + k].qs, 16);
+        std::memcpy(out + 128 + 128 * q + 64 + 16 * k, yg[4 * q + k].qs + 16, 16);
+      }
+    }
+  });
+}
+
+// Quad q of a group (blocks 4q .. 4q + 3) as 64 quants 0..15 in each of lo (elements 0-15 of
+// each block, one block per 128-bit lane) and hi (elements 16-31).
+inline void q4_quad(const BlockQ4_0* quad, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[0].qs)));
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[1].qs)), 1);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[2].qs)), 2);
+  v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[3].qs)), 3);
+  *lo = _mm512_and_si512(v, m4);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+}
+
+// The group's 16 exact block sums in lane order kQ4QuadLaneBlock, from its quads' quants
+// (lo, hi per quad) against prepared group pg.
+inline __m512i q4_quad_sums(const __m512i (&lo)[4], const __m512i (&hi)[4], const uint8_t* pg) {
+  __m512i s[4];
+  for (int q = 0; q < 4; ++q) {
+    s[q] = _mm512_dpbusd_epi32(dpbusd_from_zero(lo[q], _mm512_loadu_si512(pg + 128 + 128 * q)),
+                               hi[q], _mm512_loadu_si512(pg + 128 + 128 * q + 64));
+  }
+  // Chunk k of s[q]: block 4q + k in four parts; summed so that lane 4k + q holds it whole.
+  const __m512i s01 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+  const __m512i s23 =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+  const __m512i sums =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+  return _mm512_add_epi32(sums, _mm512_loadu_si512(pg + 64));  // the -8 offset
+}
+
 template <size_t kL2Ahead>
 void dot_q4_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
-  q4_0_rows<kL2Ahead>(
-      n, w, static_cast<const uint8_t*>(a), kQ8PreparedA,
-      out, [&](const BlockQ4_0* xg, const uint8_t* pg, __m512* ad) __attribute__((always_inline)) {
-        __m512i v[8];
-        for (int p = 0; p < 8; ++p) {
-          v[p] =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4_block_pair(xg[2 * p], xg[2 * p + 1]),
-                                  _mm512_loadu_si512(pg + 128 + 64 * p));
-        }
-        *ad = _mm512_loadu_ps(pg);
-        return _mm512_add_epi32(q8_reduce_pairs(v),
-                                _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
-      });
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  float acc = 0;
+  for (int64_t g = 0; g < ng; ++g) {
+    const BlockQ4_0* xg = x + g * kQ8Group;
+    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ4PreparedA;
+    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
+    __m512i lo[4], hi[4];
+    for (int q = 0; q < 4; ++q) q4_quad(xg + 4 * q, &lo[q], &hi[q]);
+    acc = q4_0_steps16<kQ4QuadLaneBlock>(
+        acc, _mm512_mul_ps(q4_group_scales<kQ4QuadLaneBlock>(xg), _mm512_loadu_ps(pg)),
+        _mm512_cvtepi32_ps(q4_quad_sums(lo, hi, pg)));
+  }
+  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
+  *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
 }
 
 void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
@@ -639,9 +721,9 @@ void dot_q4_0_prepared_long(int64_t n, const void* w, const void* a, float* out)
   dot_q4_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
 }
 
-// Four q8_prepare'd activation rows (a_stride bytes apart) at once, for GGUF-layout prefill:
-// each group's quants are decoded once for the four tokens; per token the same integer sums,
-// scale steps and tail as dot_q4_0_prepared, so its bits.
+// Four prepared activation rows (a_stride bytes apart) at once, for GGUF-layout prefill: each
+// group's quants are decoded once for the four tokens; per token the same integer sums, scale
+// steps and tail as dot_q4_0_prepared, so its bits.
 void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   constexpr int kNT = 4;
   const auto* x = static_cast<const BlockQ4_0*>(w);
@@ -650,30 +732,23 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   float acc[kNT] = {};
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
-    __m512i q[8];
-    for (int p = 0; p < 8; ++p) q[p] = q4_block_pair(xg[2 * p], xg[2 * p + 1]);
-    const __m512 dw = q4_group_scales(xg);
+    __m512i lo[4], hi[4];
+    for (int q = 0; q < 4; ++q) q4_quad(xg + 4 * q, &lo[q], &hi[q]);
+    const __m512 dw = q4_group_scales<kQ4QuadLaneBlock>(xg);
     for (int t = 0; t < kNT; ++t) {
-      const uint8_t* pg = pa + t * a_stride + static_cast<size_t>(g) * kQ8PreparedA;
-      __m512i v[8];
-      for (int p = 0; p < 8; ++p) {
-        v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[p],
-                                   _mm512_loadu_si512(pg + 128 + 64 * p));
-      }
-      const __m512i isum =
-          _mm512_add_epi32(q8_reduce_pairs(v), _mm512_srai_epi32(_mm512_loadu_si512(pg + 64), 4));
-      acc[t] =
-          q4_0_steps16(acc[t], _mm512_mul_ps(dw, _mm512_loadu_ps(pg)), _mm512_cvtepi32_ps(isum));
+      const uint8_t* pg = pa + t * a_stride + static_cast<size_t>(g) * kQ4PreparedA;
+      acc[t] = q4_0_steps16<kQ4QuadLaneBlock>(acc[t], _mm512_mul_ps(dw, _mm512_loadu_ps(pg)),
+                                              _mm512_cvtepi32_ps(q4_quad_sums(lo, hi, pg)));
     }
   }
   for (int t = 0; t < kNT; ++t) {
     const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
-                                                        static_cast<size_t>(ng) * kQ8PreparedA);
+                                                        static_cast<size_t>(ng) * kQ4PreparedA);
     out[t] = q4_tail(acc[t], x + ng * kQ8Group, yt, nb - ng * kQ8Group);
   }
 }
 
-constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q8_prepare, dot_q4_0_prepared,
+constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_prepared,
                                      dot_q4_0_prepared_long, dot_q4_0_prepared_x4};
 
 }  // namespace
