@@ -26,25 +26,18 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
-#include "hearth/quant/dpbusd_from_zero.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/k_groups_avx512.h"
 #include "hearth/quant/l2_prefetch.h"
 
 namespace hearth::quant {
 namespace {
 
-// Super-blocks per group, and the prepared bytes of a group: the 4 blocks' reordered quants,
-// their sub-block sums, their scales, padded to whole cache lines.
-constexpr int kGroupBlocks = 4;
-constexpr size_t kQsBytes = kGroupBlocks * kQKK;                     // 1024
-constexpr size_t kSumsOffset = kQsBytes;                             // 32 int16
+// The prepared bytes of a group: the 4 blocks' reordered quants, their sub-block sums, their
+// scales, padded to whole cache lines.
+constexpr size_t kSumsOffset = kGroupBlocks * kQKK;                  // 32 int16
 constexpr size_t kScalesOffset = kSumsOffset + 64;                   // 8 floats
 constexpr size_t kGroupBytes = (kScalesOffset + 32 + 63) / 64 * 64;  // 1152
-
-size_t k_prepared_bytes(int64_t n) {
-  const int64_t nb = n / kQKK;
-  return static_cast<size_t>((nb + kGroupBlocks - 1) / kGroupBlocks) * kGroupBytes;
-}
 
 // Writes the prepared row. Group layout (block b of the group, half h of a block):
 //   quants  at 256 b + 128 h: activation sub-blocks 4h, 4h + 2, 4h + 1, 4h + 3 (32 bytes each)
@@ -52,33 +45,21 @@ size_t k_prepared_bytes(int64_t n) {
 //           one vpmaddwd against the mins in the same order leaves 128-bit lane k holding
 //           part k of each block's mins term, the order the scaled sums reduce in
 //   scales  floats 2b and 2b + 1 = block b's activation scale (paired with d and dmin)
-// A last group of fewer blocks has zeros in place of the missing ones.
 void k_prepare(int64_t n, const void* act_row, void* dst) {
-  const auto* y = static_cast<const BlockQ8_K*>(act_row);
-  const int64_t nb = n / kQKK;
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g * kGroupBlocks < nb; ++g) {
-    uint8_t* p = out + g * kGroupBytes;
-    std::memset(p, 0, kGroupBytes);
-    int16_t sums[32] = {};
-    float scales[8] = {};
-    for (int b = 0; b < kGroupBlocks && g * kGroupBlocks + b < nb; ++b) {
-      const BlockQ8_K& yb = y[g * kGroupBlocks + b];
-      for (int h = 0; h < 2; ++h) {
-        const int order[4] = {4 * h, 4 * h + 2, 4 * h + 1, 4 * h + 3};
-        for (int k = 0; k < 4; ++k) {
-          std::memcpy(p + kQKK * b + 128 * h + 32 * k, yb.qs + 32 * order[k], 32);
-        }
+  k_groups_prepare<kGroupBytes>(n, act_row, dst, [](int b, const BlockQ8_K& yb, uint8_t* p) {
+    for (int h = 0; h < 2; ++h) {
+      const int order[4] = {4 * h, 4 * h + 2, 4 * h + 1, 4 * h + 3};
+      for (int k = 0; k < 4; ++k) {
+        std::memcpy(p + kQKK * b + 128 * h + 32 * k, yb.qs + 32 * order[k], 32);
       }
-      for (int s = 0; s < 8; ++s) {
-        sums[8 * (s / 2) + 2 * b + s % 2] =
-            static_cast<int16_t>(yb.bsums[2 * s] + yb.bsums[2 * s + 1]);
-      }
-      scales[2 * b] = scales[2 * b + 1] = yb.d;
     }
-    std::memcpy(p + kSumsOffset, sums, sizeof sums);
-    std::memcpy(p + kScalesOffset, scales, sizeof scales);
-  }
+    for (int s = 0; s < 8; ++s) {
+      const auto sum = static_cast<int16_t>(yb.bsums[2 * s] + yb.bsums[2 * s + 1]);
+      std::memcpy(p + kSumsOffset + 2 * (8 * (s / 2) + 2 * b + s % 2), &sum, 2);
+    }
+    const float scales[2] = {yb.d, yb.d};
+    std::memcpy(p + kScalesOffset + 4 * (2 * b), scales, sizeof scales);
+  });
 }
 
 // Word index vectors for _mm512_permutexvar_epi16 over the scales widened to words (two
@@ -188,16 +169,7 @@ template <typename Block, int G, size_t kL2Ahead>
   using Halves = typename HalvesOf<Block>::type;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // Each block's first 16 bytes (d, dmin, scales) in a lane of its own.
-  __m512i head = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
-  if constexpr (G > 1) {
-    head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 1)), 1);
-  }
-  if constexpr (G > 2) {
-    head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 2)), 2);
-  }
-  if constexpr (G > 3) {
-    head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 3)), 3);
-  }
+  const __m512i head = k_groups_lanes16<G, 0>(x);
   const __m512i scales8 = unpack_scales4(head);
   const __m512i words01 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(scales8));
   const __m512i words23 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(scales8, 1));
@@ -224,12 +196,8 @@ template <typename Block, int G, size_t kL2Ahead>
       __m512i lo0, hi0, lo1 = _mm512_setzero_si512(), hi1 = _mm512_setzero_si512();
       first_halves.get(h, m4, &lo0, &hi0);
       if (second) second_halves.get(h, m4, &lo1, &hi1);
-      const __m512i lo =
-          _mm512_packs_epi32(dpbusd_from_zero(lo0, _mm512_loadu_si512(a0 + 128 * h)),
-                             dpbusd_from_zero(lo1, _mm512_loadu_si512(a1 + 128 * h)));
-      const __m512i hi =
-          _mm512_packs_epi32(dpbusd_from_zero(hi0, _mm512_loadu_si512(a0 + 128 * h + 64)),
-                             dpbusd_from_zero(hi1, _mm512_loadu_si512(a1 + 128 * h + 64)));
+      const __m512i lo = k_groups_packed_pair(lo0, a0 + 128 * h, lo1, a1 + 128 * h);
+      const __m512i hi = k_groups_packed_pair(hi0, a0 + 128 * h + 64, hi1, a1 + 128 * h + 64);
       const __m512i sc_lo = _mm512_permutexvar_epi16(si.scale[2 * h], words);
       const __m512i sc_hi = _mm512_permutexvar_epi16(si.scale[2 * h + 1], words);
       pair_sum[p] =
@@ -242,10 +210,7 @@ template <typename Block, int G, size_t kL2Ahead>
                                          _mm512_loadu_si512(pa + kSumsOffset));
   // Scaled sums in the same shape (lane k: part k of blocks 0-3), then both reduced across
   // the four parts together.
-  const __m512 p0 = _mm512_castsi512_ps(pair_sum[0]), p1 = _mm512_castsi512_ps(pair_sum[1]);
-  const __m512i scaled =
-      _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0))),
-                       _mm512_castps_si512(_mm512_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1))));
+  const __m512i scaled = k_groups_by_block(pair_sum[0], pair_sum[1]);
   __m512i t = _mm512_add_epi32(_mm512_shuffle_i64x2(scaled, mins, _MM_SHUFFLE(2, 0, 2, 0)),
                                _mm512_shuffle_i64x2(scaled, mins, _MM_SHUFFLE(3, 1, 3, 1)));
   t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
@@ -262,48 +227,24 @@ template <typename Block, int G, size_t kL2Ahead>
                     _mm256_loadu_ps(reinterpret_cast<const float*>(pa + kScalesOffset))),
       _mm256_castsi256_ps(
           _mm256_set_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0)));
-  // Through memory: the steps then take both operands of each fma from a load, and only the
-  // fma itself takes a vector slot. The asm keeps GCC from taking the lanes out of the
-  // registers instead, a shuffle per operand and step.
-  alignas(32) float f[8], s[8];
-  _mm256_store_ps(f, factors);
-  _mm256_store_ps(s, sums_f);
-  asm("" : "+m"(f), "+m"(s));
-#pragma GCC unroll 8
-  for (int l = 0; l < 2 * G; ++l) acc = std::fma(f[l], s[l], acc);
-  return acc;
+  return fma_steps_in_order<2 * G>(acc, factors, sums_f);
 }
 
 template <typename Block, size_t kL2Ahead>
 void k_dot_prepared(int64_t n, const void* w, const void* prepared, float* out) {
   static const ScaleIndex si;
-  const auto* x = static_cast<const Block*>(w);
-  const auto* pa = static_cast<const uint8_t*>(prepared);
-  const int64_t nb = n / kQKK;
-  float acc = 0.0f;
-  int64_t i = 0;
-  for (; i + kGroupBlocks <= nb; i += kGroupBlocks, pa += kGroupBytes) {
-    acc = k_group<Block, kGroupBlocks, kL2Ahead>(x + i, pa, acc, si);
-  }
-  switch (nb - i) {
-    case 1:
-      acc = k_group<Block, 1, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    case 2:
-      acc = k_group<Block, 2, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    case 3:
-      acc = k_group<Block, 3, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    default:
-      break;
-  }
-  *out = acc;
+  *out = k_groups_row<Block, kGroupBytes>(
+      n, w, prepared,
+      [&](auto g, const Block* x, const uint8_t* pa, float acc) __attribute__((always_inline)) {
+        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, acc, si);
+      });
 }
 
-constexpr PreparedDot kQ4KPreparedDot{k_prepared_bytes, k_prepare, k_dot_prepared<BlockQ4_K, 0>,
+constexpr PreparedDot kQ4KPreparedDot{k_groups_bytes<kGroupBytes>, k_prepare,
+                                      k_dot_prepared<BlockQ4_K, 0>,
                                       k_dot_prepared<BlockQ4_K, kLongRowL2Ahead>};
-constexpr PreparedDot kQ5KPreparedDot{k_prepared_bytes, k_prepare, k_dot_prepared<BlockQ5_K, 0>,
+constexpr PreparedDot kQ5KPreparedDot{k_groups_bytes<kGroupBytes>, k_prepare,
+                                      k_dot_prepared<BlockQ5_K, 0>,
                                       k_dot_prepared<BlockQ5_K, kLongRowL2Ahead>};
 
 }  // namespace

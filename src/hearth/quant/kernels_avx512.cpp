@@ -633,16 +633,12 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 // 64-byte vectors: elements 0-15 of blocks 4q .. 4q + 3, then elements 16-31. A quad's four
 // 16-byte quant fields, loaded into one vector, then give both with one mask (low nibbles) and
 // one shift and mask (high), and two vpdpbusd leave 128-bit lane k holding block 4q + k's
-// sum in four parts. Blocks after the last whole group follow unchanged.
-constexpr size_t kQ4PreparedA = 64 + 64 + 512;
-using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
-
-size_t q4_prepared_bytes(int64_t n) {
-  return Q4PreparedRows::a_bytes(n);
-}
+// sum in four parts. Blocks after the last whole group follow unchanged. The sizes are Q8_0's
+// prepared ones (q8_prepared_bytes).
+constexpr size_t kQ4PreparedA = kQ8PreparedA;
 
 void q4_prepare(int64_t n, const void* act_row, void* dst) {
-  Q4PreparedRows::pack(n, act_row, dst, kQ4PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
+  Q8PreparedRows::pack(n, act_row, dst, kQ4PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
     float scales[16];
     int32_t offsets[16];
     for (int l = 0; l < 16; ++l) {
@@ -748,7 +744,7 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   }
 }
 
-constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_prepared,
+constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q4_prepare, dot_q4_0_prepared,
                                      dot_q4_0_prepared_long, dot_q4_0_prepared_x4};
 
 }  // namespace

@@ -14,53 +14,37 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
-#include "hearth/quant/dpbusd_from_zero.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/k_groups_avx512.h"
 #include "hearth/quant/l2_prefetch.h"
 
 namespace hearth::quant {
 namespace {
 
-constexpr int kGroupBlocks = 4;
 constexpr size_t kSumsOffset = kGroupBlocks * kQKK;                  // 64 int16
 constexpr size_t kScalesOffset = kSumsOffset + 128;                  // 4 floats
 constexpr size_t kGroupBytes = (kScalesOffset + 16 + 63) / 64 * 64;  // 1216
 
-size_t q6_k_prepared_bytes(int64_t n) {
-  const int64_t nb = n / kQKK;
-  return static_cast<size_t>((nb + kGroupBlocks - 1) / kGroupBlocks) * kGroupBytes;
-}
-
 // Group layout: the 4 blocks' activation quants as they are (256 bytes each); then for each
 // pair p of blocks (2p, 2p + 1) 32 int16 words, word 8k + w = minus the activation sum of
 // group 4k + w % 4 of the pair's first block (w < 4) or second block (w >= 4); then the 4
-// activation scales. A last group of fewer blocks has zeros in place of the missing ones.
+// activation scales.
 void q6_k_prepare(int64_t n, const void* act_row, void* dst) {
-  const auto* y = static_cast<const BlockQ8_K*>(act_row);
-  const int64_t nb = n / kQKK;
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g * kGroupBlocks < nb; ++g) {
-    uint8_t* p = out + g * kGroupBytes;
-    std::memset(p, 0, kGroupBytes);
-    int16_t sums[64] = {};
-    float scales[4] = {};
-    for (int b = 0; b < kGroupBlocks && g * kGroupBlocks + b < nb; ++b) {
-      const BlockQ8_K& yb = y[g * kGroupBlocks + b];
-      std::memcpy(p + kQKK * b, yb.qs, kQKK);
-      for (int k = 0; k < 4; ++k) {
-        for (int w = 0; w < 4; ++w) {
-          sums[32 * (b / 2) + 8 * k + 4 * (b % 2) + w] = static_cast<int16_t>(-yb.bsums[4 * k + w]);
-        }
+  k_groups_prepare<kGroupBytes>(n, act_row, dst, [](int b, const BlockQ8_K& yb, uint8_t* p) {
+    std::memcpy(p + kQKK * b, yb.qs, kQKK);
+    for (int k = 0; k < 4; ++k) {
+      for (int w = 0; w < 4; ++w) {
+        const auto sum = static_cast<int16_t>(-yb.bsums[4 * k + w]);
+        std::memcpy(p + kSumsOffset + 2 * (32 * (b / 2) + 8 * k + 4 * (b % 2) + w), &sum, 2);
       }
-      scales[b] = yb.d;
     }
-    std::memcpy(p + kSumsOffset, sums, sizeof sums);
-    std::memcpy(p + kScalesOffset, scales, sizeof scales);
-  }
+    std::memcpy(p + kScalesOffset + 4 * b, &yb.d, sizeof yb.d);
+  });
 }
 
 // Word index vectors for _mm512_permutexvar_epi16 over a pair of blocks' 16 group scales
@@ -113,12 +97,7 @@ template <int G, size_t kL2Ahead>
 [[gnu::always_inline]] inline float q6_k_group(const BlockQ6_K* x, const uint8_t* pa, float acc,
                                                const Q6KScaleIndex& si) {
   // The 16 group scales of each block in a 128-bit lane of its own, widened to words.
-  __m512i sc8 =
-      _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0].scales)));
-  for (int b = 1; b < G; ++b) {
-    sc8 =
-        _mm512_inserti32x4(sc8, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)), b);
-  }
+  const __m512i sc8 = k_groups_lanes16<G, offsetof(BlockQ6_K, scales)>(x);
   const __m512i words[2] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(sc8)),
                             _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(sc8, 1))};
   // The scaled sums of blocks 2p and 2p + 1 in one vector per pair p: 128-bit lane k holds two
@@ -146,12 +125,8 @@ template <int G, size_t kL2Ahead>
       __m512i lo0, hi0, lo1 = _mm512_setzero_si512(), hi1 = _mm512_setzero_si512();
       q6_k_half(x0, h, &lo0, &hi0);
       if (second) q6_k_half(x1, h, &lo1, &hi1);
-      const __m512i lo =
-          _mm512_packs_epi32(dpbusd_from_zero(lo0, _mm512_loadu_si512(a0 + 128 * h)),
-                             dpbusd_from_zero(lo1, _mm512_loadu_si512(a1 + 128 * h)));
-      const __m512i hi =
-          _mm512_packs_epi32(dpbusd_from_zero(hi0, _mm512_loadu_si512(a0 + 128 * h + 64)),
-                             dpbusd_from_zero(hi1, _mm512_loadu_si512(a1 + 128 * h + 64)));
+      const __m512i lo = k_groups_packed_pair(lo0, a0 + 128 * h, lo1, a1 + 128 * h);
+      const __m512i hi = k_groups_packed_pair(hi0, a0 + 128 * h + 64, hi1, a1 + 128 * h + 64);
       pair_sum[p] =
           _mm512_dpwssd_epi32(pair_sum[p], lo, _mm512_permutexvar_epi16(si.scale[2 * h], words[p]));
       pair_sum[p] = _mm512_dpwssd_epi32(pair_sum[p], hi,
@@ -159,10 +134,7 @@ template <int G, size_t kL2Ahead>
     }
   }
   // Lane k: part k of blocks 0-3; then summed across the lanes into lane 0.
-  const __m512 p0 = _mm512_castsi512_ps(pair_sum[0]), p1 = _mm512_castsi512_ps(pair_sum[1]);
-  __m512i t =
-      _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(p0, p1, _MM_SHUFFLE(2, 0, 2, 0))),
-                       _mm512_castps_si512(_mm512_shuffle_ps(p0, p1, _MM_SHUFFLE(3, 1, 3, 1))));
+  __m512i t = k_groups_by_block(pair_sum[0], pair_sum[1]);
   t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
   t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(1, 0, 3, 2)));
   const __m128 sums_f = _mm_cvtepi32_ps(_mm512_castsi512_si128(t));
@@ -172,45 +144,22 @@ template <int G, size_t kL2Ahead>
   const __m128 factors =
       _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(d4))),
                  _mm_loadu_ps(reinterpret_cast<const float*>(pa + kScalesOffset)));
-  // Through memory, as k_quants_decode_avx512.cpp does: only the fmas take vector slots.
-  alignas(16) float f[4], s[4];
-  _mm_store_ps(f, factors);
-  _mm_store_ps(s, sums_f);
-  asm("" : "+m"(f), "+m"(s));
-#pragma GCC unroll 4
-  for (int b = 0; b < G; ++b) acc = std::fma(f[b], s[b], acc);  // q6_k_block_step_f
-  return acc;
+  return fma_steps_in_order<G>(acc, _mm256_castps128_ps256(factors),
+                               _mm256_castps128_ps256(sums_f));  // q6_k_block_step_f
 }
 
 template <size_t kL2Ahead>
 void q6_k_dot_prepared(int64_t n, const void* w, const void* prepared, float* out) {
   static const Q6KScaleIndex si;
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* pa = static_cast<const uint8_t*>(prepared);
-  const int64_t nb = n / kQKK;
-  float acc = 0.0f;
-  int64_t i = 0;
-  for (; i + kGroupBlocks <= nb; i += kGroupBlocks, pa += kGroupBytes) {
-    acc = q6_k_group<kGroupBlocks, kL2Ahead>(x + i, pa, acc, si);
-  }
-  switch (nb - i) {
-    case 1:
-      acc = q6_k_group<1, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    case 2:
-      acc = q6_k_group<2, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    case 3:
-      acc = q6_k_group<3, kL2Ahead>(x + i, pa, acc, si);
-      break;
-    default:
-      break;
-  }
-  *out = acc;
+  *out = k_groups_row<BlockQ6_K, kGroupBytes>(
+      n, w, prepared,
+      [&](auto g, const BlockQ6_K* x, const uint8_t* pa, float acc) __attribute__((always_inline)) {
+        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, acc, si);
+      });
 }
 
-constexpr PreparedDot kQ6KPreparedDot{q6_k_prepared_bytes, q6_k_prepare, q6_k_dot_prepared<0>,
-                                      q6_k_dot_prepared<kLongRowL2Ahead>};
+constexpr PreparedDot kQ6KPreparedDot{k_groups_bytes<kGroupBytes>, q6_k_prepare,
+                                      q6_k_dot_prepared<0>, q6_k_dot_prepared<kLongRowL2Ahead>};
 
 }  // namespace
 
