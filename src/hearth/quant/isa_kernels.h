@@ -48,7 +48,6 @@ VecDotX4Fn avx2_vec_dot_x4(gguf::TensorType type);            // kernels_avx2.cp
 const PackedDot* avx2_packed_dot(gguf::TensorType type);      // kernels_avx2.cpp
 const PreparedDot* avx2_prepared_dot(gguf::TensorType type);  // kernels_avx2.cpp
 VecDotFn avx512_vec_dot(gguf::TensorType type);               // kernels_avx512.cpp
-VecDotFn avx512_vec_dot_long(gguf::TensorType type);          // kernels_avx512.cpp
 VecDotX4Fn avx512_vec_dot_x4(gguf::TensorType type);          // kernels_avx512.cpp
 const PackedDot* avx512_packed_dot(gguf::TensorType type);
 const PreparedDot* avx512_prepared_dot(gguf::TensorType type);    // kernels_avx512.cpp

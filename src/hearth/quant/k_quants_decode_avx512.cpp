@@ -255,8 +255,6 @@ const PreparedDot* avx512_k_prepared_dot(gguf::TensorType type) {
       return &kQ4KPreparedDot;
     case gguf::TensorType::kQ5_K:
       return &kQ5KPreparedDot;
-    case gguf::TensorType::kQ6_K:
-      return avx512_q6_k_prepared_dot();
     default:
       return nullptr;
   }

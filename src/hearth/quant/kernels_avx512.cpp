@@ -772,13 +772,11 @@ const PreparedDot* avx512_prepared_dot(gguf::TensorType type) {
       return &kQ8PreparedDot;
     case gguf::TensorType::kQ4_0:
       return &kQ4PreparedDot;
+    case gguf::TensorType::kQ6_K:
+      return avx512_q6_k_prepared_dot();  // q6_k_decode_avx512.cpp
     default:
-      return avx512_k_prepared_dot(type);  // the K-quants (k_quants_decode_avx512.cpp)
+      return avx512_k_prepared_dot(type);  // Q4_K, Q5_K (k_quants_decode_avx512.cpp)
   }
-}
-
-VecDotFn avx512_vec_dot_long(gguf::TensorType) {
-  return nullptr;  // every block type decodes through PreparedDot::dot_long
 }
 
 VecDotFn avx512_vec_dot(gguf::TensorType type) {

@@ -48,7 +48,7 @@ constexpr IsaKernels kIsaKernels[] = {
     {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot, avx2_vec_dot_x4,
      avx2_prepared_dot, avx2_vec_dot_long},
     {Isa::kAvx512, avx512_vec_dot, avx512_act_quantize, avx512_packed_dot, avx512_vec_dot_x4,
-     avx512_prepared_dot, avx512_vec_dot_long},
+     avx512_prepared_dot},  // AVX-512 decodes every block type through PreparedDot::dot_long
 #endif
 #if defined(__aarch64__)
     {Isa::kNeon, neon_vec_dot},
