@@ -33,7 +33,7 @@ TEST(BenchKernelsCli, BadMatmulTokenCountsAreRefused) {
 
 TEST(BenchKernelsCli, ShapesReplaceTheDefaultsAndZeroTokensSkipMatmul) {
   const auto r = testing::run_hearth(
-      "bench kernels --quick --threads 1 --types q8_0 --shapes 256x512,32x1024 --matmul-tokens 0 "
+      "bench kernels --quick --threads 1,2 --types q8_0 --shapes 256x512,16x1024 --matmul-tokens 0 "
       "--reps 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = testing::last_json_line(r.out);
@@ -41,12 +41,15 @@ TEST(BenchKernelsCli, ShapesReplaceTheDefaultsAndZeroTokensSkipMatmul) {
   for (const auto& row : j.at("rows")) {
     ASSERT_EQ(row.at("op"), "matvec") << row.dump();
     const auto shape = row.at("shape");
-    EXPECT_TRUE(shape == nlohmann::json({256, 512}) || shape == nlohmann::json({32, 1024}))
+    EXPECT_TRUE(shape == nlohmann::json({256, 512}) || shape == nlohmann::json({16, 1024}))
         << row.dump();
     EXPECT_GT(row.at("gbps").get<double>(), 0) << row.dump();
+    // The kernel on weights in cache, beside the read bandwidth.
+    EXPECT_GT(row.at("cached_gbps").get<double>(), 0) << row.dump();
+    EXPECT_GT(row.at("cached_ratio").get<double>(), 0) << row.dump();
     ++matvec_rows;
   }
-  EXPECT_EQ(matvec_rows, 4);  // two shapes, GGUF and rows16 layouts
+  EXPECT_EQ(matvec_rows, 8);  // two shapes, GGUF and rows16 layouts, one and two threads
 }
 
 // Each rows16 matmul row carries the kernel alone beside the matmul (the same int8 peak
