@@ -379,10 +379,15 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 }
 
 // Prepared Q4_0 decode (PreparedDot): per group of 8 blocks the activation holds (8) f32
-// scales, (8) i32 corrections -8 * sum(a), then the 8 blocks' quants (32 bytes each); blocks
-// after the last whole group follow unchanged. The nibbles (0..15) then meet the activation
-// quants directly in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127), and the -8
-// offset comes in once per block from the correction: exactly the integer sum dot_q4_0 forms.
+// scales, (8) i32 corrections -8 * sum(a), then per block pair p (blocks 2p, 2p + 1) two
+// 32-byte vectors: elements 0-15 of both blocks (one per 128-bit lane), then elements 16-31.
+// Blocks after the last whole group follow unchanged. One 32-byte vector then holds a pair's
+// 32 quant bytes, whose low nibbles (elements 0-15) and high nibbles (16-31) meet the two
+// activation vectors in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127); the two
+// products add as words (within 4 * 15 * 127) and one vpmaddwd widens them, each lane holding
+// its block's sum in four parts. Three vphaddd then sum the four pairs, against six and two
+// lane permutes for eight blocks apart, and the -8 offset comes in once per block from the
+// correction: exactly the integer sum dot_q4_0 forms, so its bits.
 constexpr size_t kQ4PreparedA = 32 + 32 + 8 * kQK0;
 using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
 
@@ -399,7 +404,13 @@ void q4_prepare(int64_t n, const void* act_row, void* dst) {
       for (int e = 0; e < kQK0; ++e) sum += yg[b].qs[e];
       const int32_t corr = -8 * sum;
       std::memcpy(out + 32 + 4 * b, &corr, 4);
-      std::memcpy(out + 64 + kQK0 * b, yg[b].qs, kQK0);
+    }
+    for (int p = 0; p < kQ8Group / 2; ++p) {
+      uint8_t* pair = out + 64 + 64 * p;
+      for (int k = 0; k < 2; ++k) {
+        std::memcpy(pair + 16 * k, yg[2 * p + k].qs, 16);
+        std::memcpy(pair + 32 + 16 * k, yg[2 * p + k].qs + 16, 16);
+      }
     }
   });
 }
@@ -410,20 +421,29 @@ void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
   const auto* pa = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
   const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  // Lane order of the vphaddd tree below (blocks 0 2 4 6 | 1 3 5 7) back to block order.
+  const __m256i to_block = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
     const BlockQ4_0* xg = x + g * kQ8Group;
     const uint8_t* ag = pa + static_cast<size_t>(g) * kQ4PreparedA;
     prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
-    __m256i v[8];  // (8) i32 partial sums of block b
-    for (int b = 0; b < kQ8Group; ++b) {
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[b].qs));
-      const __m256i nib = _mm256_and_si256(
-          _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
-      v[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(nib, loadu(ag + 64 + kQK0 * b)), ones);
+    __m256i v[4];  // pair p: lanes 0-3 block 2p's sum in parts, 4-7 block 2p + 1's
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p].qs))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p + 1].qs)), 1);
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i words = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu(ag + 64 + 64 * p)),
+                                             _mm256_maddubs_epi16(hi, loadu(ag + 96 + 64 * p)));
+      v[p] = _mm256_madd_epi16(words, ones);
     }
-    const __m256i isum = _mm256_add_epi32(
-        reduce_blocks8(v), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
+    const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                           _mm256_hadd_epi32(v[2], v[3]));  // 0 2 4 6 | 1 3 5 7
+    const __m256i isum =
+        _mm256_add_epi32(_mm256_permutevar8x32_epi32(sums, to_block),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
     const __m256 sc =
         _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ4_0)),
                       _mm256_loadu_ps(reinterpret_cast<const float*>(ag)));
