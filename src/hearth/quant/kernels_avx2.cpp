@@ -104,24 +104,25 @@ struct Q4KNibbles {
   }
 };
 
-// The fifth bits of chunk c are qh bits 2c (lo) and 2c + 1 (hi).
+// The fifth bits of chunk c are qh bits 2c (lo) and 2c + 1 (hi), each moved to bit 4 (16) of
+// its byte by one 16-bit shift and a mask: a shift by at most 4 either way keeps bit 4 of each
+// byte within its byte's own bits (two ops a fifth bit where a compare took three).
 struct Q5KNibbles {
   const BlockQ5_K& x;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i sixteen = _mm256_set1_epi8(16);
   const __m256i qh;
-  __m256i bit = _mm256_set1_epi8(1);
 
   explicit Q5KNibbles(const BlockQ5_K& b) : x(b), qh(loadu(b.qh)) {}
-  void chunk(int c, __m256i* lo, __m256i* hi) {
+  // 16 in each byte whose qh bit j (0..7) is set, else 0.
+  __m256i fifth_bit(int j) const {
+    const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+    return _mm256_and_si256(at4, sixteen);
+  }
+  void chunk(int c, __m256i* lo, __m256i* hi) const {
     const __m256i qs = loadu(x.qs + 32 * c);
-    // +16 where the selected qh bit is set: (qh & bit) == bit gives 0xff, masked to 16.
-    const __m256i h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
-    bit = _mm256_add_epi8(bit, bit);
-    const __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), sixteen);
-    bit = _mm256_add_epi8(bit, bit);
-    *lo = _mm256_or_si256(_mm256_and_si256(qs, m4), h0);
-    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), h1);
+    *lo = _mm256_or_si256(_mm256_and_si256(qs, m4), fifth_bit(2 * c));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), fifth_bit(2 * c + 1));
   }
 };
 
