@@ -42,23 +42,25 @@ inline __m128i hsum256_epi32_x2(__m256i a, __m256i b) {
 // once (prefill: the weight decode shared by the tokens); one integer sum per token and
 // super-block, whose order of exact additions does not change it, so every token count
 // gives vec_dot's bits.
+// Block i's scaled sums and mins terms for each token, in 8 lanes each.
+struct KSums {
+  __m256i scaled, mins;
+};
+
 template <typename Block, typename Nibbles, int NT = 1, size_t kL2Ahead = 0>
 void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const Block*>(w);
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
-  float acc[NT] = {};
-  for (int64_t i = 0; i < n / kQKK; ++i) {
+  const auto block_sums = [&](int64_t i, KSums(&s)[NT]) __attribute__((always_inline)) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
     uint64_t sc8, m8;
     unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const float dx = h2f(x[i].d), dminx = h2f(x[i].dmin);
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
         _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
-    __m256i sum[NT], prod_min[NT];
     for (int t = 0; t < NT; ++t) {
-      prod_min[t] = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
-      sum[t] = _mm256_setzero_si256();
+      s[t].mins = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
+      s[t].scaled = _mm256_setzero_si256();
     }
     // (8) scales as words in both 128-bit lanes.
     const __m256i sc16 = _mm256_broadcastsi128_si256(
@@ -72,16 +74,43 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
       for (int t = 0; t < NT; ++t) {
         const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(ys[t][i].qs + 64 * c));
         const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(ys[t][i].qs + 64 * c + 32));
-        sum[t] = _mm256_add_epi32(
-            sum[t], _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi)));
+        s[t].scaled = _mm256_add_epi32(s[t].scaled, _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo),
+                                                                     _mm256_madd_epi16(p1, s_hi)));
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      // (scaled, mins); one block at a time here, as two blocks' sums in flight at once need
-      // more than AVX2's 16 registers.
-      const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(sum[t], prod_min[t]));
-      acc[t] = k_block_step_f(acc[t], dx, dminx, ys[t][i].d, _mm_cvtss_f32(f),
-                              _mm_cvtss_f32(_mm_movehdup_ps(f)));
+  };
+  const auto step = [&](float acc, int64_t i, int t, float scaled, float mins)
+      __attribute__((always_inline)) {
+    return k_block_step_f(acc, h2f(x[i].d), h2f(x[i].dmin), ys[t][i].d, scaled, mins);
+  };
+  float acc[NT] = {};
+  const int64_t nb = n / kQKK;
+  if constexpr (NT == 1) {
+    // Blocks in pairs, their four vectors reduced by one vphaddd tree (three where two blocks
+    // one at a time take four and four lane extracts).
+    const KSums zero{_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for_block_pairs<1>(
+        nb, zero, block_sums, [&](int64_t i, const KSums* sa, const KSums* sb, bool both) {
+          const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(sa[0].scaled, sa[0].mins),
+                                              _mm256_hadd_epi32(sb[0].scaled, sb[0].mins));
+          // (scaled a, mins a, scaled b, mins b)
+          const __m128 f = _mm_cvtepi32_ps(
+              _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+          acc[0] = step(acc[0], i, 0, _mm_cvtss_f32(f), _mm_cvtss_f32(_mm_movehdup_ps(f)));
+          if (!both) return;
+          const __m128 g = _mm_movehl_ps(f, f);
+          acc[0] = step(acc[0], i + 1, 0, _mm_cvtss_f32(g), _mm_cvtss_f32(_mm_movehdup_ps(g)));
+        });
+  } else {
+    // One block at a time: two blocks' sums for several tokens at once need more than AVX2's
+    // 16 registers.
+    for (int64_t i = 0; i < nb; ++i) {
+      KSums s[NT];
+      block_sums(i, s);
+      for (int t = 0; t < NT; ++t) {
+        const __m128 f = _mm_cvtepi32_ps(hsum256_epi32_x2(s[t].scaled, s[t].mins));
+        acc[t] = step(acc[t], i, t, _mm_cvtss_f32(f), _mm_cvtss_f32(_mm_movehdup_ps(f)));
+      }
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
