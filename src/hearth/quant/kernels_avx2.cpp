@@ -37,16 +37,16 @@ inline __m128i hsum256_epi32_x2(__m256i a, __m256i b) {
 }
 
 // ---- Q4_K / Q5_K x Q8_K ------------------------------------------------------------
+// A super-block's scaled sums and mins terms for one token, in 8 lanes each.
+struct KSums {
+  __m256i scaled, mins;
+};
+
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
 // sub-blocks 2c (lo) and 2c + 1 (hi) as bytes. NT activation rows a_stride bytes apart at
 // once (prefill: the weight decode shared by the tokens); one integer sum per token and
 // super-block, whose order of exact additions does not change it, so every token count
 // gives vec_dot's bits.
-// Block i's scaled sums and mins terms for each token, in 8 lanes each.
-struct KSums {
-  __m256i scaled, mins;
-};
-
 template <typename Block, typename Nibbles, int NT = 1, size_t kL2Ahead = 0>
 void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_stride, float* out) {
   const auto* x = static_cast<const Block*>(w);
@@ -86,8 +86,8 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
   float acc[NT] = {};
   const int64_t nb = n / kQKK;
   if constexpr (NT == 1) {
-    // Blocks in pairs, their four vectors reduced by one vphaddd tree (three where two blocks
-    // one at a time take four and four lane extracts).
+    // Blocks in pairs, their four vectors reduced by one tree of three vphaddd (two blocks one
+    // at a time took four vphaddd and four lane extracts).
     const KSums zero{_mm256_setzero_si256(), _mm256_setzero_si256()};
     for_block_pairs<1>(
         nb, zero, block_sums, [&](int64_t i, const KSums* sa, const KSums* sb, bool both) {
@@ -414,8 +414,8 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 // Blocks after the last whole group follow unchanged. One 32-byte vector then holds a pair's
 // 32 quant bytes, whose low nibbles (elements 0-15) and high nibbles (16-31) meet the two
 // activation vectors in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127); the two
-// products add as words (within 4 * 15 * 127) and one vpmaddwd widens them, each lane holding
-// its block's sum in four parts. Three vphaddd then sum the four pairs, against six and two
+// products add as words (within 4 * 15 * 127) and one vpmaddwd widens them, each 128-bit lane
+// holding its block's sum in four parts. Three vphaddd then sum the four pairs, against six and two
 // lane permutes for eight blocks apart, and the -8 offset comes in once per block from the
 // correction: exactly the integer sum dot_q4_0 forms, so its bits.
 constexpr size_t kQ4PreparedA = 32 + 32 + 8 * kQK0;
