@@ -284,6 +284,40 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
       });
 }
 
+// Decode activation rows prepared once per matvec (PreparedDot): per group of 8 blocks the
+// (8) f32 scales, then the blocks' quants (32 bytes each); blocks after the last whole group
+// follow unchanged. The kernel then reads the activation's scales with one load instead of
+// composing them from eight fp16 fields in general registers, which share their ports with
+// the vectors here. Same integer sums and steps as dot_q8_0, so its bits.
+constexpr size_t kQ8PreparedA = 32 + kQ8Group * kQK0;
+using Q8PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8PreparedA>;
+
+void q8_prepare(int64_t n, const void* act_row, void* dst) {
+  Q8PreparedRows::pack(n, act_row, dst, kQ8PreparedA, [](const BlockQ8_0* yg, uint8_t* out) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(out),
+                     load_scales8(reinterpret_cast<const uint8_t*>(yg), sizeof(BlockQ8_0)));
+    for (int b = 0; b < kQ8Group; ++b) std::memcpy(out + 32 + kQK0 * b, yg[b].qs, kQK0);
+  });
+}
+
+template <size_t kL2Ahead = 0>
+void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
+  Q8PreparedRows::dot<1>(
+      n, w, a, 0, out,
+      [](const uint8_t* wg, const uint8_t* pg, float* acc) __attribute__((always_inline)) {
+        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
+        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+        __m256i v[8];  // (8) i32 partial dots of block b
+        for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(pg + 32 + kQK0 * b));
+        const __m256 sc = _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)),
+                                        _mm256_loadu_ps(reinterpret_cast<const float*>(pg)));
+        acc[0] = q8_0_steps8(acc[0], sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+      });
+}
+
+constexpr PreparedDot kQ8PreparedDot{Q8PreparedRows::a_bytes, q8_prepare, dot_q8_0_prepared<>,
+                                     dot_q8_0_prepared<kLongRowL2Ahead>};
+
 // Packed rows, per group of 8 blocks: weights = (8) f32 scales | (8, 8) 4-byte columns of |w|
 // | (8, 8) columns of w; activations = (8) f32 scales | (8, 8) columns of a. Column j, lane b
 // = bytes 4j..4j+3 of block b. Blocks after the last whole group follow unchanged.
@@ -490,7 +524,14 @@ constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_pre
 }  // namespace
 
 const PreparedDot* avx2_prepared_dot(gguf::TensorType type) {
-  return type == gguf::TensorType::kQ4_0 ? &kQ4PreparedDot : nullptr;
+  switch (type) {
+    case gguf::TensorType::kQ4_0:
+      return &kQ4PreparedDot;
+    case gguf::TensorType::kQ8_0:
+      return &kQ8PreparedDot;
+    default:
+      return nullptr;
+  }
 }
 
 const PackedDot* avx2_packed_dot(gguf::TensorType type) {
