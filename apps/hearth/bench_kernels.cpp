@@ -159,7 +159,7 @@ double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const compute::Weig
 // the pool or the activation. GB/s over all threads, median of 15 samples. Beside the DRAM
 // figure it tells a kernel bound by its arithmetic (cached rate near the read bandwidth) from
 // one that streams poorly (cached rate well above it). The row kernel is the one matvec picks
-// (decode_dot in compute/matmul.cpp: the long-row variant past StreamTuning::long_row_bytes).
+// (compute::decode_row_dot).
 double matvec_cached_gbps(compute::ThreadPool& pool, const compute::WeightView& w, size_t row_bytes,
                           const float* x) {
   const auto& tr = quant::traits(w.type);
@@ -181,15 +181,8 @@ double matvec_cached_gbps(compute::ThreadPool& pool, const compute::WeightView& 
     tr.prepared->prepare(w.cols, act, prepared.data());
     act = prepared.data();
   }
-  const size_t act_bytes = prepared.empty() ? quantized.size() : prepared.size();
-  const bool long_rows = row_bytes + act_bytes > quant::stream_tuning().long_row_bytes;
-  auto row_dot = tr.vec_dot;
-  if (tr.prepared != nullptr) {
-    row_dot =
-        long_rows && tr.prepared->dot_long != nullptr ? tr.prepared->dot_long : tr.prepared->dot;
-  } else if (long_rows && tr.vec_dot_long != nullptr) {
-    row_dot = tr.vec_dot_long;
-  }
+  const compute::RowDotFn row_dot =
+      compute::decode_row_dot(tr, row_bytes, prepared.empty() ? quantized.size() : prepared.size());
   // Rows a thread: whole groups of 16 in about 512 KiB, at most its share of the matrix (at
   // least one group; w.rows is a multiple of 16).
   const int64_t rows = std::max<int64_t>(

@@ -59,21 +59,21 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
   return {&tr, &quant::traits_for_isa(tr.vec_dot_type, isa), *wrb, *arb};
 }
 
-// The GGUF-layout decode kernel for rows of w_row_bytes against an activation of act_bytes
-// in the form `prepared` leaves it (or vec_dot_type's when prepared is nullptr).
-using DotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
-DotFn decode_dot(const quant::TypeTraits& tr, const quant::PreparedDot* prepared,
-                 size_t w_row_bytes, size_t act_bytes) {
+}  // namespace
+
+RowDotFn decode_row_dot(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes) {
   // Where a weight row and the activation row it meets (as the decode kernel reads it) pass
   // StreamTuning::long_row_bytes together, the hardware prefetcher alone streamed the GGUF
   // layout well below the read bandwidth, so decode takes the kernels' long-row variants,
   // which also prefetch into L2.
   const bool long_rows = w_row_bytes + act_bytes > quant::stream_tuning().long_row_bytes;
-  if (prepared != nullptr) {
+  if (const quant::PreparedDot* prepared = tr.prepared; prepared != nullptr) {
     return long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot;
   }
   return long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot;
 }
+
+namespace {
 
 // Thread ti's share of n tokens when nt threads quantize or convert them: one contiguous range
 // each. Dealt out in turn, each thread read every other row of the input, which two threads
@@ -405,7 +405,7 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     pd->prepare(w.cols, act, pbuf.data());
     act = pbuf.data();
   }
-  const auto vec_dot = decode_dot(*p.w_traits, pd, p.w_row_bytes, act_bytes);
+  const auto vec_dot = decode_row_dot(*p.w_traits, p.w_row_bytes, act_bytes);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const int nt = pool.size();
   // Guided ranges of contiguous rows (long streams first, small ones last; they also absorb
@@ -524,9 +524,9 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
       it.rows16 = it.p.w_traits->rows16;
     } else {
       it.prepared = it.p.w_traits->prepared;
-      it.dot =
-          decode_dot(*it.p.w_traits, it.prepared, it.p.w_row_bytes,
-                     it.prepared != nullptr ? it.prepared->bytes(ws[k].cols) : it.p.act_row_bytes);
+      it.dot = decode_row_dot(
+          *it.p.w_traits, it.p.w_row_bytes,
+          it.prepared != nullptr ? it.prepared->bytes(ws[k].cols) : it.p.act_row_bytes);
     }
     if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {

@@ -47,6 +47,13 @@ WeightView repack_rows16(ThreadPool& pool, const WeightView& w, void* dst);
 // not a whole number of blocks.
 void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
 
+// A GGUF-layout row kernel: *out = the dot of one weight row with an activation row.
+using RowDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
+// The row kernel GGUF-layout matvec runs for type traits tr: rows of w_row_bytes against an
+// activation of act_bytes, as tr.prepared leaves it (tr.vec_dot_type's row without one); the
+// long-row variant where both pass StreamTuning::long_row_bytes.
+RowDotFn decode_row_dot(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes);
+
 // y[t] = W x[t] for each token t. x: (n_tokens, cols) f32, y: (n_tokens, rows) f32.
 // Tiled so that each block of weight rows is read from memory once per call and reused from
 // cache for every token.
