@@ -268,19 +268,27 @@ constexpr int kQ8Group = 8;
 // Rows as stored: a group is its 8 blocks, unchanged.
 using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeof(BlockQ8_0)>;
 
+// acc after a group of 8 blocks as stored at wg, against activation quants a_qs (block b's
+// 32 at a_qs + b * a_stride) and scales a_scales (8 f32).
+template <size_t kL2Ahead>
+[[gnu::always_inline]] inline float q8_0_group8(float acc, const uint8_t* wg, const uint8_t* a_qs,
+                                                size_t a_stride, __m256 a_scales) {
+  prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
+  const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+  __m256i v[8];  // (8) i32 partial dots of block b
+  for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(a_qs + a_stride * b));
+  const __m256 sc = _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), a_scales);
+  return q8_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+}
+
 template <size_t kL2Ahead = 0>
 void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
   Q8Rows::dot<1>(
       n, w, a, 0, out,
       [](const uint8_t* wg, const uint8_t* ag, float* acc) __attribute__((always_inline)) {
-        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
-        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
         const auto* yg = reinterpret_cast<const BlockQ8_0*>(ag);
-        __m256i v[8];  // (8) i32 partial dots of block b
-        for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(yg[b].qs));
-        const __m256 sc =
-            _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), load_scales8(ag, sizeof(BlockQ8_0)));
-        acc[0] = q8_0_steps8(acc[0], sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+        acc[0] = q8_0_group8<kL2Ahead>(acc[0], wg, reinterpret_cast<const uint8_t*>(yg->qs),
+                                       sizeof(BlockQ8_0), load_scales8(ag, sizeof(BlockQ8_0)));
       });
 }
 
@@ -305,13 +313,8 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
   Q8PreparedRows::dot<1>(
       n, w, a, 0, out,
       [](const uint8_t* wg, const uint8_t* pg, float* acc) __attribute__((always_inline)) {
-        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
-        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
-        __m256i v[8];  // (8) i32 partial dots of block b
-        for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(pg + 32 + kQK0 * b));
-        const __m256 sc = _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)),
-                                        _mm256_loadu_ps(reinterpret_cast<const float*>(pg)));
-        acc[0] = q8_0_steps8(acc[0], sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+        acc[0] = q8_0_group8<kL2Ahead>(acc[0], wg, pg + 32, kQK0,
+                                       _mm256_loadu_ps(reinterpret_cast<const float*>(pg)));
       });
 }
 
@@ -449,9 +452,9 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 // 32 quant bytes, whose low nibbles (elements 0-15) and high nibbles (16-31) meet the two
 // activation vectors in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127); the two
 // products add as words (within 4 * 15 * 127) and one vpmaddwd widens them, each 128-bit lane
-// holding its block's sum in four parts. Three vphaddd then sum the four pairs, against six and two
-// lane permutes for eight blocks apart, and the -8 offset comes in once per block from the
-// correction: exactly the integer sum dot_q4_0 forms, so its bits.
+// holding its block's sum in four parts. Three vphaddd then sum the group (eight blocks one
+// per vector took six, two lane permutes and an add), and the -8 offset comes in once per
+// block from the correction: exactly the integer sum dot_q4_0 forms, so its bits.
 constexpr size_t kQ4PreparedA = 32 + 32 + 8 * kQK0;
 using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
 
