@@ -159,7 +159,7 @@ double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const compute::Weig
 // the pool or the activation. GB/s over all threads, median of 15 samples. Beside the DRAM
 // figure it tells a kernel bound by its arithmetic (cached rate near the read bandwidth) from
 // one that streams poorly (cached rate well above it). The row kernel is the one matvec picks
-// (compute::decode_row_dot).
+// (compute::decode_rows).
 double matvec_cached_gbps(compute::ThreadPool& pool, const compute::WeightView& w, size_t row_bytes,
                           const float* x) {
   const auto& tr = quant::traits(w.type);
@@ -181,8 +181,8 @@ double matvec_cached_gbps(compute::ThreadPool& pool, const compute::WeightView& 
     tr.prepared->prepare(w.cols, act, prepared.data());
     act = prepared.data();
   }
-  const compute::RowDotFn row_dot =
-      compute::decode_row_dot(tr, row_bytes, prepared.empty() ? quantized.size() : prepared.size());
+  const compute::DecodeRows decode =
+      compute::decode_rows(tr, row_bytes, prepared.empty() ? quantized.size() : prepared.size());
   // Rows a thread: whole groups of 16 in about 512 KiB, at most its share of the matrix (at
   // least one group; w.rows is a multiple of 16).
   const int64_t rows = std::max<int64_t>(
@@ -206,8 +206,7 @@ double matvec_cached_gbps(compute::ThreadPool& pool, const compute::WeightView& 
           if (r16) {
             tr.rows16->dot(w.cols, at, act, 0, 1, out, 0);
           } else {
-            for (int k = 0; k < quant::kRows16; ++k)
-              row_dot(w.cols, at + static_cast<size_t>(k) * row_bytes, act, out + k);
+            decode.run(w.cols, at, 0, quant::kRows16, act, out);
           }
         }
       }

@@ -61,16 +61,18 @@ Prepared prepare(const WeightView& w, const char* op, quant::Isa isa) {
 
 }  // namespace
 
-RowDotFn decode_row_dot(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes) {
+DecodeRows decode_rows(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes) {
   // Where a weight row and the activation row it meets (as the decode kernel reads it) pass
   // StreamTuning::long_row_bytes together, the hardware prefetcher alone streamed the GGUF
   // layout well below the read bandwidth, so decode takes the kernels' long-row variants,
   // which also prefetch into L2.
   const bool long_rows = w_row_bytes + act_bytes > quant::stream_tuning().long_row_bytes;
   if (const quant::PreparedDot* prepared = tr.prepared; prepared != nullptr) {
-    return long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot;
+    return {long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot,
+            prepared->dot_rows4, w_row_bytes};
   }
-  return long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot;
+  return {long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot, nullptr,
+          w_row_bytes};
 }
 
 namespace {
@@ -405,21 +407,25 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y, qua
     pd->prepare(w.cols, act, pbuf.data());
     act = pbuf.data();
   }
-  const auto vec_dot = decode_row_dot(*p.w_traits, p.w_row_bytes, act_bytes);
+  const DecodeRows decode = decode_rows(*p.w_traits, p.w_row_bytes, act_bytes);
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const int nt = pool.size();
   // Guided ranges of contiguous rows (long streams first, small ones last; they also absorb
-  // a thread being descheduled); the smallest is ~64 KiB of weights. The rows stream on the
-  // hardware prefetcher alone: side by side, a burst of software prefetches a row ahead made
-  // these kernels slower, most on long rows (docs/kernels.md, "GGUF-layout streaming").
-  GuidedRanges ranges(
-      w.rows, nt, std::max<int64_t>(4, static_cast<int64_t>((size_t{64} << 10) / p.w_row_bytes)));
+  // a thread being descheduled); the smallest is ~64 KiB of weights. No burst of software
+  // prefetches a row ahead here: side by side it made these kernels slower, most on long rows;
+  // the kernels that prefetch do it beside their loads (docs/kernels.md, "GGUF-layout
+  // streaming").
+  // Units of four rows where the type has a four-row kernel, so that no range leaves rows to
+  // the one-row kernel but the matrix's last.
+  const int64_t unit = decode.four != nullptr ? 4 : 1;
+  const int64_t min_rows =
+      std::max<int64_t>(4, static_cast<int64_t>((size_t{64} << 10) / p.w_row_bytes));
+  GuidedRanges ranges((w.rows + unit - 1) / unit, nt, (min_rows + unit - 1) / unit);
   pool.run_weights([&](int, int) {
-    int64_t r0, r1;
-    while (ranges.next(r0, r1)) {
-      for (int64_t r = r0; r < r1; ++r) {
-        vec_dot(w.cols, wbytes + static_cast<size_t>(r) * p.w_row_bytes, act, y + r);
-      }
+    int64_t u0, u1;
+    while (ranges.next(u0, u1)) {
+      const int64_t r0 = u0 * unit, r1 = std::min(w.rows, u1 * unit);
+      decode.run(w.cols, wbytes, r0, r1, act, y + r0);
     }
   });
 }
@@ -505,7 +511,7 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
     const quant::Rows16* rows16;         // rows16 layout, if the view is in it
     const float* x;                      // the activation as given
     const void* act;                     // the activation in this item's form
-    void (*dot)(int64_t, const void*, const void*, float*);
+    DecodeRows decode;                   // GGUF layout: the row kernels
   };
   thread_local std::vector<Item> items;
   thread_local std::vector<std::vector<uint8_t>> act_bufs;  // one per distinct form (+ its raw)
@@ -519,14 +525,14 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
   };
   for (int k = 0; k < n; ++k) {
     const float* x = xs[k];
-    Item it{prepare(ws[k], "matvec_many", isa), nullptr, nullptr, x, x, nullptr};
+    Item it{prepare(ws[k], "matvec_many", isa), nullptr, nullptr, x, x, {}};
     if (ws[k].layout == WeightLayout::kRows16) {
       it.rows16 = it.p.w_traits->rows16;
     } else {
       it.prepared = it.p.w_traits->prepared;
-      it.dot = decode_row_dot(
-          *it.p.w_traits, it.p.w_row_bytes,
-          it.prepared != nullptr ? it.prepared->bytes(ws[k].cols) : it.p.act_row_bytes);
+      it.decode =
+          decode_rows(*it.p.w_traits, it.p.w_row_bytes,
+                      it.prepared != nullptr ? it.prepared->bytes(ws[k].cols) : it.p.act_row_bytes);
     }
     if (it.p.act_traits->type != gguf::TensorType::kF32 || it.rows16 != nullptr) {
       for (int j = 0; j < k && it.act == x; ++j) {
@@ -591,9 +597,7 @@ void matvec_each(ThreadPool& pool, const WeightView* ws, int n, const float* con
           }
           continue;
         }
-        for (int64_t r = r0; r < r1; ++r) {
-          it.dot(w.cols, wbytes + static_cast<size_t>(r) * it.p.w_row_bytes, it.act, ys[k] + r);
-        }
+        it.decode.run(w.cols, wbytes, r0, r1, it.act, ys[k] + r0);
       }
     }
   });

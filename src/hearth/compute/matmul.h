@@ -49,10 +49,30 @@ void matvec(ThreadPool& pool, const WeightView& w, const float* x, float* y);
 
 // A GGUF-layout row kernel: *out = the dot of one weight row with an activation row.
 using RowDotFn = void (*)(int64_t n, const void* w_row, const void* act_row, float* out);
-// The row kernel GGUF-layout matvec runs for type traits tr: rows of w_row_bytes against an
+// The same for four weight rows w_stride bytes apart: out[r] = row r's dot, with RowDotFn's bits.
+using Rows4DotFn = void (*)(int64_t n, const void* w_rows, size_t w_stride, const void* act_row,
+                            float* out);
+
+// The row kernels GGUF-layout matvec runs for type traits tr: rows of w_row_bytes against an
 // activation of act_bytes, as tr.prepared leaves it (tr.vec_dot_type's row without one); the
-// long-row variant where both pass StreamTuning::long_row_bytes.
-RowDotFn decode_row_dot(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes);
+// long-row variants where both pass StreamTuning::long_row_bytes.
+struct DecodeRows {
+  RowDotFn one;
+  Rows4DotFn four;  // null where the type has no four-row kernel
+  size_t w_row_bytes;
+
+  // y[r - r0] for rows r0 .. r1 - 1 of the matrix at w: four at a time where `four` exists.
+  void run(int64_t n, const uint8_t* w, int64_t r0, int64_t r1, const void* act, float* y) const {
+    int64_t r = r0;
+    if (four != nullptr) {
+      for (; r + 4 <= r1; r += 4) {
+        four(n, w + static_cast<size_t>(r) * w_row_bytes, w_row_bytes, act, y + (r - r0));
+      }
+    }
+    for (; r < r1; ++r) one(n, w + static_cast<size_t>(r) * w_row_bytes, act, y + (r - r0));
+  }
+};
+DecodeRows decode_rows(const quant::TypeTraits& tr, size_t w_row_bytes, size_t act_bytes);
 
 // y[t] = W x[t] for each token t. x: (n_tokens, cols) f32, y: (n_tokens, rows) f32.
 // Tiled so that each block of weight rows is read from memory once per call and reused from

@@ -47,30 +47,119 @@ void k_groups_prepare(int64_t n, const void* act_row, void* dst, Fill fill) {
   }
 }
 
+// A group's float steps, in the order block_steps.h takes them: step l is
+// acc = fma(factors[l], sums[l], acc) (the products d * da and the converted exact sums,
+// formed in vectors beforehand).
+struct GroupSteps {
+  __m256 factors, sums;
+};
+
+// Calls body(std::integral_constant<int, G>{}, i) for the groups of a row of nb super-blocks:
+// four blocks at a time from block i, then the one to three left.
+template <typename Body>
+[[gnu::always_inline]] inline void k_groups_walk(int64_t nb, Body body) {
+  int64_t i = 0;
+  for (; i + kGroupBlocks <= nb; i += kGroupBlocks)
+    body(std::integral_constant<int, kGroupBlocks>{}, i);
+  switch (nb - i) {
+    case 1:
+      return body(std::integral_constant<int, 1>{}, i);
+    case 2:
+      return body(std::integral_constant<int, 2>{}, i);
+    case 3:
+      return body(std::integral_constant<int, 3>{}, i);
+    default:
+      return;
+  }
+}
+
+// acc after Steps float steps (GroupSteps). Through memory: each step takes both operands
+// from loads and only its fma takes a vector slot; the asm keeps GCC from taking the lanes out
+// of the registers instead, a shuffle per operand and step.
+template <int Steps>
+[[gnu::always_inline]] inline float fma_steps_in_order(float acc, const GroupSteps& s) {
+  alignas(32) float f[8], v[8];
+  _mm256_store_ps(f, s.factors);
+  _mm256_store_ps(v, s.sums);
+  asm("" : "+m"(f), "+m"(v));
+#pragma GCC unroll 8
+  for (int l = 0; l < Steps; ++l) acc = std::fma(f[l], v[l], acc);
+  return acc;
+}
+
+// Lane r of acc after Steps float steps of s[r], for four rows at once: the operands are
+// transposed so that one fma takes step l of all four rows (lane r: row r's fma, the same single
+// rounding as std::fma). On weights in cache, one row's scalar steps after the other were a
+// large share of the kernel's time on the Intel Xeon Emerald Rapids, where every vector
+// instruction shares two ports (docs/kernels.md, "Four rows a call").
+template <int Steps>
+[[gnu::always_inline]] inline __m128 fma_steps_rows4(__m128 acc, const GroupSteps (&s)[4]) {
+  // t[l], lane r = row r's operand of step l.
+  const auto transpose = [](__m256 m0, __m256 m1, __m256 m2, __m256 m3, __m128(&t)[8]) {
+    const __m256 a = _mm256_unpacklo_ps(m0, m1);  // rows 0, 1 of steps 0, 1 | 4, 5
+    const __m256 b = _mm256_unpackhi_ps(m0, m1);  // rows 0, 1 of steps 2, 3 | 6, 7
+    const __m256 c = _mm256_unpacklo_ps(m2, m3);
+    const __m256 d = _mm256_unpackhi_ps(m2, m3);
+    const __m256 s04 = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s15 = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s26 = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s37 = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
+    t[0] = _mm256_castps256_ps128(s04);
+    t[1] = _mm256_castps256_ps128(s15);
+    t[2] = _mm256_castps256_ps128(s26);
+    t[3] = _mm256_castps256_ps128(s37);
+    t[4] = _mm256_extractf128_ps(s04, 1);
+    t[5] = _mm256_extractf128_ps(s15, 1);
+    t[6] = _mm256_extractf128_ps(s26, 1);
+    t[7] = _mm256_extractf128_ps(s37, 1);
+  };
+  __m128 f[8], v[8];
+  transpose(s[0].factors, s[1].factors, s[2].factors, s[3].factors, f);
+  transpose(s[0].sums, s[1].sums, s[2].sums, s[3].sums, v);
+#pragma GCC unroll 8
+  for (int l = 0; l < Steps; ++l) acc = _mm_fmadd_ps(f[l], v[l], acc);
+  return acc;
+}
+
 // The dot of a row of n elements: group(std::integral_constant<int, G>, blocks, prepared
-// group, acc) returns acc after the G (1..4) blocks, four at a time, then the one to three
-// left. Give group the always_inline attribute: GCC otherwise calls a body this large.
-template <typename Block, size_t GroupBytes, typename Group>
+// group) returns the GroupSteps of the G (1..4) blocks, StepsPerBlock steps each, four at a
+// time, then the one to three left. Give group the always_inline attribute: GCC otherwise
+// calls a body this large.
+template <typename Block, size_t GroupBytes, int StepsPerBlock, typename Group>
 [[gnu::always_inline]] inline float k_groups_row(int64_t n, const void* w, const void* prepared,
                                                  Group group) {
   const auto* x = static_cast<const Block*>(w);
   const auto* pa = static_cast<const uint8_t*>(prepared);
-  const int64_t nb = n / kQKK;
   float acc = 0.0f;
-  int64_t i = 0;
-  for (; i + kGroupBlocks <= nb; i += kGroupBlocks, pa += GroupBytes) {
-    acc = group(std::integral_constant<int, kGroupBlocks>{}, x + i, pa, acc);
-  }
-  switch (nb - i) {
-    case 1:
-      return group(std::integral_constant<int, 1>{}, x + i, pa, acc);
-    case 2:
-      return group(std::integral_constant<int, 2>{}, x + i, pa, acc);
-    case 3:
-      return group(std::integral_constant<int, 3>{}, x + i, pa, acc);
-    default:
-      return acc;
-  }
+  k_groups_walk(
+      n / kQKK, [&](auto g, int64_t i) __attribute__((always_inline)) {
+        constexpr int G = decltype(g)::value;
+        const uint8_t* pg = pa + static_cast<size_t>(i / kGroupBlocks) * GroupBytes;
+        acc = fma_steps_in_order<StepsPerBlock * G>(acc, group(g, x + i, pg));
+      });
+  return acc;
+}
+
+// k_groups_row for four rows at once (w_stride bytes apart): out[r] is row r's dot, with
+// k_groups_row's bits.
+template <typename Block, size_t GroupBytes, int StepsPerBlock, typename Group>
+[[gnu::always_inline]] inline void k_groups_rows4(int64_t n, const void* w, size_t w_stride,
+                                                  const void* prepared, Group group, float* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  const auto* pa = static_cast<const uint8_t*>(prepared);
+  __m128 acc = _mm_setzero_ps();
+  k_groups_walk(
+      n / kQKK, [&](auto g, int64_t i) __attribute__((always_inline)) {
+        constexpr int G = decltype(g)::value;
+        const uint8_t* pg = pa + static_cast<size_t>(i / kGroupBlocks) * GroupBytes;
+        GroupSteps s[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          s[r] = group(g, reinterpret_cast<const Block*>(rows + r * w_stride) + i, pg);
+        }
+        acc = fma_steps_rows4<StepsPerBlock * G>(acc, s);
+      });
+  _mm_storeu_ps(out, acc);
 }
 
 // The 16 bytes at byte offset Offset of each of the G (1..4) blocks at x, block b in 128-bit
@@ -104,21 +193,6 @@ template <int G, size_t Offset, typename Block>
   const __m512 a = _mm512_castsi512_ps(p01), b = _mm512_castsi512_ps(p23);
   return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
                           _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
-}
-
-// acc after Steps float steps acc = fma(factors[l], sums[l], acc), lane l = 0, 1, ... in order
-// (the products of block_steps.h formed in vectors beforehand). Through memory: each step
-// takes both operands from loads and only its fma takes a vector slot; the asm keeps GCC from
-// taking the lanes out of the registers instead, a shuffle per operand and step.
-template <int Steps>
-[[gnu::always_inline]] inline float fma_steps_in_order(float acc, __m256 factors, __m256 sums) {
-  alignas(32) float f[8], s[8];
-  _mm256_store_ps(f, factors);
-  _mm256_store_ps(s, sums);
-  asm("" : "+m"(f), "+m"(s));
-#pragma GCC unroll 8
-  for (int l = 0; l < Steps; ++l) acc = std::fma(f[l], s[l], acc);
-  return acc;
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 //   one vpmaddwd against sub-block sums the preparation made, and the four blocks' sums are
 //   reduced together.
 // - The float steps stay the scalar kernel's (block_steps.h), one block after the other: the
-//   products d * da and the converted sums are formed in vectors, then walked in block order.
+//   products d * da and the converted sums are formed in vectors, then walked in block order;
+//   the four-row variant (PreparedDot::dot_rows4) walks four rows' steps in one vector each.
 // So every row gets vec_dot's bits, as PreparedDot's contract asks. Everything here is
 // AVX-512 F/BW/VL/DQ + VNNI (no VBMI: Cascade Lake has VNNI without it).
 #include <immintrin.h>
@@ -162,10 +163,10 @@ struct HalvesOf<BlockQ5_K> {
   using type = Q5KHalves;
 };
 
-// acc after the G (1..4) blocks at x against prepared group pa, in block order.
+// The float steps of the G (1..4) blocks at x against prepared group pa, in block order.
 template <typename Block, int G, size_t kL2Ahead>
-[[gnu::always_inline]] inline float k_group(const Block* x, const uint8_t* pa, float acc,
-                                            const ScaleIndex& si) {
+[[gnu::always_inline]] inline GroupSteps k_group(const Block* x, const uint8_t* pa,
+                                                 const ScaleIndex& si) {
   using Halves = typename HalvesOf<Block>::type;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // Each block's first 16 bytes (d, dmin, scales) in a lane of its own.
@@ -227,34 +228,47 @@ template <typename Block, int G, size_t kL2Ahead>
                     _mm256_loadu_ps(reinterpret_cast<const float*>(pa + kScalesOffset))),
       _mm256_castsi256_ps(
           _mm256_set_epi32(INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0)));
-  return fma_steps_in_order<2 * G>(acc, factors, sums_f);
+  return {factors, sums_f};
 }
 
 template <typename Block, size_t kL2Ahead>
 void k_dot_prepared(int64_t n, const void* w, const void* prepared, float* out) {
   static const ScaleIndex si;
-  *out = k_groups_row<Block, kGroupBytes>(
-      n, w, prepared,
-      [&](auto g, const Block* x, const uint8_t* pa, float acc) __attribute__((always_inline)) {
-        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, acc, si);
+  *out = k_groups_row<Block, kGroupBytes, 2>(
+      n, w,
+      prepared, [&](auto g, const Block* x, const uint8_t* pa) __attribute__((always_inline)) {
+        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, si);
       });
 }
 
-constexpr PreparedDot kQ4KPreparedDot{k_groups_bytes<kGroupBytes>, k_prepare,
-                                      k_dot_prepared<BlockQ4_K, 0>,
-                                      k_dot_prepared<BlockQ4_K, kLongRowL2Ahead>};
-constexpr PreparedDot kQ5KPreparedDot{k_groups_bytes<kGroupBytes>, k_prepare,
-                                      k_dot_prepared<BlockQ5_K, 0>,
-                                      k_dot_prepared<BlockQ5_K, kLongRowL2Ahead>};
+template <typename Block, size_t kL2Ahead>
+void k_dot_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* prepared,
+                          float* out) {
+  static const ScaleIndex si;
+  k_groups_rows4<Block, kGroupBytes, 2>(
+      n, w, w_stride, prepared,
+      [&](auto g, const Block* x, const uint8_t* pa) __attribute__((always_inline)) {
+        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, si);
+      },
+      out);
+}
+
+template <typename Block>
+constexpr PreparedDot kPreparedDot{k_groups_bytes<kGroupBytes>,
+                                   k_prepare,
+                                   k_dot_prepared<Block, 0>,
+                                   k_dot_prepared<Block, kLongRowL2Ahead>,
+                                   nullptr,
+                                   k_dot_prepared_rows4<Block, kRows4L2Ahead>};
 
 }  // namespace
 
 const PreparedDot* avx512_k_prepared_dot(gguf::TensorType type) {
   switch (type) {
     case gguf::TensorType::kQ4_K:
-      return &kQ4KPreparedDot;
+      return &kPreparedDot<BlockQ4_K>;
     case gguf::TensorType::kQ5_K:
-      return &kQ5KPreparedDot;
+      return &kPreparedDot<BlockQ5_K>;
     default:
       return nullptr;
   }

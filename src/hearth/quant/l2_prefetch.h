@@ -15,6 +15,11 @@ namespace {
 // with AVX-512, 6 KiB streamed best at 2 threads, clearly ahead of 2 KiB; 4 KiB was slower at
 // one thread, 8 KiB at two (docs/kernels.md, "GGUF-layout streaming").
 constexpr size_t kLongRowL2Ahead = 6144;
+// The same for the four-row decode kernels (PreparedDot::dot_rows4), at every row length: on
+// the hardware prefetcher alone their four interleaved streams read far more slowly than one
+// row at a time, and each row's stream wanted about four times the one-row distance
+// (docs/kernels.md, "Four rows a call").
+constexpr size_t kRows4L2Ahead = 4 * kLongRowL2Ahead;
 
 // Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
 // 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)

@@ -92,10 +92,10 @@ inline void q6_k_half(const BlockQ6_K& x, int h, __m512i* lo, __m512i* hi) {
   *hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
 }
 
-// acc after the G (1..4) blocks at x against prepared group pa, in block order.
+// The float steps of the G (1..4) blocks at x against prepared group pa, in block order.
 template <int G, size_t kL2Ahead>
-[[gnu::always_inline]] inline float q6_k_group(const BlockQ6_K* x, const uint8_t* pa, float acc,
-                                               const Q6KScaleIndex& si) {
+[[gnu::always_inline]] inline GroupSteps q6_k_group(const BlockQ6_K* x, const uint8_t* pa,
+                                                    const Q6KScaleIndex& si) {
   // The 16 group scales of each block in a 128-bit lane of its own, widened to words.
   const __m512i sc8 = k_groups_lanes16<G, offsetof(BlockQ6_K, scales)>(x);
   const __m512i words[2] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(sc8)),
@@ -144,22 +144,35 @@ template <int G, size_t kL2Ahead>
   const __m128 factors =
       _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(d4))),
                  _mm_loadu_ps(reinterpret_cast<const float*>(pa + kScalesOffset)));
-  return fma_steps_in_order<G>(acc, _mm256_castps128_ps256(factors),
-                               _mm256_castps128_ps256(sums_f));  // q6_k_block_step_f
+  // q6_k_block_step_f; lanes 4-7 unused.
+  return {_mm256_castps128_ps256(factors), _mm256_castps128_ps256(sums_f)};
 }
 
 template <size_t kL2Ahead>
 void q6_k_dot_prepared(int64_t n, const void* w, const void* prepared, float* out) {
   static const Q6KScaleIndex si;
-  *out = k_groups_row<BlockQ6_K, kGroupBytes>(
-      n, w, prepared,
-      [&](auto g, const BlockQ6_K* x, const uint8_t* pa, float acc) __attribute__((always_inline)) {
-        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, acc, si);
+  *out = k_groups_row<BlockQ6_K, kGroupBytes, 1>(
+      n, w,
+      prepared, [&](auto g, const BlockQ6_K* x, const uint8_t* pa) __attribute__((always_inline)) {
+        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, si);
       });
 }
 
-constexpr PreparedDot kQ6KPreparedDot{k_groups_bytes<kGroupBytes>, q6_k_prepare,
-                                      q6_k_dot_prepared<0>, q6_k_dot_prepared<kLongRowL2Ahead>};
+template <size_t kL2Ahead>
+void q6_k_dot_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* prepared,
+                             float* out) {
+  static const Q6KScaleIndex si;
+  k_groups_rows4<BlockQ6_K, kGroupBytes, 1>(
+      n, w, w_stride, prepared,
+      [&](auto g, const BlockQ6_K* x, const uint8_t* pa) __attribute__((always_inline)) {
+        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, si);
+      },
+      out);
+}
+
+constexpr PreparedDot kQ6KPreparedDot{
+    k_groups_bytes<kGroupBytes>,        q6_k_prepare, q6_k_dot_prepared<0>,
+    q6_k_dot_prepared<kLongRowL2Ahead>, nullptr,      q6_k_dot_prepared_rows4<kRows4L2Ahead>};
 
 }  // namespace
 

@@ -50,6 +50,13 @@ struct PreparedDot {
   // per four tokens (as TypeTraits::vec_dot_x4 does on plain activation rows).
   void (*dot_x4)(int64_t n, const void* w_row, const void* prepared_acts, size_t act_stride,
                  float* out) = nullptr;
+  // Optional: dot() of four weight rows (w_stride bytes apart, from w_rows) against one
+  // prepared activation row, out[r] with dot()'s bits for row r. Decode (matvec) takes rows
+  // four at a time with it, at every row length: four rows' float steps side by side cost
+  // less than one row's after the other. It prefetches its weights itself (four interleaved
+  // streams leave the hardware prefetcher behind), so there is no long-row variant.
+  void (*dot_rows4)(int64_t n, const void* w_rows, size_t w_stride, const void* prepared_act,
+                    float* out) = nullptr;
 };
 
 // Optional row-interleaved weight layout ("rows16"), made once at model load: 16 consecutive
