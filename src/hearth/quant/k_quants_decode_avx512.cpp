@@ -163,10 +163,11 @@ struct HalvesOf<BlockQ5_K> {
   using type = Q5KHalves;
 };
 
-// The float steps of the G (1..4) blocks at x against prepared group pa, in block order.
-template <typename Block, int G, size_t kL2Ahead>
+// The float steps of the G (1..4) blocks at x against prepared group pa, in block order; the
+// weights `ahead` bytes on are prefetched into L2 (none for 0).
+template <typename Block, int G>
 [[gnu::always_inline]] inline GroupSteps k_group(const Block* x, const uint8_t* pa,
-                                                 const ScaleIndex& si) {
+                                                 const ScaleIndex& si, size_t ahead) {
   using Halves = typename HalvesOf<Block>::type;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   // Each block's first 16 bytes (d, dmin, scales) in a lane of its own.
@@ -185,8 +186,8 @@ template <typename Block, int G, size_t kL2Ahead>
       continue;
     }
     const bool second = 2 * p + 1 < G;
-    prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + 2 * p);
-    if (second) prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + 2 * p + 1);
+    prefetch_l2_at<sizeof(Block)>(x + 2 * p, ahead);
+    if (second) prefetch_l2_at<sizeof(Block)>(x + 2 * p + 1, ahead);
     const Halves first_halves{x[2 * p]};
     const Halves second_halves{x[second ? 2 * p + 1 : 2 * p]};
     const __m512i& words = p == 0 ? words01 : words23;
@@ -237,18 +238,19 @@ void k_dot_prepared(int64_t n, const void* w, const void* prepared, float* out) 
   *out = k_groups_row<Block, kGroupBytes, 2>(
       n, w,
       prepared, [&](auto g, const Block* x, const uint8_t* pa) __attribute__((always_inline)) {
-        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, si);
+        return k_group<Block, decltype(g)::value>(x, pa, si, kL2Ahead);
       });
 }
 
-template <typename Block, size_t kL2Ahead>
+template <typename Block>
 void k_dot_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* prepared,
                           float* out) {
   static const ScaleIndex si;
+  const size_t ahead = rows4_l2_ahead(w_stride);
   k_groups_rows4<Block, kGroupBytes, 2>(
       n, w, w_stride, prepared,
       [&](auto g, const Block* x, const uint8_t* pa) __attribute__((always_inline)) {
-        return k_group<Block, decltype(g)::value, kL2Ahead>(x, pa, si);
+        return k_group<Block, decltype(g)::value>(x, pa, si, ahead);
       },
       out);
 }
@@ -259,7 +261,7 @@ constexpr PreparedDot kPreparedDot{k_groups_bytes<kGroupBytes>,
                                    k_dot_prepared<Block, 0>,
                                    k_dot_prepared<Block, kLongRowL2Ahead>,
                                    nullptr,
-                                   k_dot_prepared_rows4<Block, kRows4L2Ahead>};
+                                   k_dot_prepared_rows4<Block>};
 
 }  // namespace
 

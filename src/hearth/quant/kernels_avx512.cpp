@@ -9,6 +9,7 @@
 // applies the per-sub-block scale inside the integer pipeline at one extra op per 64 weights.
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 
 #include "hearth/quant/block_formats.h"
@@ -405,25 +406,33 @@ void dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
 }
 
 // The decode kernel on a q8_prepare'd activation row; same integer sums and float steps as
-// dot_q8_0, so the same bits.
+// dot_q8_0, so the same bits. q8_0_prepared_group gives a group's block scales and exact sums
+// (as floats) in lane order kQ8LaneBlock, prefetching the weights `ahead` bytes on into L2
+// (none for 0).
+[[gnu::always_inline]] inline void q8_0_prepared_group(const uint8_t* wg, const uint8_t* pg,
+                                                       size_t ahead, __m512* sc, __m512* fi) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  prefetch_l2_at<kQ8Group * sizeof(BlockQ8_0)>(wg, ahead);
+  const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
+  __m512i v[8];
+  for (int p = 0; p < 8; ++p) {
+    const __m512i wu = _mm512_xor_si512(load_block_pair(xg[2 * p], xg[2 * p + 1]), flip);
+    v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, _mm512_loadu_si512(pg + 128 + 64 * p));
+  }
+  const __m512i isum =
+      _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
+  *sc = _mm512_mul_ps(group_scales(xg), _mm512_loadu_ps(pg));
+  *fi = _mm512_cvtepi32_ps(isum);
+}
+
 template <size_t kL2Ahead>
 void dot_q8_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   Q8PreparedRows::dot<1>(
       n, w, a, 0,
       out, [&](const uint8_t* wg, const uint8_t* pg, float* acc) __attribute__((always_inline)) {
-        prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
-        const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
-        __m512i v[8];
-        for (int p = 0; p < 8; ++p) {
-          const __m512i wu = _mm512_xor_si512(load_block_pair(xg[2 * p], xg[2 * p + 1]), flip);
-          v[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu,
-                                     _mm512_loadu_si512(pg + 128 + 64 * p));
-        }
-        const __m512i isum =
-            _mm512_add_epi32(q8_reduce_pairs(v), _mm512_loadu_si512(pg + 64));  // - 128 * sum(a)
-        const __m512 sc = _mm512_mul_ps(group_scales(xg), _mm512_loadu_ps(pg));
-        acc[0] = q8_0_steps16(acc[0], sc, _mm512_cvtepi32_ps(isum));
+        __m512 sc, fi;
+        q8_0_prepared_group(wg, pg, kL2Ahead, &sc, &fi);
+        acc[0] = q8_0_steps16(acc[0], sc, fi);
       });
 }
 
@@ -435,8 +444,60 @@ void dot_q8_0_prepared_long(int64_t n, const void* w, const void* a, float* out)
   dot_q8_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
 }
 
-constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes, q8_prepare, dot_q8_0_prepared,
-                                     dot_q8_0_prepared_long};
+// The 16 lanes of four rows' vectors m[r] as t[l] (lane r: m[r]'s lane l).
+[[gnu::always_inline]] inline void transpose_rows4(const __m512 (&m)[4], __m128 (&t)[16]) {
+  const __m512 a = _mm512_unpacklo_ps(m[0], m[1]);  // chunk k: rows 0, 1 of lanes 4k, 4k + 1
+  const __m512 b = _mm512_unpackhi_ps(m[0], m[1]);  // rows 0, 1 of lanes 4k + 2, 4k + 3
+  const __m512 c = _mm512_unpacklo_ps(m[2], m[3]);
+  const __m512 d = _mm512_unpackhi_ps(m[2], m[3]);
+  const __m512 s[4] = {_mm512_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2)),
+                       _mm512_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2))};
+  for (int j = 0; j < 4; ++j) {  // chunk k of s[j]: lane 4k + j of the four rows
+    t[j] = _mm512_castps512_ps128(s[j]);
+    t[4 + j] = _mm512_extractf32x4_ps(s[j], 1);
+    t[8 + j] = _mm512_extractf32x4_ps(s[j], 2);
+    t[12 + j] = _mm512_extractf32x4_ps(s[j], 3);
+  }
+}
+
+// Four rows at once (PreparedDot::dot_rows4): each row's group sums as dot_q8_0_prepared's, and
+// its 16 steps in block order taken by one fma for the four rows (lane r: row r's steps,
+// q8_0_block_step_f's single rounding), the lanes read in block order instead of permuted.
+void dot_q8_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  constexpr auto lane_of_block = [] {
+    std::array<int, kQ8Group> l{};
+    for (int lane = 0; lane < kQ8Group; ++lane) l[kQ8LaneBlock[lane]] = lane;
+    return l;
+  }();
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t ng = n / kQK0 / kQ8Group;
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
+    __m512 sc[4], fi[4];
+    for (int r = 0; r < 4; ++r) {
+      q8_0_prepared_group(pw + r * w_stride + static_cast<size_t>(g) * kQ8Group * sizeof(BlockQ8_0),
+                          pg, ahead, &sc[r], &fi[r]);
+    }
+    __m128 ts[16], tf[16];
+    transpose_rows4(sc, ts);
+    transpose_rows4(fi, tf);
+    for (int b = 0; b < kQ8Group; ++b) {
+      acc = _mm_fmadd_ps(ts[lane_of_block[b]], tf[lane_of_block[b]], acc);
+    }
+  }
+  alignas(16) float accs[4];
+  _mm_store_ps(accs, acc);
+  for (int r = 0; r < 4; ++r)
+    Q8PreparedRows::finish<1>(n, pw + r * w_stride, pa, 0, &accs[r], &out[r]);
+}
+
+constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes,      q8_prepare, dot_q8_0_prepared,
+                                     dot_q8_0_prepared_long, nullptr,    dot_q8_0_prepared_rows4};
 
 // Byte offsets (from the group's first block) of 4-byte column 0 of each lane's block.
 inline __m512i q8_gather_offsets() {
@@ -577,29 +638,38 @@ inline float lane_of(__m128 v) {
   if constexpr (lane == 3) return _mm_cvtss_f32(_mm_shuffle_ps(v, v, 3));
 }
 
-// acc after Q4_0's quad steps (block_steps.h) over a group of 16 blocks whose scales and exact
-// sums (as floats) are sc and fi, lane l holding block Order[l]'s, where 128-bit chunk k holds
-// block k of each quad (kQ8LaneBlock: quads 0, 2, 1, 3; kQ4QuadLaneBlock: 0, 1, 2, 3): four
-// fmas build the four quads' sums side by side, and the row's sum adds them in quad order.
+// The four quads' sums of a group of 16 blocks, Q4_0's quad steps (block_steps.h) before the
+// row's sum adds them, whose scales and exact sums (as floats) are sc and fi, lane l holding
+// block Order[l]'s, where 128-bit chunk k holds block k of each quad (kQ8LaneBlock: quads 0,
+// 2, 1, 3; kQ4QuadLaneBlock: 0, 1, 2, 3): four fmas build them side by side; lane
+// q4_quad_lane<Order>(i) of the result holds quad i's.
 template <const int (&Order)[16]>
-inline float q4_0_steps16(float acc, __m512 sc, __m512 fi) {
-  // Chunk 3's lane holding quad i's last block, so its sum in the end.
-  constexpr auto quad_lane = [](int quad) {
-    for (int l = 0; l < 4; ++l) {
-      if (Order[12 + l] == 4 * quad + 3) return l;
-    }
-    return -1;
-  };
+inline __m128 q4_0_quads16(__m512 sc, __m512 fi) {
   // Chunk k of q after step k holds the quads' sums so far; each shuffle moves it up a chunk.
   __m512 q = _mm512_fmadd_ps(sc, fi, _mm512_setzero_ps());
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x00));
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0x55));
   q = _mm512_fmadd_ps(sc, fi, _mm512_shuffle_f32x4(q, q, 0xaa));
-  const __m128 q3 = _mm512_extractf32x4_ps(q, 3);
-  acc = q4_0_quad_end(acc, lane_of<quad_lane(0)>(q3));
-  acc = q4_0_quad_end(acc, lane_of<quad_lane(1)>(q3));
-  acc = q4_0_quad_end(acc, lane_of<quad_lane(2)>(q3));
-  return q4_0_quad_end(acc, lane_of<quad_lane(3)>(q3));
+  return _mm512_extractf32x4_ps(q, 3);
+}
+
+// Chunk 3's lane holding quad i's last block, so its sum in the end (q4_0_quads16).
+template <const int (&Order)[16]>
+constexpr int q4_quad_lane(int quad) {
+  for (int l = 0; l < 4; ++l) {
+    if (Order[12 + l] == 4 * quad + 3) return l;
+  }
+  return -1;
+}
+
+// acc after Q4_0's quad steps over a group (q4_0_quads16), the quads added in order.
+template <const int (&Order)[16]>
+inline float q4_0_steps16(float acc, __m512 sc, __m512 fi) {
+  const __m128 q3 = q4_0_quads16<Order>(sc, fi);
+  acc = q4_0_quad_end(acc, lane_of<q4_quad_lane<Order>(0)>(q3));
+  acc = q4_0_quad_end(acc, lane_of<q4_quad_lane<Order>(1)>(q3));
+  acc = q4_0_quad_end(acc, lane_of<q4_quad_lane<Order>(2)>(q3));
+  return q4_0_quad_end(acc, lane_of<q4_quad_lane<Order>(3)>(q3));
 }
 
 // Plain Q8_0 activation blocks (vec_dot): per block pair one vpdpbusd, the -8 offset from a
@@ -689,6 +759,17 @@ inline __m512i q4_quad_sums(const __m512i (&lo)[4], const __m512i (&hi)[4], cons
   return _mm512_add_epi32(sums, _mm512_loadu_si512(pg + 64));  // the -8 offset
 }
 
+// Group g's scales and exact sums (as floats) in lane order kQ4QuadLaneBlock, prefetching the
+// weights `ahead` bytes on into L2 (none for 0).
+[[gnu::always_inline]] inline void q4_0_prepared_group(const BlockQ4_0* xg, const uint8_t* pg,
+                                                       size_t ahead, __m512* sc, __m512* fi) {
+  prefetch_l2_at<kQ8Group * sizeof(BlockQ4_0)>(xg, ahead);
+  __m512i lo[4], hi[4];
+  for (int q = 0; q < 4; ++q) q4_quad(xg + 4 * q, &lo[q], &hi[q]);
+  *sc = _mm512_mul_ps(q4_group_scales<kQ4QuadLaneBlock>(xg), _mm512_loadu_ps(pg));
+  *fi = _mm512_cvtepi32_ps(q4_quad_sums(lo, hi, pg));
+}
+
 template <size_t kL2Ahead>
 void dot_q4_0_prepared_rows(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
@@ -696,14 +777,10 @@ void dot_q4_0_prepared_rows(int64_t n, const void* w, const void* a, float* out)
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
   float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
-    const BlockQ4_0* xg = x + g * kQ8Group;
-    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ4PreparedA;
-    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
-    __m512i lo[4], hi[4];
-    for (int q = 0; q < 4; ++q) q4_quad(xg + 4 * q, &lo[q], &hi[q]);
-    acc = q4_0_steps16<kQ4QuadLaneBlock>(
-        acc, _mm512_mul_ps(q4_group_scales<kQ4QuadLaneBlock>(xg), _mm512_loadu_ps(pg)),
-        _mm512_cvtepi32_ps(q4_quad_sums(lo, hi, pg)));
+    __m512 sc, fi;
+    q4_0_prepared_group(x + g * kQ8Group, pa + static_cast<size_t>(g) * kQ4PreparedA, kL2Ahead, &sc,
+                        &fi);
+    acc = q4_0_steps16<kQ4QuadLaneBlock>(acc, sc, fi);
   }
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
   *out = q4_tail(acc, x + ng * kQ8Group, yt, nb - ng * kQ8Group);
@@ -715,6 +792,34 @@ void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
 
 void dot_q4_0_prepared_long(int64_t n, const void* w, const void* a, float* out) {
   dot_q4_0_prepared_rows<kLongRowL2Ahead>(n, w, a, out);
+}
+
+// Four rows at once (PreparedDot::dot_rows4): each row's quad sums as dot_q4_0_prepared's,
+// transposed so that one add takes quad i of the four rows (lane r: row r's add).
+void dot_q4_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  const auto row = [&](int r) { return reinterpret_cast<const BlockQ4_0*>(pw + r * w_stride); };
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ4PreparedA;
+    __m128 q[4];
+    for (int r = 0; r < 4; ++r) {
+      __m512 sc, fi;
+      q4_0_prepared_group(row(r) + g * kQ8Group, pg, ahead, &sc, &fi);
+      q[r] = q4_0_quads16<kQ4QuadLaneBlock>(sc, fi);
+    }
+    _MM_TRANSPOSE4_PS(q[0], q[1], q[2], q[3]);  // q[l], lane r: row r's lane l
+    for (int i = 0; i < 4; ++i) acc = _mm_add_ps(acc, q[q4_quad_lane<kQ4QuadLaneBlock>(i)]);
+  }
+  alignas(16) float accs[4];
+  _mm_store_ps(accs, acc);
+  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
+  for (int r = 0; r < 4; ++r) {
+    out[r] = q4_tail(accs[r], row(r) + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  }
 }
 
 // Four prepared activation rows (a_stride bytes apart) at once, for GGUF-layout prefill: each
@@ -744,8 +849,9 @@ void dot_q4_0_prepared_x4(int64_t n, const void* w, const void* a, size_t a_stri
   }
 }
 
-constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes, q4_prepare, dot_q4_0_prepared,
-                                     dot_q4_0_prepared_long, dot_q4_0_prepared_x4};
+constexpr PreparedDot kQ4PreparedDot{q8_prepared_bytes,    q4_prepare,
+                                     dot_q4_0_prepared,    dot_q4_0_prepared_long,
+                                     dot_q4_0_prepared_x4, dot_q4_0_prepared_rows4};
 
 }  // namespace
 

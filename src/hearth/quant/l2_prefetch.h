@@ -15,11 +15,16 @@ namespace {
 // with AVX-512, 6 KiB streamed best at 2 threads, clearly ahead of 2 KiB; 4 KiB was slower at
 // one thread, 8 KiB at two (docs/kernels.md, "GGUF-layout streaming").
 constexpr size_t kLongRowL2Ahead = 6144;
-// The same for the four-row decode kernels (PreparedDot::dot_rows4), at every row length: on
-// the hardware prefetcher alone their four interleaved streams read far more slowly than one
-// row at a time, and each row's stream wanted about four times the one-row distance
-// (docs/kernels.md, "Four rows a call").
-constexpr size_t kRows4L2Ahead = 4 * kLongRowL2Ahead;
+// How far ahead the four-row decode kernels (PreparedDot::dot_rows4) prefetch, at every row
+// length, for rows w_stride bytes apart: at least one call's rows (four strides) and at least
+// four times the one-row distance. On the hardware prefetcher alone their four interleaved
+// streams read far more slowly than one row at a time; side by side, 4096-column rows did best
+// near 24 KiB ahead and Q8_0's 14336-column ones near four strides (docs/kernels.md, "Four rows
+// a call").
+inline size_t rows4_l2_ahead(size_t w_stride) {
+  const size_t ahead = 4 * w_stride > 4 * kLongRowL2Ahead ? 4 * w_stride : 4 * kLongRowL2Ahead;
+  return ahead / 64 * 64;
+}
 
 // Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
 // 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)
@@ -31,6 +36,14 @@ template <size_t kAhead, size_t Bytes>
     const char* q = static_cast<const char*>(p) + kAhead;
     for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
   }
+}
+
+// prefetch_l2_ahead with the distance known at run time (0: nothing).
+template <size_t Bytes>
+[[gnu::always_inline]] inline void prefetch_l2_at(const void* p, size_t ahead) {
+  if (ahead == 0) return;
+  const char* q = static_cast<const char*>(p) + ahead;
+  for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
 }
 
 }  // namespace

@@ -92,10 +92,11 @@ inline void q6_k_half(const BlockQ6_K& x, int h, __m512i* lo, __m512i* hi) {
   *hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), qh, m30, 0xF8);
 }
 
-// The float steps of the G (1..4) blocks at x against prepared group pa, in block order.
-template <int G, size_t kL2Ahead>
+// The float steps of the G (1..4) blocks at x against prepared group pa, in block order; the
+// weights `ahead` bytes on are prefetched into L2 (none for 0).
+template <int G>
 [[gnu::always_inline]] inline GroupSteps q6_k_group(const BlockQ6_K* x, const uint8_t* pa,
-                                                    const Q6KScaleIndex& si) {
+                                                    const Q6KScaleIndex& si, size_t ahead) {
   // The 16 group scales of each block in a 128-bit lane of its own, widened to words.
   const __m512i sc8 = k_groups_lanes16<G, offsetof(BlockQ6_K, scales)>(x);
   const __m512i words[2] = {_mm512_cvtepi8_epi16(_mm512_castsi512_si256(sc8)),
@@ -112,8 +113,8 @@ template <int G, size_t kL2Ahead>
     const bool second = 2 * p + 1 < G;
     const BlockQ6_K& x0 = x[2 * p];
     const BlockQ6_K& x1 = x[second ? 2 * p + 1 : 2 * p];
-    prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(&x0);
-    if (second) prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(&x1);
+    prefetch_l2_at<sizeof(BlockQ6_K)>(&x0, ahead);
+    if (second) prefetch_l2_at<sizeof(BlockQ6_K)>(&x1, ahead);
     const uint8_t* a0 = pa + kQKK * (2 * p);
     const uint8_t* a1 = a0 + kQKK;
     // The offset first: 32 * scale against the negated group sums.
@@ -154,25 +155,25 @@ void q6_k_dot_prepared(int64_t n, const void* w, const void* prepared, float* ou
   *out = k_groups_row<BlockQ6_K, kGroupBytes, 1>(
       n, w,
       prepared, [&](auto g, const BlockQ6_K* x, const uint8_t* pa) __attribute__((always_inline)) {
-        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, si);
+        return q6_k_group<decltype(g)::value>(x, pa, si, kL2Ahead);
       });
 }
 
-template <size_t kL2Ahead>
 void q6_k_dot_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* prepared,
                              float* out) {
   static const Q6KScaleIndex si;
+  const size_t ahead = rows4_l2_ahead(w_stride);
   k_groups_rows4<BlockQ6_K, kGroupBytes, 1>(
       n, w, w_stride, prepared,
       [&](auto g, const BlockQ6_K* x, const uint8_t* pa) __attribute__((always_inline)) {
-        return q6_k_group<decltype(g)::value, kL2Ahead>(x, pa, si);
+        return q6_k_group<decltype(g)::value>(x, pa, si, ahead);
       },
       out);
 }
 
 constexpr PreparedDot kQ6KPreparedDot{
     k_groups_bytes<kGroupBytes>,        q6_k_prepare, q6_k_dot_prepared<0>,
-    q6_k_dot_prepared<kLongRowL2Ahead>, nullptr,      q6_k_dot_prepared_rows4<kRows4L2Ahead>};
+    q6_k_dot_prepared<kLongRowL2Ahead>, nullptr,      q6_k_dot_prepared_rows4};
 
 }  // namespace
 
