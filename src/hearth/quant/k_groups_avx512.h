@@ -17,6 +17,7 @@
 
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/dpbusd_from_zero.h"
+#include "hearth/quant/rows4_steps_x86.h"
 
 namespace hearth::quant {
 namespace {
@@ -87,40 +88,6 @@ template <int Steps>
   return acc;
 }
 
-// Lane r of acc after Steps float steps of s[r], for four rows at once: the operands are
-// transposed so that one fma takes step l of all four rows (lane r: row r's fma, the same single
-// rounding as std::fma). On weights in cache, one row's scalar steps after the other were a
-// large share of the kernel's time on the Intel Xeon Emerald Rapids, where every vector
-// instruction shares two ports (docs/kernels.md, "Four rows a call").
-template <int Steps>
-[[gnu::always_inline]] inline __m128 fma_steps_rows4(__m128 acc, const GroupSteps (&s)[4]) {
-  // t[l], lane r = row r's operand of step l.
-  const auto transpose = [](__m256 m0, __m256 m1, __m256 m2, __m256 m3, __m128(&t)[8]) {
-    const __m256 a = _mm256_unpacklo_ps(m0, m1);  // rows 0, 1 of steps 0, 1 | 4, 5
-    const __m256 b = _mm256_unpackhi_ps(m0, m1);  // rows 0, 1 of steps 2, 3 | 6, 7
-    const __m256 c = _mm256_unpacklo_ps(m2, m3);
-    const __m256 d = _mm256_unpackhi_ps(m2, m3);
-    const __m256 s04 = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 s15 = _mm256_shuffle_ps(a, c, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 s26 = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 s37 = _mm256_shuffle_ps(b, d, _MM_SHUFFLE(3, 2, 3, 2));
-    t[0] = _mm256_castps256_ps128(s04);
-    t[1] = _mm256_castps256_ps128(s15);
-    t[2] = _mm256_castps256_ps128(s26);
-    t[3] = _mm256_castps256_ps128(s37);
-    t[4] = _mm256_extractf128_ps(s04, 1);
-    t[5] = _mm256_extractf128_ps(s15, 1);
-    t[6] = _mm256_extractf128_ps(s26, 1);
-    t[7] = _mm256_extractf128_ps(s37, 1);
-  };
-  __m128 f[8], v[8];
-  transpose(s[0].factors, s[1].factors, s[2].factors, s[3].factors, f);
-  transpose(s[0].sums, s[1].sums, s[2].sums, s[3].sums, v);
-#pragma GCC unroll 8
-  for (int l = 0; l < Steps; ++l) acc = _mm_fmadd_ps(f[l], v[l], acc);
-  return acc;
-}
-
 // The dot of a row of n elements: group(std::integral_constant<int, G>, blocks, prepared
 // group) returns the GroupSteps of the G (1..4) blocks, StepsPerBlock steps each, four at a
 // time, then the one to three left. Give group the always_inline attribute: GCC otherwise
@@ -152,12 +119,15 @@ template <typename Block, size_t GroupBytes, int StepsPerBlock, typename Group>
       n / kQKK, [&](auto g, int64_t i) __attribute__((always_inline)) {
         constexpr int G = decltype(g)::value;
         const uint8_t* pg = pa + static_cast<size_t>(i / kGroupBlocks) * GroupBytes;
-        GroupSteps s[4];
+        __m256 factors[4], sums[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
-          s[r] = group(g, reinterpret_cast<const Block*>(rows + r * w_stride) + i, pg);
+          const GroupSteps s =
+              group(g, reinterpret_cast<const Block*>(rows + r * w_stride) + i, pg);
+          factors[r] = s.factors;
+          sums[r] = s.sums;
         }
-        acc = fma_steps_rows4<StepsPerBlock * G>(acc, s);
+        acc = fma_steps_rows4<StepsPerBlock * G>(acc, factors, sums);
       });
   _mm_storeu_ps(out, acc);
 }

@@ -12,6 +12,7 @@
 #include "hearth/quant/block_formats.h"
 #include "hearth/quant/block_steps.h"
 #include "hearth/quant/isa_kernels.h"
+#include "hearth/quant/rows4_steps_x86.h"
 #include "hearth/quant/x86_dot_common.h"
 
 namespace hearth::quant {
@@ -268,17 +269,27 @@ constexpr int kQ8Group = 8;
 // Rows as stored: a group is its 8 blocks, unchanged.
 using Q8Rows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ8_0), kQ8Group * sizeof(BlockQ8_0)>;
 
-// acc after a group of 8 blocks as stored at wg, against activation quants a_qs (block b's
-// 32 at a_qs + b * a_stride) and scales a_scales (8 f32).
-template <size_t kL2Ahead>
-[[gnu::always_inline]] inline float q8_0_group8(float acc, const uint8_t* wg, const uint8_t* a_qs,
-                                                size_t a_stride, __m256 a_scales) {
-  prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ8_0)>(wg);
+// The block scales (sc) and exact sums as floats (fi, lane b = block b) of a group of 8 blocks as
+// stored at wg, against activation quants a_qs (block b's 32 at a_qs + b * a_stride) and
+// scales a_scales (8 f32), prefetching the weights `ahead` bytes on into L2 (none for 0).
+[[gnu::always_inline]] inline void q8_0_group8_sums(const uint8_t* wg, const uint8_t* a_qs,
+                                                    size_t a_stride, __m256 a_scales, size_t ahead,
+                                                    __m256* sc, __m256* fi) {
+  prefetch_l2_at<kQ8Group * sizeof(BlockQ8_0)>(wg, ahead);
   const auto* xg = reinterpret_cast<const BlockQ8_0*>(wg);
   __m256i v[8];  // (8) i32 partial dots of block b
   for (int b = 0; b < 8; ++b) v[b] = dot_s8_32(loadu(xg[b].qs), loadu(a_qs + a_stride * b));
-  const __m256 sc = _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), a_scales);
-  return q8_0_steps8(acc, sc, _mm256_cvtepi32_ps(reduce_blocks8(v)));
+  *sc = _mm256_mul_ps(load_scales8(wg, sizeof(BlockQ8_0)), a_scales);
+  *fi = _mm256_cvtepi32_ps(reduce_blocks8(v));
+}
+
+// acc after such a group, its steps in block order.
+template <size_t kL2Ahead>
+[[gnu::always_inline]] inline float q8_0_group8(float acc, const uint8_t* wg, const uint8_t* a_qs,
+                                                size_t a_stride, __m256 a_scales) {
+  __m256 sc, fi;
+  q8_0_group8_sums(wg, a_qs, a_stride, a_scales, kL2Ahead, &sc, &fi);
+  return q8_0_steps8(acc, sc, fi);
 }
 
 template <size_t kL2Ahead = 0>
@@ -318,8 +329,37 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
       });
 }
 
-constexpr PreparedDot kQ8PreparedDot{Q8PreparedRows::a_bytes, q8_prepare, dot_q8_0_prepared<>,
-                                     dot_q8_0_prepared<kLongRowL2Ahead>};
+// Four rows at once (PreparedDot::dot_rows4): each row's group sums as dot_q8_0_prepared's,
+// the four rows' steps side by side (rows4_steps_x86.h).
+void dot_q8_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t ng = n / kQK0 / kQ8Group;
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
+    const __m256 a_scales = _mm256_loadu_ps(reinterpret_cast<const float*>(pg));
+    __m256 sc[4], fi[4];
+    for (int r = 0; r < 4; ++r) {
+      q8_0_group8_sums(pw + r * w_stride + static_cast<size_t>(g) * kQ8Group * sizeof(BlockQ8_0),
+                       pg + 32, kQK0, a_scales, ahead, &sc[r], &fi[r]);
+    }
+    acc = fma_steps_rows4<kQ8Group>(acc, sc, fi);
+  }
+  alignas(16) float accs[4];
+  _mm_store_ps(accs, acc);
+  for (int r = 0; r < 4; ++r) {
+    Q8PreparedRows::finish<1>(n, pw + r * w_stride, pa, 0, &accs[r], &out[r]);
+  }
+}
+
+constexpr PreparedDot kQ8PreparedDot{Q8PreparedRows::a_bytes,
+                                     q8_prepare,
+                                     dot_q8_0_prepared<>,
+                                     dot_q8_0_prepared<kLongRowL2Ahead>,
+                                     nullptr,
+                                     dot_q8_0_prepared_rows4};
 
 // Packed rows, per group of 8 blocks: weights = (8) f32 scales | (8, 8) 4-byte columns of |w|
 // | (8, 8) columns of w; activations = (8) f32 scales | (8, 8) columns of a. Column j, lane b
@@ -482,47 +522,90 @@ void q4_prepare(int64_t n, const void* act_row, void* dst) {
   });
 }
 
+// Group ag's block scales (sc) and exact sums as floats (fi), lane b = block b, of the 8
+// blocks at xg, prefetching the weights `ahead` bytes on into L2 (none for 0).
+[[gnu::always_inline]] inline void q4_0_prepared_group8(const BlockQ4_0* xg, const uint8_t* ag,
+                                                        size_t ahead, __m256* sc, __m256* fi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  // Lane order of the vphaddd tree below (blocks 0 2 4 6 | 1 3 5 7) back to block order.
+  const __m256i to_block = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  prefetch_l2_at<kQ8Group * sizeof(BlockQ4_0)>(xg, ahead);
+  __m256i v[4];  // pair p: lanes 0-3 block 2p's sum in parts, 4-7 block 2p + 1's
+  for (int p = 0; p < 4; ++p) {
+    const __m256i q = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p].qs))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p + 1].qs)), 1);
+    const __m256i lo = _mm256_and_si256(q, m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i words = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu(ag + 64 + 64 * p)),
+                                           _mm256_maddubs_epi16(hi, loadu(ag + 96 + 64 * p)));
+    v[p] = _mm256_madd_epi16(words, ones);
+  }
+  const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));  // 0 2 4 6 | 1 3 5 7
+  const __m256i isum =
+      _mm256_add_epi32(_mm256_permutevar8x32_epi32(sums, to_block),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
+  *sc = _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ4_0)),
+                      _mm256_loadu_ps(reinterpret_cast<const float*>(ag)));
+  *fi = _mm256_cvtepi32_ps(isum);
+}
+
 template <size_t kL2Ahead = 0>
 void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* pa = static_cast<const uint8_t*>(a);
   const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  // Lane order of the vphaddd tree below (blocks 0 2 4 6 | 1 3 5 7) back to block order.
-  const __m256i to_block = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   float acc = 0;
   for (int64_t g = 0; g < ng; ++g) {
-    const BlockQ4_0* xg = x + g * kQ8Group;
-    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ4PreparedA;
-    prefetch_l2_ahead<kL2Ahead, kQ8Group * sizeof(BlockQ4_0)>(xg);
-    __m256i v[4];  // pair p: lanes 0-3 block 2p's sum in parts, 4-7 block 2p + 1's
-    for (int p = 0; p < 4; ++p) {
-      const __m256i q = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p].qs))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p + 1].qs)), 1);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      const __m256i words = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu(ag + 64 + 64 * p)),
-                                             _mm256_maddubs_epi16(hi, loadu(ag + 96 + 64 * p)));
-      v[p] = _mm256_madd_epi16(words, ones);
-    }
-    const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
-                                           _mm256_hadd_epi32(v[2], v[3]));  // 0 2 4 6 | 1 3 5 7
-    const __m256i isum =
-        _mm256_add_epi32(_mm256_permutevar8x32_epi32(sums, to_block),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
-    const __m256 sc =
-        _mm256_mul_ps(load_scales8(reinterpret_cast<const uint8_t*>(xg), sizeof(BlockQ4_0)),
-                      _mm256_loadu_ps(reinterpret_cast<const float*>(ag)));
-    acc = q4_0_steps8(acc, sc, _mm256_cvtepi32_ps(isum));
+    __m256 sc, fi;
+    q4_0_prepared_group8(x + g * kQ8Group, pa + static_cast<size_t>(g) * kQ4PreparedA, kL2Ahead,
+                         &sc, &fi);
+    acc = q4_0_steps8(acc, sc, fi);
   }
   const auto* xt = x + ng * kQ8Group;
   const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
   *out = q4_tail(acc, xt, yt, nb - ng * kQ8Group);
 }
 
-constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes, q4_prepare, dot_q4_0_prepared<>,
-                                     dot_q4_0_prepared<kLongRowL2Ahead>};
+// Four rows at once (PreparedDot::dot_rows4): each row's group sums as dot_q4_0_prepared's; the
+// four rows' scales and sums transposed (rows4_steps_x86.h) so that one fma takes block b of
+// the four rows and one add a quad (Q4_0's quad steps, block_steps.h; lane r: row r's).
+void dot_q4_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  const auto row = [&](int r) { return reinterpret_cast<const BlockQ4_0*>(pw + r * w_stride); };
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t g = 0; g < ng; ++g) {
+    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ4PreparedA;
+    __m256 sc[4], fi[4];
+    for (int r = 0; r < 4; ++r)
+      q4_0_prepared_group8(row(r) + g * kQ8Group, ag, ahead, &sc[r], &fi[r]);
+    __m128 ts[8], tf[8];
+    transpose_rows4x8(sc, ts);
+    transpose_rows4x8(fi, tf);
+    for (int quad = 0; quad < 2; ++quad) {
+      __m128 q = _mm_fmadd_ps(ts[4 * quad], tf[4 * quad], _mm_setzero_ps());
+      for (int k = 1; k < 4; ++k) q = _mm_fmadd_ps(ts[4 * quad + k], tf[4 * quad + k], q);
+      acc = _mm_add_ps(acc, q);
+    }
+  }
+  alignas(16) float accs[4];
+  _mm_store_ps(accs, acc);
+  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
+  for (int r = 0; r < 4; ++r) {
+    out[r] = q4_tail(accs[r], row(r) + ng * kQ8Group, yt, nb - ng * kQ8Group);
+  }
+}
+
+constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes,
+                                     q4_prepare,
+                                     dot_q4_0_prepared<>,
+                                     dot_q4_0_prepared<kLongRowL2Ahead>,
+                                     nullptr,
+                                     dot_q4_0_prepared_rows4};
 
 }  // namespace
 
