@@ -222,27 +222,32 @@ TEST_P(SimdDot, PreparedKernelMatchesVecDotBits) {
   }
 }
 
-// Four weight rows a call (PreparedDot::dot_rows4; matvec takes rows four at a time with it): each
-// row's bits are vec_dot's, at every length (partial groups included), with rows at a stride past
-// their length.
-TEST_P(SimdDot, PreparedRows4MatchVecDotBits) {
+// Four weight rows a call (PreparedDot::dot_rows4 on a prepared activation, or
+// TypeTraits::vec_dot_rows4 on a plain one; matvec takes rows four at a time with them): each
+// row's bits are vec_dot's, at every length (partial groups included), with rows at a stride
+// past their length.
+TEST_P(SimdDot, Rows4KernelsMatchVecDotBits) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
   const auto& simd = traits_for_isa(type, isa);
-  if (simd.prepared == nullptr || simd.prepared->dot_rows4 == nullptr) {
-    GTEST_SKIP() << "no four-row kernel";
-  }
+  const bool prepared = simd.prepared != nullptr && simd.prepared->dot_rows4 != nullptr;
+  if (!prepared && simd.vec_dot_rows4 == nullptr) GTEST_SKIP() << "no four-row kernel";
   for (int64_t n : lengths(type)) {
     DotData d[4];
     for (uint32_t r = 0; r < 4; ++r) d[r] = make_data(type, n, 800 + r, r % 2 == 1);
     const size_t stride = d[0].w.size() + 96;
     std::vector<uint8_t> rows(4 * stride, 0xa5);
-    for (size_t r = 0; r < 4; ++r)
+    for (size_t r = 0; r < 4; ++r) {
       std::memcpy(rows.data() + r * stride, d[r].w.data(), d[r].w.size());
-    std::vector<uint8_t> prepared(simd.prepared->bytes(n));
-    simd.prepared->prepare(n, d[0].act.data(), prepared.data());
+    }
     float got[4];
-    simd.prepared->dot_rows4(n, rows.data(), stride, prepared.data(), got);
+    if (prepared) {
+      std::vector<uint8_t> act(simd.prepared->bytes(n));
+      simd.prepared->prepare(n, d[0].act.data(), act.data());
+      simd.prepared->dot_rows4(n, rows.data(), stride, act.data(), got);
+    } else {
+      simd.vec_dot_rows4(n, rows.data(), stride, d[0].act.data(), got);
+    }
     for (int r = 0; r < 4; ++r) {
       float want = 0;
       simd.vec_dot(n, d[r].w.data(), d[0].act.data(), &want);

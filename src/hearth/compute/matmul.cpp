@@ -71,7 +71,7 @@ DecodeRows decode_rows(const quant::TypeTraits& tr, size_t w_row_bytes, size_t a
     return {long_rows && prepared->dot_long != nullptr ? prepared->dot_long : prepared->dot,
             prepared->dot_rows4, w_row_bytes};
   }
-  return {long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot, nullptr,
+  return {long_rows && tr.vec_dot_long != nullptr ? tr.vec_dot_long : tr.vec_dot, tr.vec_dot_rows4,
           w_row_bytes};
 }
 

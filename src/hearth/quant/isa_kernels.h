@@ -23,6 +23,10 @@ struct VecDots {
 // out[t] = dot(w_row, act_rows + t * act_stride bytes) for t < 4 (see TypeTraits::vec_dot_x4).
 using VecDotX4Fn = void (*)(int64_t n, const void* w_row, const void* act_rows, size_t act_stride,
                             float* out);
+// Four weight rows (w_stride bytes apart) against one activation row: out[r] with VecDotFn's
+// bits for row r (TypeTraits::vec_dot_rows4).
+using VecDotRows4Fn = void (*)(int64_t n, const void* w_rows, size_t w_stride, const void* act_row,
+                               float* out);
 
 // Row-interleaved layouts (rows16_registry.cpp): the scalar kernels of a type, and an ISA's
 // SIMD ones; nullptr when there are none.
@@ -44,6 +48,7 @@ QuantizeFn avx2_act_quantize(gguf::TensorType type);          // act_quant_avx2.
 QuantizeFn avx512_act_quantize(gguf::TensorType type);        // act_quant_avx512.cpp
 VecDotFn avx2_vec_dot(gguf::TensorType type);                 // kernels_avx2.cpp
 VecDotFn avx2_vec_dot_long(gguf::TensorType type);            // kernels_avx2.cpp
+VecDotRows4Fn avx2_vec_dot_rows4(gguf::TensorType type);      // kernels_avx2.cpp
 VecDotX4Fn avx2_vec_dot_x4(gguf::TensorType type);            // kernels_avx2.cpp
 const PackedDot* avx2_packed_dot(gguf::TensorType type);      // kernels_avx2.cpp
 const PreparedDot* avx2_prepared_dot(gguf::TensorType type);  // kernels_avx2.cpp

@@ -43,6 +43,38 @@ struct KSums {
   __m256i scaled, mins;
 };
 
+// Super-block xb's KSums against activation blocks *yb[t] of NT tokens (the weight decode
+// shared by the tokens).
+template <typename Block, typename Nibbles, int NT>
+[[gnu::always_inline]] inline void k_nibbles_block_sums(const Block& xb,
+                                                        const BlockQ8_K* const (&yb)[NT],
+                                                        KSums (&s)[NT]) {
+  uint64_t sc8, m8;
+  unpack_q4k_scales_u64(xb.scales, &sc8, &m8);
+  const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
+      _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
+  for (int t = 0; t < NT; ++t) {
+    s[t].mins = _mm256_madd_epi16(mins16, loadu(yb[t]->bsums));
+    s[t].scaled = _mm256_setzero_si256();
+  }
+  // (8) scales as words in both 128-bit lanes.
+  const __m256i sc16 =
+      _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+  Nibbles nibbles(xb);
+  for (int c = 0; c < 4; ++c) {
+    __m256i lo, hi;
+    nibbles.chunk(c, &lo, &hi);
+    const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c));
+    const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1));
+    for (int t = 0; t < NT; ++t) {
+      const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(yb[t]->qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(yb[t]->qs + 64 * c + 32));
+      s[t].scaled = _mm256_add_epi32(
+          s[t].scaled, _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi)));
+    }
+  }
+}
+
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
 // sub-blocks 2c (lo) and 2c + 1 (hi) as bytes. NT activation rows a_stride bytes apart at
 // once (prefill: the weight decode shared by the tokens); one integer sum per token and
@@ -55,30 +87,9 @@ void dot_k_nibbles_multi(int64_t n, const void* w, const void* a, size_t a_strid
   q8_k_rows<NT>(a, a_stride, ys);
   const auto block_sums = [&](int64_t i, KSums(&s)[NT]) __attribute__((always_inline)) {
     prefetch_l2_ahead<kL2Ahead, sizeof(Block)>(x + i);
-    uint64_t sc8, m8;
-    unpack_q4k_scales_u64(x[i].scales, &sc8, &m8);
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
-        _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
-    for (int t = 0; t < NT; ++t) {
-      s[t].mins = _mm256_madd_epi16(mins16, loadu(ys[t][i].bsums));
-      s[t].scaled = _mm256_setzero_si256();
-    }
-    // (8) scales as words in both 128-bit lanes.
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-    Nibbles nibbles(x[i]);
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo, hi;
-      nibbles.chunk(c, &lo, &hi);
-      const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c));
-      const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1));
-      for (int t = 0; t < NT; ++t) {
-        const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(ys[t][i].qs + 64 * c));
-        const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(ys[t][i].qs + 64 * c + 32));
-        s[t].scaled = _mm256_add_epi32(s[t].scaled, _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo),
-                                                                     _mm256_madd_epi16(p1, s_hi)));
-      }
-    }
+    const BlockQ8_K* yb[NT];
+    for (int t = 0; t < NT; ++t) yb[t] = ys[t] + i;
+    k_nibbles_block_sums<Block, Nibbles, NT>(x[i], yb, s);
   };
   const auto step = [&](float acc, int64_t i, int t, float scaled, float mins)
       __attribute__((always_inline)) {
@@ -157,6 +168,48 @@ struct Q5KNibbles {
 };
 
 // ---- Q6_K x Q8_K ------------------------------------------------------------------
+// Block xb's exact integer sum (8 lanes) against activation blocks *yb[t] of NT tokens.
+template <int NT>
+[[gnu::always_inline]] inline void q6_k_block_sums(const BlockQ6_K& xb,
+                                                   const BlockQ8_K* const (&yb)[NT],
+                                                   __m256i (&sum)[NT]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m256i sc_all =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.scales)));
+  for (int t = 0; t < NT; ++t) {
+    // The -32 offset first: the sum of exact integers is the same in any order.
+    sum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                              _mm256_slli_epi32(_mm256_madd_epi16(sc_all, loadu(yb[t]->bsums)), 5));
+  }
+  for (int h = 0; h < 2; ++h) {
+    // Scales 8h..8h+7 as words in both lanes; vector k of this half needs groups 2k, 2k+1
+    // in the low and high lane respectively.
+    const __m256i sc16 = h == 0 ? _mm256_permute2x128_si256(sc_all, sc_all, 0x00)
+                                : _mm256_permute2x128_si256(sc_all, sc_all, 0x11);
+    const __m256i ql0 = loadu(xb.ql + 64 * h);
+    const __m256i ql1 = loadu(xb.ql + 64 * h + 32);
+    const __m256i qh = loadu(xb.qh + 32 * h);
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+        _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+    };
+    for (int k = 0; k < 4; ++k) {
+      const __m256i s = _mm256_shuffle_epi8(
+          sc16, _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm256_castsi256_si128(word_broadcast_mask(2 * k))),
+                    _mm256_castsi256_si128(word_broadcast_mask(2 * k + 1)), 1));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(q[k], loadu(yb[t]->qs + 128 * h + 32 * k));
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, s));
+      }
+    }
+  }
+}
+
 // Unsigned quants 0..63; the -32 offset is 32 * sum_g scale[g] * bsums[g] per super-block.
 // NT activation rows at once as dot_k_nibbles_multi (one exact integer sum per token and
 // super-block, so every token count gives vec_dot's bits).
@@ -165,48 +218,12 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
   const auto* x = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* ys[NT];
   q8_k_rows<NT>(a, a_stride, ys);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   // Block i's exact integer sum for each token, in 8 lanes.
   auto block_sum = [&](int64_t i, __m256i(&sum)[NT]) {
     prefetch_l2_ahead<kL2Ahead, sizeof(BlockQ6_K)>(x + i);
-    const __m256i sc_all =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[i].scales)));
-    for (int t = 0; t < NT; ++t) {
-      // The -32 offset first: the sum of exact integers is the same in any order.
-      sum[t] =
-          _mm256_sub_epi32(_mm256_setzero_si256(),
-                           _mm256_slli_epi32(_mm256_madd_epi16(sc_all, loadu(ys[t][i].bsums)), 5));
-    }
-    for (int h = 0; h < 2; ++h) {
-      // Scales 8h..8h+7 as words in both lanes; vector k of this half needs groups 2k, 2k+1
-      // in the low and high lane respectively.
-      const __m256i sc16 = h == 0 ? _mm256_permute2x128_si256(sc_all, sc_all, 0x00)
-                                  : _mm256_permute2x128_si256(sc_all, sc_all, 0x11);
-      const __m256i ql0 = loadu(x[i].ql + 64 * h);
-      const __m256i ql1 = loadu(x[i].ql + 64 * h + 32);
-      const __m256i qh = loadu(x[i].qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                          _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                          _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                          _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
-      for (int k = 0; k < 4; ++k) {
-        const __m256i s = _mm256_shuffle_epi8(
-            sc16, _mm256_inserti128_si256(
-                      _mm256_castsi128_si256(_mm256_castsi256_si128(word_broadcast_mask(2 * k))),
-                      _mm256_castsi256_si128(word_broadcast_mask(2 * k + 1)), 1));
-        for (int t = 0; t < NT; ++t) {
-          const __m256i p = _mm256_maddubs_epi16(q[k], loadu(ys[t][i].qs + 128 * h + 32 * k));
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, s));
-        }
-      }
-    }
+    const BlockQ8_K* yb[NT];
+    for (int t = 0; t < NT; ++t) yb[t] = ys[t] + i;
+    q6_k_block_sums<NT>(x[i], yb, sum);
   };
   float acc[NT] = {};
   const int64_t nb = n / kQKK;
@@ -228,6 +245,76 @@ void dot_q6_k_multi(int64_t n, const void* w, const void* a, size_t a_stride, fl
 template <size_t kL2Ahead = 0>
 void dot_q6_k(int64_t n, const void* w, const void* a, float* out) {
   dot_q6_k_multi<1, kL2Ahead>(n, w, a, 0, out);
+}
+
+// ---- K-quants, four weight rows a call (TypeTraits::vec_dot_rows4) ---------------------
+// Each row's super-block sums as its one-row kernel forms them; per block, the four rows' sums
+// are reduced together and their steps taken side by side (lane r: row r's fma, the one-row
+// kernel's single rounding), which saves each row the lane extractions and scalar steps.
+
+// Lane r: the sum of the 8 lanes of v[r], exact.
+inline __m128i hsum_rows4_epi32(const __m256i (&v)[4]) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+template <typename Block, typename Nibbles>
+void dot_k_nibbles_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  const __m128 sign = _mm_set1_ps(-0.0f);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const BlockQ8_K* const yb[1] = {y + i};
+    __m256i scaled[4], mins[4];
+    alignas(16) uint16_t d_dmin[8];  // row r's d, dmin
+    for (int r = 0; r < 4; ++r) {
+      const Block& xb = reinterpret_cast<const Block*>(pw + r * w_stride)[i];
+      prefetch_l2_at<sizeof(Block)>(&xb, ahead);
+      KSums s[1];
+      k_nibbles_block_sums<Block, Nibbles, 1>(xb, yb, s);
+      scaled[r] = s[0].scaled;
+      mins[r] = s[0].mins;
+      d_dmin[2 * r] = xb.d;
+      d_dmin[2 * r + 1] = xb.dmin;
+    }
+    const __m256 f = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d_dmin)));
+    const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
+    const __m128 da = _mm_set1_ps(y[i].d);
+    // k_block_step_f: fma(d * da, scaled, acc), then fma(-(dmin * da), mins, acc).
+    const __m128 fd = _mm_mul_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), da);
+    const __m128 fm =
+        _mm_xor_ps(_mm_mul_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)), da), sign);
+    acc = _mm_fmadd_ps(fd, _mm_cvtepi32_ps(hsum_rows4_epi32(scaled)), acc);
+    acc = _mm_fmadd_ps(fm, _mm_cvtepi32_ps(hsum_rows4_epi32(mins)), acc);
+  }
+  _mm_storeu_ps(out, acc);
+}
+
+void dot_q6_k_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const auto* pw = static_cast<const uint8_t*>(w);
+  const size_t ahead = rows4_l2_ahead(w_stride);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const BlockQ8_K* const yb[1] = {y + i};
+    __m256i sums[4];
+    alignas(8) uint16_t d[4];
+    for (int r = 0; r < 4; ++r) {
+      const BlockQ6_K& xb = reinterpret_cast<const BlockQ6_K*>(pw + r * w_stride)[i];
+      prefetch_l2_at<sizeof(BlockQ6_K)>(&xb, ahead);
+      __m256i sum[1];
+      q6_k_block_sums<1>(xb, yb, sum);
+      sums[r] = sum[0];
+      d[r] = xb.d;
+    }
+    // q6_k_block_step_f: fma(d * da, sum, acc).
+    const __m128 fd = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d))),
+                                 _mm_set1_ps(y[i].d));
+    acc = _mm_fmadd_ps(fd, _mm_cvtepi32_ps(hsum_rows4_epi32(sums)), acc);
+  }
+  _mm_storeu_ps(out, acc);
 }
 
 // ---- Q8_0 / Q4_0 x Q8_0 ---------------------------------------------------------------
@@ -647,6 +734,19 @@ VecDotFn avx2_vec_dot_long(gguf::TensorType type) {
                           nullptr,
                           nullptr};
   return kDots.find(type);
+}
+
+VecDotRows4Fn avx2_vec_dot_rows4(gguf::TensorType type) {
+  switch (type) {
+    case gguf::TensorType::kQ4_K:
+      return dot_k_nibbles_rows4<BlockQ4_K, Q4KNibbles>;
+    case gguf::TensorType::kQ5_K:
+      return dot_k_nibbles_rows4<BlockQ5_K, Q5KNibbles>;
+    case gguf::TensorType::kQ6_K:
+      return dot_q6_k_rows4;
+    default:
+      return nullptr;
+  }
 }
 
 VecDotFn avx2_vec_dot(gguf::TensorType type) {

@@ -40,13 +40,14 @@ struct IsaKernels {
   VecDotX4Fn (*vec_dot_x4)(TensorType) = nullptr;
   const PreparedDot* (*prepared)(TensorType) = nullptr;
   VecDotFn (*vec_dot_long)(TensorType) = nullptr;
+  VecDotRows4Fn (*vec_dot_rows4)(TensorType) = nullptr;
 };
 
 constexpr IsaKernels kIsaKernels[] = {
     {Isa::kScalar, nullptr},
 #if defined(__x86_64__)
     {Isa::kAvx2, avx2_vec_dot, avx2_act_quantize, avx2_packed_dot, avx2_vec_dot_x4,
-     avx2_prepared_dot, avx2_vec_dot_long},
+     avx2_prepared_dot, avx2_vec_dot_long, avx2_vec_dot_rows4},
     {Isa::kAvx512, avx512_vec_dot, avx512_act_quantize, avx512_packed_dot, avx512_vec_dot_x4,
      avx512_prepared_dot},  // AVX-512 decodes every block type through PreparedDot::dot_long
 #endif
@@ -86,6 +87,7 @@ Table build_table(Isa isa) {
     if (k.vec_dot_x4 != nullptr) t.vec_dot_x4 = k.vec_dot_x4(t.type);
     if (k.prepared != nullptr) t.prepared = k.prepared(t.type);
     if (k.vec_dot_long != nullptr) t.vec_dot_long = k.vec_dot_long(t.type);
+    if (k.vec_dot_rows4 != nullptr) t.vec_dot_rows4 = k.vec_dot_rows4(t.type);
     // Every type with a rows16 layout: its GGUF-layout kernels take rows16's float steps on
     // every ISA (block_steps.h).
     t.gguf_rows16_bits = t.rows16 != nullptr;

@@ -145,6 +145,11 @@ struct TypeTraits {
   // prefetcher alone left decode well below the read bandwidth, while on short rows the
   // extra prefetches cost more than they gave (docs/kernels.md, "GGUF-layout streaming").
   void (*vec_dot_long)(int64_t n, const void* w_row, const void* act_row, float* out) = nullptr;
+  // Optional: vec_dot of four weight rows (w_stride bytes apart) against one activation row,
+  // out[r] with vec_dot's bits for row r; decode takes rows four at a time with it, at every
+  // row length, as with PreparedDot::dot_rows4 (which types with a PreparedDot use instead).
+  void (*vec_dot_rows4)(int64_t n, const void* w_rows, size_t w_stride, const void* act_row,
+                        float* out) = nullptr;
   const PackedDot* packed = nullptr;      // optional, see PackedDot
   const PreparedDot* prepared = nullptr;  // optional, see PreparedDot
   // Row-interleaved layout (see Rows16): the scalar kernels in the scalar table, this ISA's
