@@ -43,8 +43,32 @@ struct KSums {
   __m256i scaled, mins;
 };
 
-// Super-block xb's KSums against activation blocks *yb[t] of NT tokens (the weight decode
-// shared by the tokens).
+// Super-block xb's KSums against activation blocks yb[t] of NT tokens (the weight decode shared
+// by the tokens), its sub-block scales and mins given as 16-bit words: mins16 holds m[g / 2] in
+// word g (for the 16 bsums), and scales(c, &s_lo, &s_hi) gives the words of chunk c's two
+// scales (every word of s_lo sub-block 2c's, of s_hi sub-block 2c + 1's).
+template <typename Block, typename Nibbles, int NT, typename Scales>
+[[gnu::always_inline]] inline void k_nibbles_sums(const Block& xb, const BlockQ8_K* const (&yb)[NT],
+                                                  __m256i mins16, Scales scales, KSums (&s)[NT]) {
+  for (int t = 0; t < NT; ++t) {
+    s[t].mins = _mm256_madd_epi16(mins16, loadu(yb[t]->bsums));
+    s[t].scaled = _mm256_setzero_si256();
+  }
+  Nibbles nibbles(xb);
+  for (int c = 0; c < 4; ++c) {
+    __m256i lo, hi, s_lo, s_hi;
+    nibbles.chunk(c, &lo, &hi);
+    scales(c, &s_lo, &s_hi);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(yb[t]->qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(yb[t]->qs + 64 * c + 32));
+      s[t].scaled = _mm256_add_epi32(
+          s[t].scaled, _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi)));
+    }
+  }
+}
+
+// k_nibbles_sums with xb's scales and mins unpacked in general registers.
 template <typename Block, typename Nibbles, int NT>
 [[gnu::always_inline]] inline void k_nibbles_block_sums(const Block& xb,
                                                         const BlockQ8_K* const (&yb)[NT],
@@ -53,26 +77,16 @@ template <typename Block, typename Nibbles, int NT>
   unpack_q4k_scales_u64(xb.scales, &sc8, &m8);
   const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
       _mm_cvtsi64_si128(static_cast<int64_t>(m8)), _mm_cvtsi64_si128(static_cast<int64_t>(m8))));
-  for (int t = 0; t < NT; ++t) {
-    s[t].mins = _mm256_madd_epi16(mins16, loadu(yb[t]->bsums));
-    s[t].scaled = _mm256_setzero_si256();
-  }
   // (8) scales as words in both 128-bit lanes.
   const __m256i sc16 =
       _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-  Nibbles nibbles(xb);
-  for (int c = 0; c < 4; ++c) {
-    __m256i lo, hi;
-    nibbles.chunk(c, &lo, &hi);
-    const __m256i s_lo = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c));
-    const __m256i s_hi = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1));
-    for (int t = 0; t < NT; ++t) {
-      const __m256i p0 = _mm256_maddubs_epi16(lo, loadu(yb[t]->qs + 64 * c));
-      const __m256i p1 = _mm256_maddubs_epi16(hi, loadu(yb[t]->qs + 64 * c + 32));
-      s[t].scaled = _mm256_add_epi32(
-          s[t].scaled, _mm256_add_epi32(_mm256_madd_epi16(p0, s_lo), _mm256_madd_epi16(p1, s_hi)));
-    }
-  }
+  k_nibbles_sums<Block, Nibbles, NT>(
+      xb, yb, mins16,
+      [&](int c, __m256i* s_lo, __m256i* s_hi) __attribute__((always_inline)) {
+        *s_lo = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c));
+        *s_hi = _mm256_shuffle_epi8(sc16, word_broadcast_mask(2 * c + 1));
+      },
+      s);
 }
 
 // Per 64-element chunk c, Nibbles(x).chunk(c, &lo, &hi) gives the unsigned quants of
@@ -258,28 +272,77 @@ inline __m128i hsum_rows4_epi32(const __m256i (&v)[4]) {
   return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+// The first 16 bytes of two K-quant super-blocks (d, dmin and the 12 scale bytes), one block
+// per 128-bit lane, with the scale fields unpacked as unpack_q4k_scales does: lane bytes 0-3
+// sc0-3, 4-7 m0-3, 8-11 sc4-7, 12-15 m4-7. In vectors, two rows a time, where the one-row
+// kernel spends about fifteen general-register instructions a block (unpack_q4k_scales_u64),
+// which share their ports with the vector work.
+inline __m256i unpack_k_scales2(__m256i head) {
+  // Dwords of each lane: w0 = d | dmin, w1, w2, w3 = the 12 scale bytes.
+  const __m256i w1w2w3w3 = _mm256_shuffle_epi32(head, 0xF9);
+  const __m256i shifted = _mm256_srlv_epi32(w1w2w3w3, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+  const __m256i low_bits =
+      _mm256_and_si256(shifted, _mm256_setr_epi32(0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f,
+                                                  0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f));
+  // sc4-7 and m4-7 take bits 4-5 from the top two bits of w1 and w2's bytes.
+  const __m256i w1w2w1w2 = _mm256_shuffle_epi32(head, 0x99);
+  const __m256i high_bits = _mm256_and_si256(
+      _mm256_srli_epi32(w1w2w1w2, 2),
+      _mm256_setr_epi32(0, 0, 0x30303030, 0x30303030, 0, 0, 0x30303030, 0x30303030));
+  return _mm256_or_si256(low_bits, high_bits);
+}
+
+// pshufb masks over an unpack_k_scales2 lane: scale j (0..7) zero-extended into every word.
+inline __m256i k_scale_words_mask(int j) {
+  const char b = static_cast<char>(j < 4 ? j : 8 + j - 4), z = static_cast<char>(0x80);
+  return _mm256_setr_epi8(b, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b, z, b,
+                          z, b, z, b, z, b, z);
+}
+
 template <typename Block, typename Nibbles>
 void dot_k_nibbles_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
   const auto* y = static_cast<const BlockQ8_K*>(a);
   const auto* pw = static_cast<const uint8_t*>(w);
   const size_t ahead = rows4_l2_ahead(w_stride);
   const __m128 sign = _mm_set1_ps(-0.0f);
+  // Word g of the mins: m[g / 2] (the low lane takes m0-3, the high one m4-7).
+  const char z = static_cast<char>(0x80);
+  const __m256i mins_mask = _mm256_setr_epi8(4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z, 12, z,
+                                             12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z);
+  // d | dmin of rows 0-3 (dword 0 of each row's lane).
+  const __m256i first_dwords = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
   __m128 acc = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const BlockQ8_K* const yb[1] = {y + i};
-    __m256i scaled[4], mins[4];
-    alignas(16) uint16_t d_dmin[8];  // row r's d, dmin
-    for (int r = 0; r < 4; ++r) {
+    const auto head = [&](int r) {
       const Block& xb = reinterpret_cast<const Block*>(pw + r * w_stride)[i];
       prefetch_l2_at<sizeof(Block)>(&xb, ahead);
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(&xb));
+    };
+    const __m256i h01 = _mm256_inserti128_si256(_mm256_castsi128_si256(head(0)), head(1), 1);
+    const __m256i h23 = _mm256_inserti128_si256(_mm256_castsi128_si256(head(2)), head(3), 1);
+    const __m256i u[2] = {unpack_k_scales2(h01), unpack_k_scales2(h23)};
+    __m256i scaled[4], mins[4];
+    for (int r = 0; r < 4; ++r) {
+      const Block& xb = reinterpret_cast<const Block*>(pw + r * w_stride)[i];
+      // Row r's unpacked scales in both lanes.
+      const __m256i ur = r % 2 == 0 ? _mm256_permute2x128_si256(u[r / 2], u[r / 2], 0x00)
+                                    : _mm256_permute2x128_si256(u[r / 2], u[r / 2], 0x11);
       KSums s[1];
-      k_nibbles_block_sums<Block, Nibbles, 1>(xb, yb, s);
+      k_nibbles_sums<Block, Nibbles, 1>(
+          xb, yb, _mm256_shuffle_epi8(ur, mins_mask),
+          [&](int c, __m256i* s_lo, __m256i* s_hi) __attribute__((always_inline)) {
+            *s_lo = _mm256_shuffle_epi8(ur, k_scale_words_mask(2 * c));
+            *s_hi = _mm256_shuffle_epi8(ur, k_scale_words_mask(2 * c + 1));
+          },
+          s);
       scaled[r] = s[0].scaled;
       mins[r] = s[0].mins;
-      d_dmin[2 * r] = xb.d;
-      d_dmin[2 * r + 1] = xb.dmin;
     }
-    const __m256 f = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d_dmin)));
+    // (8) halves d0, dmin0, d1, dmin1, ... as floats.
+    const __m256 f = _mm256_cvtph_ps(
+        _mm_unpacklo_epi64(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(h01, first_dwords)),
+                           _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(h23, first_dwords))));
     const __m128 lo = _mm256_castps256_ps128(f), hi = _mm256_extractf128_ps(f, 1);
     const __m128 da = _mm_set1_ps(y[i].d);
     // k_block_step_f: fma(d * da, scaled, acc), then fma(-(dmin * da), mins, acc).
