@@ -482,26 +482,17 @@ void dot_q8_0_prepared(int64_t n, const void* w, const void* a, float* out) {
 // Four rows at once (PreparedDot::dot_rows4): each row's group sums as dot_q8_0_prepared's,
 // the four rows' steps side by side (rows4_steps_x86.h).
 void dot_q8_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
-  const auto* pw = static_cast<const uint8_t*>(w);
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const int64_t ng = n / kQK0 / kQ8Group;
-  const size_t ahead = rows4_l2_ahead(w_stride);
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
-    const __m256 a_scales = _mm256_loadu_ps(reinterpret_cast<const float*>(pg));
-    __m256 sc[4], fi[4];
-    for (int r = 0; r < 4; ++r) {
-      q8_0_group8_sums(pw + r * w_stride + static_cast<size_t>(g) * kQ8Group * sizeof(BlockQ8_0),
-                       pg + 32, kQK0, a_scales, ahead, &sc[r], &fi[r]);
-    }
-    acc = fma_steps_rows4<kQ8Group>(acc, sc, fi);
-  }
-  alignas(16) float accs[4];
-  _mm_store_ps(accs, acc);
-  for (int r = 0; r < 4; ++r) {
-    Q8PreparedRows::finish<1>(n, pw + r * w_stride, pa, 0, &accs[r], &out[r]);
-  }
+  Q8PreparedRows::dot_rows4(
+      n, w, w_stride, a, out,
+      [](__m128 acc, auto wg, const uint8_t* ag, size_t ahead) __attribute__((always_inline)) {
+        const __m256 a_scales = _mm256_loadu_ps(reinterpret_cast<const float*>(ag));
+        __m256 sc[4], fi[4];
+        for (int r = 0; r < 4; ++r) {
+          q8_0_group8_sums(wg(r), ag + 32, kQK0, a_scales, ahead, &sc[r], &fi[r]);
+        }
+        return fma_steps_rows4<kQ8Group>(acc, sc, fi);
+      },
+      q8_rows4_tail);
 }
 
 constexpr PreparedDot kQ8PreparedDot{Q8PreparedRows::a_bytes,
@@ -722,32 +713,25 @@ void dot_q4_0_prepared(int64_t n, const void* w, const void* a, float* out) {
 // four rows' scales and sums transposed (rows4_steps_x86.h) so that one fma takes block b of
 // the four rows and one add a quad (Q4_0's quad steps, block_steps.h; lane r: row r's).
 void dot_q4_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
-  const auto* pw = static_cast<const uint8_t*>(w);
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  const size_t ahead = rows4_l2_ahead(w_stride);
-  const auto row = [&](int r) { return reinterpret_cast<const BlockQ4_0*>(pw + r * w_stride); };
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* ag = pa + static_cast<size_t>(g) * kQ4PreparedA;
-    __m256 sc[4], fi[4];
-    for (int r = 0; r < 4; ++r)
-      q4_0_prepared_group8(row(r) + g * kQ8Group, ag, ahead, &sc[r], &fi[r]);
-    __m128 ts[8], tf[8];
-    transpose_rows4x8(sc, ts);
-    transpose_rows4x8(fi, tf);
-    for (int quad = 0; quad < 2; ++quad) {
-      __m128 q = _mm_fmadd_ps(ts[4 * quad], tf[4 * quad], _mm_setzero_ps());
-      for (int k = 1; k < 4; ++k) q = _mm_fmadd_ps(ts[4 * quad + k], tf[4 * quad + k], q);
-      acc = _mm_add_ps(acc, q);
-    }
-  }
-  alignas(16) float accs[4];
-  _mm_store_ps(accs, acc);
-  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
-  for (int r = 0; r < 4; ++r) {
-    out[r] = q4_tail(accs[r], row(r) + ng * kQ8Group, yt, nb - ng * kQ8Group);
-  }
+  Q4PreparedRows::dot_rows4(
+      n, w, w_stride, a, out,
+      [](__m128 acc, auto wg, const uint8_t* ag, size_t ahead) __attribute__((always_inline)) {
+        __m256 sc[4], fi[4];
+        for (int r = 0; r < 4; ++r) {
+          q4_0_prepared_group8(reinterpret_cast<const BlockQ4_0*>(wg(r)), ag, ahead, &sc[r],
+                               &fi[r]);
+        }
+        __m128 ts[8], tf[8];
+        transpose_rows4x8(sc, ts);
+        transpose_rows4x8(fi, tf);
+        for (int quad = 0; quad < 2; ++quad) {
+          __m128 q = _mm_fmadd_ps(ts[4 * quad], tf[4 * quad], _mm_setzero_ps());
+          for (int k = 1; k < 4; ++k) q = _mm_fmadd_ps(ts[4 * quad + k], tf[4 * quad + k], q);
+          acc = _mm_add_ps(acc, q);
+        }
+        return acc;
+      },
+      q4_rows4_tail);
 }
 
 constexpr PreparedDot kQ4PreparedDot{q4_prepared_bytes,

@@ -471,29 +471,20 @@ void dot_q8_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const vo
     for (int lane = 0; lane < kQ8Group; ++lane) l[kQ8LaneBlock[lane]] = lane;
     return l;
   }();
-  const auto* pw = static_cast<const uint8_t*>(w);
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const int64_t ng = n / kQK0 / kQ8Group;
-  const size_t ahead = rows4_l2_ahead(w_stride);
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ8PreparedA;
-    __m512 sc[4], fi[4];
-    for (int r = 0; r < 4; ++r) {
-      q8_0_prepared_group(pw + r * w_stride + static_cast<size_t>(g) * kQ8Group * sizeof(BlockQ8_0),
-                          pg, ahead, &sc[r], &fi[r]);
-    }
-    __m128 ts[16], tf[16];
-    transpose_rows4(sc, ts);
-    transpose_rows4(fi, tf);
-    for (int b = 0; b < kQ8Group; ++b) {
-      acc = _mm_fmadd_ps(ts[lane_of_block[b]], tf[lane_of_block[b]], acc);
-    }
-  }
-  alignas(16) float accs[4];
-  _mm_store_ps(accs, acc);
-  for (int r = 0; r < 4; ++r)
-    Q8PreparedRows::finish<1>(n, pw + r * w_stride, pa, 0, &accs[r], &out[r]);
+  Q8PreparedRows::dot_rows4(
+      n, w, w_stride, a, out,
+      [&](__m128 acc, auto wg, const uint8_t* ag, size_t ahead) __attribute__((always_inline)) {
+        __m512 sc[4], fi[4];
+        for (int r = 0; r < 4; ++r) q8_0_prepared_group(wg(r), ag, ahead, &sc[r], &fi[r]);
+        __m128 ts[16], tf[16];
+        transpose_rows4(sc, ts);
+        transpose_rows4(fi, tf);
+        for (int b = 0; b < kQ8Group; ++b) {
+          acc = _mm_fmadd_ps(ts[lane_of_block[b]], tf[lane_of_block[b]], acc);
+        }
+        return acc;
+      },
+      q8_rows4_tail);
 }
 
 constexpr PreparedDot kQ8PreparedDot{q8_prepared_bytes,      q8_prepare, dot_q8_0_prepared,
@@ -797,29 +788,21 @@ void dot_q4_0_prepared_long(int64_t n, const void* w, const void* a, float* out)
 // Four rows at once (PreparedDot::dot_rows4): each row's quad sums as dot_q4_0_prepared's,
 // transposed so that one add takes quad i of the four rows (lane r: row r's add).
 void dot_q4_0_prepared_rows4(int64_t n, const void* w, size_t w_stride, const void* a, float* out) {
-  const auto* pw = static_cast<const uint8_t*>(w);
-  const auto* pa = static_cast<const uint8_t*>(a);
-  const int64_t nb = n / kQK0, ng = nb / kQ8Group;
-  const size_t ahead = rows4_l2_ahead(w_stride);
-  const auto row = [&](int r) { return reinterpret_cast<const BlockQ4_0*>(pw + r * w_stride); };
-  __m128 acc = _mm_setzero_ps();
-  for (int64_t g = 0; g < ng; ++g) {
-    const uint8_t* pg = pa + static_cast<size_t>(g) * kQ4PreparedA;
-    __m128 q[4];
-    for (int r = 0; r < 4; ++r) {
-      __m512 sc, fi;
-      q4_0_prepared_group(row(r) + g * kQ8Group, pg, ahead, &sc, &fi);
-      q[r] = q4_0_quads16<kQ4QuadLaneBlock>(sc, fi);
-    }
-    _MM_TRANSPOSE4_PS(q[0], q[1], q[2], q[3]);  // q[l], lane r: row r's lane l
-    for (int i = 0; i < 4; ++i) acc = _mm_add_ps(acc, q[q4_quad_lane<kQ4QuadLaneBlock>(i)]);
-  }
-  alignas(16) float accs[4];
-  _mm_store_ps(accs, acc);
-  const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + static_cast<size_t>(ng) * kQ4PreparedA);
-  for (int r = 0; r < 4; ++r) {
-    out[r] = q4_tail(accs[r], row(r) + ng * kQ8Group, yt, nb - ng * kQ8Group);
-  }
+  using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
+  Q4PreparedRows::dot_rows4(
+      n, w, w_stride, a, out,
+      [](__m128 acc, auto wg, const uint8_t* ag, size_t ahead) __attribute__((always_inline)) {
+        __m128 q[4];
+        for (int r = 0; r < 4; ++r) {
+          __m512 sc, fi;
+          q4_0_prepared_group(reinterpret_cast<const BlockQ4_0*>(wg(r)), ag, ahead, &sc, &fi);
+          q[r] = q4_0_quads16<kQ4QuadLaneBlock>(sc, fi);
+        }
+        _MM_TRANSPOSE4_PS(q[0], q[1], q[2], q[3]);  // q[l], lane r: row r's lane l
+        for (int i = 0; i < 4; ++i) acc = _mm_add_ps(acc, q[q4_quad_lane<kQ4QuadLaneBlock>(i)]);
+        return acc;
+      },
+      q4_rows4_tail);
 }
 
 // Four prepared activation rows (a_stride bytes apart) at once, for GGUF-layout prefill: each

@@ -26,24 +26,20 @@ inline size_t rows4_l2_ahead(size_t w_stride) {
   return ahead / 64 * 64;
 }
 
-// Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted kAhead bytes on, one per
-// 64-byte line; nothing when kAhead is 0. Decode kernels call it once per block (or group)
+// Software prefetch into L2 of the weight bytes [p, p + Bytes) shifted `ahead` bytes on, one
+// per 64-byte line; nothing when ahead is 0. Decode kernels call it once per block (or group)
 // they read, so the prefetches run evenly beside the loads (a burst per row streamed slower).
 // Why matvec wants it for long rows: TypeTraits::vec_dot_long.
-template <size_t kAhead, size_t Bytes>
-[[gnu::always_inline]] inline void prefetch_l2_ahead(const void* p) {
-  if constexpr (kAhead > 0) {
-    const char* q = static_cast<const char*>(p) + kAhead;
-    for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
-  }
-}
-
-// prefetch_l2_ahead with the distance known at run time (0: nothing).
 template <size_t Bytes>
 [[gnu::always_inline]] inline void prefetch_l2_at(const void* p, size_t ahead) {
   if (ahead == 0) return;
   const char* q = static_cast<const char*>(p) + ahead;
   for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
+}
+// The same with the distance fixed at compile time (the one-row kernels' kLongRowL2Ahead).
+template <size_t kAhead, size_t Bytes>
+[[gnu::always_inline]] inline void prefetch_l2_ahead(const void* p) {
+  prefetch_l2_at<Bytes>(p, kAhead);
 }
 
 }  // namespace

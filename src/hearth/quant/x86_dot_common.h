@@ -175,6 +175,17 @@ inline float q4_tail(float acc, const BlockQ4_0* x, const BlockQ8_0* y, int64_t 
       });
 }
 
+// The tails of Q8Packed::dot_rows4 for Q8_0 and Q4_0 weight rows: acc after the n blocks at
+// w (as stored) against the activation blocks at a.
+inline float q8_rows4_tail(float acc, const uint8_t* w, const uint8_t* a, int64_t n) {
+  return q8_tail(acc, reinterpret_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0*>(a),
+                 0, n);
+}
+inline float q4_rows4_tail(float acc, const uint8_t* w, const uint8_t* a, int64_t n) {
+  return q4_tail(acc, reinterpret_cast<const BlockQ4_0*>(w), reinterpret_cast<const BlockQ8_0*>(a),
+                 n);
+}
+
 // Q8_0 rows packed for the prefill kernels: each whole group of `Group` blocks takes
 // WGroupBytes in a weight row and AGroupBytes in an activation row; the blocks after the last
 // whole group follow unchanged. Rows as stored are the case of groups kept as their blocks
@@ -212,6 +223,33 @@ struct Q8Packed {
       const auto* yt = reinterpret_cast<const BlockQ8_0*>(pa + t * a_stride +
                                                           static_cast<size_t>(ng) * AGroupBytes);
       out[t] = q8_tail(acc[t], xt, yt, 0, nb - ng * Group);
+    }
+  }
+
+  // A four-row kernel (PreparedDot::dot_rows4) over the weight rows w + r * w_stride against
+  // activation row a: per whole group, step(acc, wg, ag, ahead) takes acc (lane r: row r)
+  // through the four rows' group, wg(r) being row r's group, ag the activation's and ahead
+  // the weights' prefetch distance (rows4_l2_ahead); then out[r] = tail(lane r, row r's blocks
+  // after the whole groups, the activation's, their count).
+  template <typename Step, typename Tail>
+  [[gnu::always_inline]] static void dot_rows4(int64_t n, const void* w, size_t w_stride,
+                                               const void* a, float* out, Step step, Tail tail) {
+    const auto* pw = static_cast<const uint8_t*>(w);
+    const auto* pa = static_cast<const uint8_t*>(a);
+    const int64_t nb = n / kQK0, ng = nb / Group;
+    const size_t ahead = rows4_l2_ahead(w_stride);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t g = 0; g < ng; ++g) {
+      const uint8_t* wg0 = pw + static_cast<size_t>(g) * WGroupBytes;
+      acc = step(
+          acc, [&](int r) { return wg0 + r * w_stride; }, pa + static_cast<size_t>(g) * AGroupBytes,
+          ahead);
+    }
+    alignas(16) float lanes[4];
+    _mm_store_ps(lanes, acc);
+    for (int r = 0; r < 4; ++r) {
+      out[r] = tail(lanes[r], pw + r * w_stride + static_cast<size_t>(ng) * WGroupBytes,
+                    pa + static_cast<size_t>(ng) * AGroupBytes, nb - ng * Group);
     }
   }
 
