@@ -18,9 +18,8 @@ constexpr size_t kLongRowL2Ahead = 6144;
 // How far ahead the four-row decode kernels (PreparedDot::dot_rows4) prefetch, at every row
 // length, for rows w_stride bytes apart: at least one call's rows (four strides) and at least
 // four times the one-row distance. On the hardware prefetcher alone their four interleaved
-// streams read far more slowly than one row at a time; side by side, 4096-column rows did best
-// near 24 KiB ahead and Q8_0's 14336-column ones near four strides (docs/kernels.md, "Four rows
-// a call").
+// streams read far more slowly than one row at a time; short rows wanted a few times the
+// one-row distance, Q8_0's long rows the four strides (docs/kernels.md, "Four rows a call").
 inline size_t rows4_l2_ahead(size_t w_stride) {
   const size_t ahead = 4 * w_stride > 4 * kLongRowL2Ahead ? 4 * w_stride : 4 * kLongRowL2Ahead;
   return ahead / 64 * 64;
