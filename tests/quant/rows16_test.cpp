@@ -451,7 +451,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
                          });
 
 #if defined(__x86_64__)
-// The dot_pair kernels on AMX tiles (Q8_0, Q4_K, Q5_K, Q6_K) against the scalar kernel, group by
+// The dot_pair kernels on AMX tiles (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) against the scalar kernel, group by
 // group: whole tiles of 16 tokens (K-quants: up to six a batch, then a second batch) and a
 // rest on the AVX-512 pair kernel, each group's outputs and nothing beside them. With the bool
 // false it runs the tile loop on a software model of the tile instructions (the arrangement of
@@ -463,6 +463,8 @@ Rows16PairKernel* amx_pair_kernel(T type, bool real) {
   switch (type) {
     case T::kQ8_0:
       return real ? rows16_q8_0_dot_pair_amx : rows16_q8_0_dot_pair_amx_model;
+    case T::kQ4_0:
+      return real ? rows16_q4_0_dot_pair_amx : rows16_q4_0_dot_pair_amx_model;
     case T::kQ4_K:
       return real ? rows16_q4_k_dot_pair_amx : rows16_q4_k_dot_pair_amx_model;
     case T::kQ5_K:
@@ -499,8 +501,8 @@ TEST_P(Rows16Amx, PairGivesEachGroupTheScalarBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TileModelAndTiles, Rows16Amx,
-                         ::testing::Combine(::testing::Values(T::kQ8_0, T::kQ4_K, T::kQ5_K,
-                                                              T::kQ6_K),
+                         ::testing::Combine(::testing::Values(T::kQ8_0, T::kQ4_0, T::kQ4_K,
+                                                              T::kQ5_K, T::kQ6_K),
                                             ::testing::Values(false, true)),
                          [](const auto& info) {
                            return std::string(gguf::tensor_type_name(std::get<0>(info.param))) +

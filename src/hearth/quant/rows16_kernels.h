@@ -140,6 +140,9 @@ extern Rows16RepackKernel* const rows16_q6_k_repack_avx512;
 // loop on a software model of the tile instructions (tests; needs AVX-512 only).
 extern Rows16PairKernel* const rows16_q8_0_dot_pair_amx;
 extern Rows16PairKernel* const rows16_q8_0_dot_pair_amx_model;
+// Q4_0's, likewise (rows16_q8_0_amx.cpp).
+extern Rows16PairKernel* const rows16_q4_0_dot_pair_amx;
+extern Rows16PairKernel* const rows16_q4_0_dot_pair_amx_model;
 // Q4_K's, Q5_K's and Q6_K's, likewise (rows16_k_quants_amx.cpp).
 extern Rows16PairKernel* const rows16_q4_k_dot_pair_amx;
 extern Rows16PairKernel* const rows16_q4_k_dot_pair_amx_model;

@@ -1,17 +1,22 @@
-// Q8_0 row-interleaved matmul on AMX tiles (Intel AMX-INT8), for Rows16::dot_pair: 16 tokens
-// against two groups per tile step. A rows16 Q8_0 block column is already the B operand of
-// tdpbsud as the tile unit wants it (each 64-byte line holds 4 consecutive quants of each of
-// 16 rows: rows16_kernels.h), and a token's prepared activation block holds its 32 quants in
-// a row, so one block column of 16 tokens is a tile of 16 rows of 32 bytes at the activation
-// stride. tdpbsud multiplies the signed activations by the offset (unsigned) weights, the
-// integer sum vpdpbusd gives; the tile is stored and scaled per token and row with block's
-// AVX-512 float steps, so every (row, token) keeps dot's bits. The per-block scales are what
-// limit it: each 32-element block needs its sums stored and scaled, so a step is 2 x 8192
-// multiply-adds against 32 AVX-512 rows of scaling.
+// Q8_0 and Q4_0 row-interleaved matmul on AMX tiles (Intel AMX-INT8), for Rows16::dot_pair: 16
+// tokens against two groups per tile step. A token's prepared activation block holds its 32
+// quants in a row, so one block column of 16 tokens is a tile of 16 rows of 32 bytes at the
+// activation stride; the weights' B tile is 8 lines of 64 bytes, each holding 4 consecutive
+// quants of each of the group's 16 rows, as a rows16 Q8_0 block column already is.
 //
-// The tile instructions sit behind a policy so that the same loop also runs on a software
-// model of them (AmxModel): tests check the arrangement on every AVX-512 machine, and the real
-// tiles where the CPU has them (amx_usable()).
+// Once per call the pair's block columns are copied into B lines of signed weights (Q8_0:
+// the layout's q + 128 flipped back to q; Q4_0: each nibble minus 8, low nibbles then high),
+// so that tdpbssd's sums are the exact integer sums with the activation's offset correction
+// already in them (x86 vpdpbusd needs unsigned weights and the correction; the tiles do not).
+// That leaves the vectors one convert, one multiply and one fma per token, group and block:
+// the tile is stored and scaled with the AVX-512 pair kernel's float steps (Q4_0 in its
+// quads), so every (row, token) keeps dot's bits. The per-block scales are what limit it: each
+// 32-element block needs its sums stored and scaled, so a step is 2 x 8192 multiply-adds
+// against 32 AVX-512 rows of scaling.
+//
+#include <algorithm>
+#include <vector>
+
 #include "hearth/quant/amx_tile_config.h"
 #include "hearth/quant/rows16_kernels.h"
 #include "hearth/quant/rows16_x86.h"
@@ -48,7 +53,7 @@ struct AmxTiles {
   }
   static void end() { _tile_release(); }
   // c0 / c1 (16 tokens x 16 rows of int32) = the block column's products: activation quants
-  // a (16 rows of 32 bytes, a_stride apart) by the weight lines b0 / b1.
+  // a (16 rows of 32 bytes, a_stride apart) by the signed weight lines b0 / b1.
   static void block(const uint8_t* a, size_t a_stride, const uint8_t* b0, const uint8_t* b1,
                     int32_t* c0, int32_t* c1) {
     static_assert(kTileA == 0 && kTileB0 == 1 && kTileB1 == 2 && kTileC0 == 3 && kTileC1 == 4);
@@ -57,8 +62,8 @@ struct AmxTiles {
     _tile_loadd(0, a, static_cast<long>(a_stride));
     _tile_loadd(1, b0, 64);
     _tile_loadd(2, b1, 64);
-    _tile_dpbsud(3, 0, 1);
-    _tile_dpbsud(4, 0, 2);
+    _tile_dpbssd(3, 0, 1);
+    _tile_dpbssd(4, 0, 2);
     _tile_stored(3, c0, 64);
     _tile_stored(4, c1, 64);
   }
@@ -76,8 +81,8 @@ struct AmxModel {
         int32_t s0 = 0, s1 = 0;
         for (int k = 0; k < kQK0; ++k) {
           const size_t at_b = static_cast<size_t>(64 * (k / 4) + 4 * r + k % 4);
-          s0 += at[k] * b0[at_b];
-          s1 += at[k] * b1[at_b];
+          s0 += at[k] * static_cast<int8_t>(b0[at_b]);
+          s1 += at[k] * static_cast<int8_t>(b1[at_b]);
         }
         c0[kRows16 * t + r] = s0;
         c1[kRows16 * t + r] = s1;
@@ -86,15 +91,66 @@ struct AmxModel {
   }
 };
 
-// 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart). The tile's sums
-// end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale), so the bits are the same.
-// Meanwhile `ahead` is fetched into L2 (Rows16FetchAhead).
-template <typename Tiles>
-void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, size_t act_stride,
-                         float* out, size_t out_stride, Rows16Ahead ahead) {
+// A call's B lines: block column b of group k at (2b + k) * 512 bytes in a buffer of the
+// calling thread, which grows to the longest rows seen (1 KiB a block column). Q8_0: the
+// layout's lines with q + 128 flipped back to q; Q4_0: low nibbles (elements 0-15) then high
+// (16-31), minus 8 (kQuads: Q4_0's quad steps).
+struct Q8_0Lines {
   using L = Rows16Q8_0;
+  static constexpr bool kQuads = false;
+  static constexpr Rows16PairKernel* const* kRest = &rows16_q8_0_dot_pair_avx512;
+  static void column(const uint8_t* src, uint8_t* dst) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int s = 0; s < 8; ++s) {
+      _mm512_storeu_si512(dst + 64 * s, _mm512_xor_si512(_mm512_loadu_si512(src + 64 * s), flip));
+    }
+  }
+};
+
+struct Q4_0Lines {
+  using L = Rows16Q4_0;
+  static constexpr bool kQuads = true;
+  static constexpr Rows16PairKernel* const* kRest = &rows16_q4_0_dot_pair_avx512;
+  static void column(const uint8_t* src, uint8_t* dst) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    for (int s = 0; s < 4; ++s) {
+      const __m512i v = _mm512_loadu_si512(src + 64 * s);
+      _mm512_storeu_si512(dst + 64 * s, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
+      _mm512_storeu_si512(dst + 256 + 64 * s,
+                          _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
+    }
+  }
+};
+
+constexpr size_t kColumnBytes = 8 * 64;
+
+// The pair's B lines (W::column for every block column of both groups) in the thread's buffer.
+template <typename W>
+const uint8_t* signed_lines(const uint8_t* g0, int64_t cols) {
+  using L = typename W::L;
+  thread_local std::vector<uint8_t> buffer;
+  const int64_t n_blocks = cols / L::kBlockCols;
+  buffer.resize(std::max(buffer.size(), static_cast<size_t>(n_blocks) * 2 * kColumnBytes));
+  const uint8_t* g[2] = {g0, g0 + rows16_group_bytes<L>(cols)};
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    for (int k = 0; k < 2; ++k) {
+      W::column(g[k] + b * L::kBlockBytes + 32,
+                buffer.data() + static_cast<size_t>(2 * b + k) * kColumnBytes);
+    }
+  }
+  return buffer.data();
+}
+
+// 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart; lines: the pair's
+// signed B lines). The tile's sums end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale,
+// the correction already in them; Q4_0 into its quads), so the bits are the same. Meanwhile
+// `ahead` is fetched into L2 (Rows16FetchAhead).
+template <typename Tiles, typename W>
+void pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* lines, const uint8_t* acts,
+                    size_t act_stride, float* out, size_t out_stride, Rows16Ahead ahead) {
+  using L = typename W::L;
   const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
-  Rows16Acc<kTileTokens> acc0{}, acc1{};
+  Rows16Acc<kTileTokens> acc0{}, acc1{}, q0{}, q1{};
   alignas(64) int32_t sums[2][kTileTokens * kRows16];
   const int64_t n_blocks = cols / L::kBlockCols;
   Rows16FetchAhead fetch(ahead, n_blocks);
@@ -106,13 +162,20 @@ void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, s
       ab[t] =
           acts + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
     }
-    Tiles::block(ab[0] + 8, act_stride, g0 + at + 32, g1 + at + 32, sums[0], sums[1]);
+    const uint8_t* column = lines + static_cast<size_t>(2 * b) * kColumnBytes;
+    Tiles::block(ab[0] + 8, act_stride, column, column + kColumnBytes, sums[0], sums[1]);
     __m512i s0[kTileTokens], s1[kTileTokens];
     for (int t = 0; t < kTileTokens; ++t) {
       s0[t] = _mm512_load_si512(sums[0] + kRows16 * t);
       s1[t] = _mm512_load_si512(sums[1] + kRows16 * t);
     }
-    rows16_q8_0_pair_scale<kTileTokens>(g0 + at, g1 + at, ab, s0, s1, acc0, acc1);
+    if constexpr (W::kQuads) {
+      rows16_q8_0_pair_scale<kTileTokens, true>(g0 + at, g1 + at, ab, s0, s1, q0, q1);
+      rows16_end_quad<kTileTokens>(b, n_blocks, q0, acc0);
+      rows16_end_quad<kTileTokens>(b, n_blocks, q1, acc1);
+    } else {
+      rows16_q8_0_pair_scale<kTileTokens, true>(g0 + at, g1 + at, ab, s0, s1, acc0, acc1);
+    }
   }
   for (int t = 0; t < kTileTokens; ++t) {
     Rows16Lanes::store(out + static_cast<size_t>(t) * out_stride, acc0[t]);
@@ -122,10 +185,10 @@ void q8_0_pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* acts, s
 
 // Rows16::dot_pair: whole tiles of 16 tokens, the rest on the AVX-512 pair kernel (same bits).
 // The lines of next_bytes at next are dealt out over the tiles and that rest.
-template <typename Tiles>
-void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, size_t act_stride,
-                         int n_tokens, float* out, size_t out_stride, const void* next,
-                         size_t next_bytes) {
+template <typename Tiles, typename W>
+void dot_pair_tiles(int64_t cols, const void* groups, const void* acts, size_t act_stride,
+                    int n_tokens, float* out, size_t out_stride, const void* next,
+                    size_t next_bytes) {
   const auto* g = static_cast<const uint8_t*>(groups);
   const auto* a = static_cast<const uint8_t*>(acts);
   const Rows16Ahead ahead = Rows16Ahead::of(next, next_bytes);
@@ -133,25 +196,28 @@ void q8_0_dot_pair_tiles(int64_t cols, const void* groups, const void* acts, siz
   const int steps = tiles + (n_tokens % kTileTokens != 0 ? 1 : 0);
   int t = 0;
   if (tiles > 0) {
+    const uint8_t* lines = signed_lines<W>(g, cols);
     Tiles::begin();
     for (int i = 0; i < tiles; ++i, t += kTileTokens) {
-      q8_0_pair_16_tokens<Tiles>(cols, g, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                 out + static_cast<size_t>(t) * out_stride, out_stride,
-                                 ahead.part(i, steps));
+      pair_16_tokens<Tiles, W>(cols, g, lines, a + static_cast<size_t>(t) * act_stride,
+                               act_stride, out + static_cast<size_t>(t) * out_stride, out_stride,
+                               ahead.part(i, steps));
     }
     Tiles::end();
   }
   if (t < n_tokens) {
     const Rows16Ahead rest = ahead.part(tiles, steps);
-    rows16_q8_0_dot_pair_avx512(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride,
-                                n_tokens - t, out + static_cast<size_t>(t) * out_stride, out_stride,
-                                rest.at, static_cast<size_t>(rest.lines) * 64);
+    (*W::kRest)(cols, groups, a + static_cast<size_t>(t) * act_stride, act_stride, n_tokens - t,
+                out + static_cast<size_t>(t) * out_stride, out_stride, rest.at,
+                static_cast<size_t>(rest.lines) * 64);
   }
 }
 
 }  // namespace
 
-Rows16PairKernel* const rows16_q8_0_dot_pair_amx = q8_0_dot_pair_tiles<AmxTiles>;
-Rows16PairKernel* const rows16_q8_0_dot_pair_amx_model = q8_0_dot_pair_tiles<AmxModel>;
+Rows16PairKernel* const rows16_q8_0_dot_pair_amx = dot_pair_tiles<AmxTiles, Q8_0Lines>;
+Rows16PairKernel* const rows16_q8_0_dot_pair_amx_model = dot_pair_tiles<AmxModel, Q8_0Lines>;
+Rows16PairKernel* const rows16_q4_0_dot_pair_amx = dot_pair_tiles<AmxTiles, Q4_0Lines>;
+Rows16PairKernel* const rows16_q4_0_dot_pair_amx_model = dot_pair_tiles<AmxModel, Q4_0Lines>;
 
 }  // namespace hearth::quant
