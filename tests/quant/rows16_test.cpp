@@ -451,12 +451,12 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, Rows16Isa,
                          });
 
 #if defined(__x86_64__)
-// The dot_pair kernels on AMX tiles (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) against the scalar kernel, group by
-// group: whole tiles of 16 tokens (K-quants: up to six a batch, then a second batch) and a
-// rest on the AVX-512 pair kernel, each group's outputs and nothing beside them. With the bool
-// false it runs the tile loop on a software model of the tile instructions (the arrangement of
-// activations, weights and sums), which any AVX-512 CPU can; with true, on the real tiles,
-// which only an AMX-INT8 CPU can: elsewhere that case is reported as skipped, not passed.
+// The dot_pair kernels on AMX tiles (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) against the scalar kernel, group
+// by group: whole tiles of 16 tokens (K-quants: up to six a batch, then a second batch) and a rest
+// on the AVX-512 pair kernel, each group's outputs and nothing beside them. With the bool false it
+// runs the tile loop on a software model of the tile instructions (the arrangement of activations,
+// weights and sums), which any AVX-512 CPU can; with true, on the real tiles, which only an
+// AMX-INT8 CPU can: elsewhere that case is reported as skipped, not passed.
 class Rows16Amx : public ::testing::TestWithParam<std::tuple<T, bool>> {};
 
 Rows16PairKernel* amx_pair_kernel(T type, bool real) {

@@ -199,8 +199,8 @@ void dot_pair_tiles(int64_t cols, const void* groups, const void* acts, size_t a
     const uint8_t* lines = signed_lines<W>(g, cols);
     Tiles::begin();
     for (int i = 0; i < tiles; ++i, t += kTileTokens) {
-      pair_16_tokens<Tiles, W>(cols, g, lines, a + static_cast<size_t>(t) * act_stride,
-                               act_stride, out + static_cast<size_t>(t) * out_stride, out_stride,
+      pair_16_tokens<Tiles, W>(cols, g, lines, a + static_cast<size_t>(t) * act_stride, act_stride,
+                               out + static_cast<size_t>(t) * out_stride, out_stride,
                                ahead.part(i, steps));
     }
     Tiles::end();
