@@ -79,7 +79,7 @@ struct Q4_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], hi1, a_hi);
       }
     }
-    rows16_q8_0_pair_scale<NT, true>(g0, g1, ab, s0, s1, q0, q1);
+    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, q0, q1);
   }
 };
 

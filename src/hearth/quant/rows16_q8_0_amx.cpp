@@ -170,11 +170,11 @@ void pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* lines, const
       s1[t] = _mm512_load_si512(sums[1] + kRows16 * t);
     }
     if constexpr (W::kQuads) {
-      rows16_q8_0_pair_scale<kTileTokens, true>(g0 + at, g1 + at, ab, s0, s1, q0, q1);
+      rows16_q8_0_pair_scale<kTileTokens>(g0 + at, g1 + at, ab, s0, s1, q0, q1);
       rows16_end_quad<kTileTokens>(b, n_blocks, q0, acc0);
       rows16_end_quad<kTileTokens>(b, n_blocks, q1, acc1);
     } else {
-      rows16_q8_0_pair_scale<kTileTokens, true>(g0 + at, g1 + at, ab, s0, s1, acc0, acc1);
+      rows16_q8_0_pair_scale<kTileTokens>(g0 + at, g1 + at, ab, s0, s1, acc0, acc1);
     }
   }
   for (int t = 0; t < kTileTokens; ++t) {

@@ -62,7 +62,7 @@ struct Q8_0Avx512 {
         s1[t] = _mm512_dpbusd_epi32(s1[t], w1, a);
       }
     }
-    rows16_q8_0_pair_scale<NT, true>(g0, g1, ab, s0, s1, acc0, acc1);
+    rows16_q8_0_pair_scale<NT>(g0, g1, ab, s0, s1, acc0, acc1);
   }
 };
 

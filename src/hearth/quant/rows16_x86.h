@@ -378,12 +378,12 @@ inline void rows16_transpose8(const __m256i (&v)[8], __m256i (&out)[8]) {
 }
 
 // The end of block_pair for the layouts whose activation blocks rows16_prepare_q8_0 makes
-// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's integer sums
-// s0 / s1 plus the correction, scaled into acc0 / acc1 as block does (for Q4_0 these are the
-// quads' sums). With kSumsHoldCorr the chains started from the correction (rows16_q8_0_corr),
-// which saves an add per group and token where the vector ports are the bound (Intel's two
-// 512-bit ports); the AMX tiles' sums still need it added.
-template <int NT, bool kSumsHoldCorr = false>
+// (Q8_0, Q4_0: the token's scale, then its offset correction): each group's exact integer
+// sums s0 / s1, the correction already in them, scaled into acc0 / acc1 as block does (for
+// Q4_0 these are the quads' sums). The VNNI pair kernels start their chains from the
+// correction (rows16_q8_0_corr), which saves an add per group and token where the vector
+// ports are the bound (Intel's two 512-bit ports); the AMX tiles' signed weights put it in.
+template <int NT>
 [[gnu::always_inline]] inline void rows16_q8_0_pair_scale(
     const uint8_t* g0, const uint8_t* g1, Rows16Acts<NT> ab, const __m512i (&s0)[NT],
     const __m512i (&s1)[NT], Rows16Acc<NT>& acc0, Rows16Acc<NT>& acc1) {
@@ -391,14 +391,8 @@ template <int NT, bool kSumsHoldCorr = false>
   const __m512 dw1 = Rows16Lanes::f16(g1, 0);
   for (int t = 0; t < NT; ++t) {
     const float da = rows16_load_f32(ab[t]);
-    if constexpr (kSumsHoldCorr) {
-      acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, s0[t], acc0[t][0]);
-      acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, s1[t], acc1[t][0]);
-    } else {
-      const __m512i corr = rows16_q8_0_corr(ab[t]);
-      acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, _mm512_add_epi32(s0[t], corr), acc0[t][0]);
-      acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, _mm512_add_epi32(s1[t], corr), acc1[t][0]);
-    }
+    acc0[t][0] = Rows16Lanes::fma_scaled(dw0, da, s0[t], acc0[t][0]);
+    acc1[t][0] = Rows16Lanes::fma_scaled(dw1, da, s1[t], acc1[t][0]);
   }
 }
 
