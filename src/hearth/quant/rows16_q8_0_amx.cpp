@@ -25,10 +25,12 @@ namespace hearth::quant {
 namespace {
 
 constexpr int kTileTokens = 16;
-// Tile registers: A (activations), B0 / B1 (the two groups' weights), C0 / C1 (sums). The
-// tile intrinsics take the register as a literal (GCC pastes it into the instruction), so
-// AmxTiles writes these numbers out.
-constexpr int kTileA = 0, kTileB0 = 1, kTileB1 = 2, kTileC0 = 3, kTileC1 = 4;
+// Tile registers: A (activations), B0 / B1 (the two groups' weights), and two sets of sums,
+// C0 / C1 and C2 / C3, taken by block columns in turn (AmxTiles::block<Set>). The tile
+// intrinsics take the register as a literal (GCC pastes it into the instruction), so AmxTiles
+// writes these numbers out.
+constexpr int kTileA = 0, kTileB0 = 1, kTileB1 = 2, kTileC0 = 3, kTileC1 = 4, kTileC2 = 5,
+              kTileC3 = 6;
 
 // The tile configuration: rows and bytes per row of each tile used.
 AmxTileConfig q8_0_tile_config() {
@@ -39,7 +41,7 @@ AmxTileConfig q8_0_tile_config() {
     c.rows[b] = kQK0 / 4;  // 8 lines of 4 quants per row
     c.colsb[b] = 64;
   }
-  for (int s : {kTileC0, kTileC1}) {
+  for (int s : {kTileC0, kTileC1, kTileC2, kTileC3}) {
     c.rows[s] = kTileTokens;
     c.colsb[s] = 64;  // 16 rows' int32 sums
   }
@@ -53,19 +55,31 @@ struct AmxTiles {
   }
   static void end() { _tile_release(); }
   // c0 / c1 (16 tokens x 16 rows of int32) = the block column's products: activation quants
-  // a (16 rows of 32 bytes, a_stride apart) by the signed weight lines b0 / b1.
+  // a (16 rows of 32 bytes, a_stride apart) by the signed weight lines b0 / b1, through sum
+  // tiles C0 / C1 (Set 0) or C2 / C3 (Set 1).
+  template <int Set>
   static void block(const uint8_t* a, size_t a_stride, const uint8_t* b0, const uint8_t* b1,
                     int32_t* c0, int32_t* c1) {
-    static_assert(kTileA == 0 && kTileB0 == 1 && kTileB1 == 2 && kTileC0 == 3 && kTileC1 == 4);
-    _tile_zero(3);
-    _tile_zero(4);
+    static_assert(kTileA == 0 && kTileB0 == 1 && kTileB1 == 2 && kTileC0 == 3 && kTileC1 == 4 &&
+                  kTileC2 == 5 && kTileC3 == 6);
     _tile_loadd(0, a, static_cast<long>(a_stride));
     _tile_loadd(1, b0, 64);
     _tile_loadd(2, b1, 64);
-    _tile_dpbssd(3, 0, 1);
-    _tile_dpbssd(4, 0, 2);
-    _tile_stored(3, c0, 64);
-    _tile_stored(4, c1, 64);
+    if constexpr (Set == 0) {
+      _tile_zero(3);
+      _tile_zero(4);
+      _tile_dpbssd(3, 0, 1);
+      _tile_dpbssd(4, 0, 2);
+      _tile_stored(3, c0, 64);
+      _tile_stored(4, c1, 64);
+    } else {
+      _tile_zero(5);
+      _tile_zero(6);
+      _tile_dpbssd(5, 0, 1);
+      _tile_dpbssd(6, 0, 2);
+      _tile_stored(5, c0, 64);
+      _tile_stored(6, c1, 64);
+    }
   }
 };
 
@@ -73,6 +87,7 @@ struct AmxTiles {
 struct AmxModel {
   static void begin() {}
   static void end() {}
+  template <int Set>
   static void block(const uint8_t* a, size_t a_stride, const uint8_t* b0, const uint8_t* b1,
                     int32_t* c0, int32_t* c1) {
     for (int t = 0; t < kTileTokens; ++t) {
@@ -142,32 +157,44 @@ const uint8_t* signed_lines(const uint8_t* g0, int64_t cols) {
 }
 
 // 16 tokens of Rows16::dot_pair (acts: their prepared rows act_stride apart; lines: the pair's
-// signed B lines). The tile's sums end as the AVX-512 pair kernel's do (rows16_q8_0_pair_scale,
-// the correction already in them; Q4_0 into its quads), so the bits are the same. Meanwhile
-// `ahead` is fetched into L2 (Rows16FetchAhead).
+// signed B lines). Software-pipelined: block column b + 1 goes to the tiles (the other set of
+// sum tiles and buffers) before the vectors scale block column b's sums, so the tile unit and
+// the vectors work side by side. The sums end as the AVX-512 pair kernel's do
+// (rows16_q8_0_pair_scale, the correction already in them; Q4_0 into its quads), so the bits
+// are the same. Meanwhile `ahead` is fetched into L2 (Rows16FetchAhead).
 template <typename Tiles, typename W>
 void pair_16_tokens(int64_t cols, const uint8_t* g0, const uint8_t* lines, const uint8_t* acts,
                     size_t act_stride, float* out, size_t out_stride, Rows16Ahead ahead) {
   using L = typename W::L;
   const uint8_t* g1 = g0 + rows16_group_bytes<L>(cols);
   Rows16Acc<kTileTokens> acc0{}, acc1{}, q0{}, q1{};
-  alignas(64) int32_t sums[2][kTileTokens * kRows16];
+  alignas(64) int32_t sums[2][2][kTileTokens * kRows16];  // [b % 2][group]
   const int64_t n_blocks = cols / L::kBlockCols;
   Rows16FetchAhead fetch(ahead, n_blocks);
+  const auto issue = [&](int64_t b) {
+    const uint8_t* a = acts + static_cast<size_t>(b) * L::kActBlockBytes + 8;
+    const uint8_t* column = lines + static_cast<size_t>(2 * b) * kColumnBytes;
+    int32_t(&s)[2][kTileTokens * kRows16] = sums[b % 2];
+    if (b % 2 == 0) {
+      Tiles::template block<0>(a, act_stride, column, column + kColumnBytes, s[0], s[1]);
+    } else {
+      Tiles::template block<1>(a, act_stride, column, column + kColumnBytes, s[0], s[1]);
+    }
+  };
+  issue(0);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = static_cast<size_t>(b) * L::kBlockBytes;
     fetch.block(b);
+    if (b + 1 < n_blocks) issue(b + 1);
     const uint8_t* ab[kTileTokens];
     for (int t = 0; t < kTileTokens; ++t) {
       ab[t] =
           acts + static_cast<size_t>(t) * act_stride + static_cast<size_t>(b) * L::kActBlockBytes;
     }
-    const uint8_t* column = lines + static_cast<size_t>(2 * b) * kColumnBytes;
-    Tiles::block(ab[0] + 8, act_stride, column, column + kColumnBytes, sums[0], sums[1]);
     __m512i s0[kTileTokens], s1[kTileTokens];
     for (int t = 0; t < kTileTokens; ++t) {
-      s0[t] = _mm512_load_si512(sums[0] + kRows16 * t);
-      s1[t] = _mm512_load_si512(sums[1] + kRows16 * t);
+      s0[t] = _mm512_load_si512(sums[b % 2][0] + kRows16 * t);
+      s1[t] = _mm512_load_si512(sums[b % 2][1] + kRows16 * t);
     }
     if constexpr (W::kQuads) {
       rows16_q8_0_pair_scale<kTileTokens>(g0 + at, g1 + at, ab, s0, s1, q0, q1);
