@@ -65,21 +65,20 @@ struct AmxTiles {
     _tile_loadd(0, a, static_cast<long>(a_stride));
     _tile_loadd(1, b0, 64);
     _tile_loadd(2, b1, 64);
+    // The register numbers are pasted into the instruction text, hence a macro per set.
+#define HEARTH_Q8_0_TILE_SUMS(C0, C1) \
+  _tile_zero(C0);                     \
+  _tile_zero(C1);                     \
+  _tile_dpbssd(C0, 0, 1);             \
+  _tile_dpbssd(C1, 0, 2);             \
+  _tile_stored(C0, c0, 64);           \
+  _tile_stored(C1, c1, 64)
     if constexpr (Set == 0) {
-      _tile_zero(3);
-      _tile_zero(4);
-      _tile_dpbssd(3, 0, 1);
-      _tile_dpbssd(4, 0, 2);
-      _tile_stored(3, c0, 64);
-      _tile_stored(4, c1, 64);
+      HEARTH_Q8_0_TILE_SUMS(3, 4);
     } else {
-      _tile_zero(5);
-      _tile_zero(6);
-      _tile_dpbssd(5, 0, 1);
-      _tile_dpbssd(6, 0, 2);
-      _tile_stored(5, c0, 64);
-      _tile_stored(6, c1, 64);
+      HEARTH_Q8_0_TILE_SUMS(5, 6);
     }
+#undef HEARTH_Q8_0_TILE_SUMS
   }
 };
 
