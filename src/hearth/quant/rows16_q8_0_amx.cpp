@@ -94,7 +94,7 @@ struct AmxModel {
       for (int r = 0; r < kRows16; ++r) {
         int32_t s0 = 0, s1 = 0;
         for (int k = 0; k < kQK0; ++k) {
-          const size_t at_b = static_cast<size_t>(64 * (k / 4) + 4 * r + k % 4);
+          const int at_b = 64 * (k / 4) + 4 * r + k % 4;
           s0 += at[k] * static_cast<int8_t>(b0[at_b]);
           s1 += at[k] * static_cast<int8_t>(b1[at_b]);
         }
