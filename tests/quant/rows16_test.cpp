@@ -332,8 +332,8 @@ TEST_P(Rows16Isa, ExtremeQuantsGiveTheScalarBits) {
 
 // The traits say that every type's GGUF-layout kernels give the rows16 bits on every ISA, and
 // they do: each row of the group gets the scalar rows16 kernel's bits from vec_dot,
-// vec_dot_long, vec_dot_x4 and the prepared and packed kernels, on random and extreme quants
-// and every row length.
+// vec_dot_long, vec_dot_x4, vec_dot_rows4 and the prepared and packed kernels, on random and
+// extreme quants and every row length.
 TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
   const auto [isa, type] = GetParam();
   if (!isa_supported(isa)) GTEST_SKIP() << "CPU lacks " << isa_name(isa);
@@ -405,6 +405,26 @@ TEST_P(Rows16Isa, GgufKernelsGiveTheRows16BitsWhereTheTraitsSaySo) {
         tr.packed->pack_w(cols, row, packed_w.data());
         tr.packed->dot_x4(cols, packed_w.data(), packed_a.data(), packed_a_bytes, got4);
         for (int t = 0; t < 4; ++t) expect_bits(got4[t], want[t][r], "packed dot_x4", cols, r, t);
+      }
+    }
+    // The four-row decode kernels, on rows 4k .. 4k + 3 of the group.
+    for (int r0 = 0; r0 < kRows16; r0 += 4) {
+      const uint8_t* rows = g.rows.data() + static_cast<size_t>(r0) * g.row_bytes;
+      for (int t = 0; t < 4; ++t) {
+        float got4[4];
+        if (tr.vec_dot_rows4 != nullptr) {
+          tr.vec_dot_rows4(cols, rows, g.row_bytes, g.acts.data() + t * g.act_row_bytes, got4);
+          for (int r = 0; r < 4; ++r) {
+            expect_bits(got4[r], want[t][r0 + r], "vec_dot_rows4", cols, r0 + r, t);
+          }
+        }
+        if (tr.prepared != nullptr && tr.prepared->dot_rows4 != nullptr) {
+          tr.prepared->dot_rows4(cols, rows, g.row_bytes, prepared.data() + t * prepared_bytes,
+                                 got4);
+          for (int r = 0; r < 4; ++r) {
+            expect_bits(got4[r], want[t][r0 + r], "prepared dot_rows4", cols, r0 + r, t);
+          }
+        }
       }
     }
   }

@@ -60,8 +60,10 @@ const PreparedDot* avx512_k_prepared_dot(gguf::TensorType type);  // k_quants_de
 const PreparedDot* avx512_q6_k_prepared_dot();                    // q6_k_decode_avx512.cpp
 #endif
 #if defined(__aarch64__)
-VecDotFn neon_vec_dot(gguf::TensorType type);     // kernels_neon.cpp
-VecDotFn dotprod_vec_dot(gguf::TensorType type);  // kernels_dotprod.cpp
+VecDotFn neon_vec_dot(gguf::TensorType type);                // kernels_neon.cpp
+VecDotRows4Fn neon_vec_dot_rows4(gguf::TensorType type);     // kernels_neon.cpp
+VecDotFn dotprod_vec_dot(gguf::TensorType type);             // kernels_dotprod.cpp
+VecDotRows4Fn dotprod_vec_dot_rows4(gguf::TensorType type);  // kernels_dotprod.cpp
 #endif
 
 }  // namespace hearth::quant

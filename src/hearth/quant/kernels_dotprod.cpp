@@ -15,4 +15,8 @@ VecDotFn dotprod_vec_dot(gguf::TensorType type) {
   return neon_table<SdotDot>(type);
 }
 
+VecDotRows4Fn dotprod_vec_dot_rows4(gguf::TensorType type) {
+  return neon_rows4_table<SdotDot>(type);
+}
+
 }  // namespace hearth::quant

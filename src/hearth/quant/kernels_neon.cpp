@@ -19,4 +19,11 @@ VecDotFn neon_vec_dot(gguf::TensorType type) {
   return neon_table<NeonDot>(type);
 }
 
+// Q8_0 and Q4_0 only: with the widening multiplies the four-row K-quant kernels executed more
+// instructions per row and block than the one-row ones (docs/kernels.md, "Four rows a call").
+VecDotRows4Fn neon_vec_dot_rows4(gguf::TensorType type) {
+  if (type != gguf::TensorType::kQ8_0 && type != gguf::TensorType::kQ4_0) return nullptr;
+  return neon_rows4_table<NeonDot>(type);
+}
+
 }  // namespace hearth::quant

@@ -52,8 +52,9 @@ constexpr IsaKernels kIsaKernels[] = {
      avx512_prepared_dot},  // AVX-512 decodes every block type through PreparedDot::dot_long
 #endif
 #if defined(__aarch64__)
-    {Isa::kNeon, neon_vec_dot},
-    {Isa::kNeonDotprod, dotprod_vec_dot},
+    {Isa::kNeon, neon_vec_dot, nullptr, nullptr, nullptr, nullptr, nullptr, neon_vec_dot_rows4},
+    {Isa::kNeonDotprod, dotprod_vec_dot, nullptr, nullptr, nullptr, nullptr, nullptr,
+     dotprod_vec_dot_rows4},
 #endif
 };
 
