@@ -1,9 +1,10 @@
 #!/bin/sh
-# Instructions executed per row and block by the aarch64 GGUF-layout decode kernels (NEON
-# and SDOT), one-row (vec_dot) and four-row (vec_dot_rows4), counted under qemu-user: the
-# quant module cross-compiled as tests/quant/run_neon_qemu.sh does, decode_insns.cpp run with
-# and without the kernel calls under `qemu-aarch64 -singlestep -d nochain,exec` (one log line
-# per instruction executed), the difference divided by the calls, rows and blocks.
+# Instructions executed per row and block by the aarch64 decode kernels (NEON and SDOT): the
+# GGUF-layout one-row (vec_dot) and four-row (vec_dot_rows4) kernels and the rows16 kernel for
+# one token. The quant module is cross-compiled with the Release build's flags, and
+# decode_insns.cpp runs with and without the kernel calls under
+# `qemu-aarch64 -singlestep -d nochain,exec` (one log line per instruction executed); the
+# difference is divided by the calls, rows and blocks.
 # A count, not a speed: no ARM hardware here. Prints one line per ISA and type.
 #
 #   bench/arm/decode_insns.sh                # the working tree
@@ -15,7 +16,7 @@ OUT=${OUT:-/tmp/hearth-arm-insns}
 CXX=${CXX:-aarch64-linux-gnu-g++}
 CALLS=${CALLS:-10}
 mkdir -p "$OUT"
-CXXFLAGS="-std=c++20 -O2 -I$ROOT/src"
+CXXFLAGS="-std=c++20 -O3 -DNDEBUG -I$ROOT/src"  # the Release build's flags
 list=""
 for src in "$ROOT"/src/hearth/base/error.cpp "$ROOT"/src/hearth/gguf/tensor_type.cpp \
            "$ROOT"/src/hearth/quant/*.cpp; do
@@ -38,7 +39,7 @@ count() {  # instructions executed by one run of decode_insns with these argumen
     >/dev/null || return $?
   grep -c '^Trace' "$OUT/trace"
 }
-printf '%-8s %-5s %10s %10s\n' isa type one-row four-row
+printf '%-8s %-5s %10s %10s %10s\n' isa type one-row four-row rows16
 for isa in dotprod neon; do
   for type in q4_k q5_k q6_k q8_0 q4_0; do
     case $type in q8_0|q4_0) blocks=128 ;; *) blocks=16 ;; esac
@@ -49,7 +50,8 @@ for isa in dotprod neon; do
     else
       four=-
     fi
-    printf '%-8s %-5s %10s %10s\n' "$isa" "$type" "$one" "$four"
+    rows16=$(( ($(count "$type" rows16 "$CALLS" "$isa") - base) / (CALLS * 16 * blocks) ))
+    printf '%-8s %-5s %10s %10s %10s\n' "$isa" "$type" "$one" "$four" "$rows16"
   done
 done
 rm -f "$OUT/trace"
