@@ -214,8 +214,8 @@ void neon_dot_k_nibbles_rows4(int64_t n, const void* w, size_t w_stride, const v
 // 32 * sum_g scale[g] * bsums[g] per block. Lane sum: the block's exact integer sum.
 template <typename Dot>
 [[gnu::always_inline]] inline int32x4_t q6_k_block_sums(const BlockQ6_K& x, const BlockQ8_K& y) {
-  const uint8x16_t m4 = vdupq_n_u8(0x0f);
   const uint8x16_t m3 = vdupq_n_u8(0x03);
+  const uint8x16_t m30 = vdupq_n_u8(0x30);
   const int8x16_t sc8 = vld1q_s8(x.scales);
   const int16x8_t sc16[2] = {vmovl_s8(vget_low_s8(sc8)), vmovl_high_s8(sc8)};
   const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(sc16[0])), vmovl_high_s16(sc16[0]),
@@ -235,11 +235,14 @@ template <typename Dot>
       const uint8x16_t la = vld1q_u8(ql + 16 * J);
       const uint8x16_t lb = vld1q_u8(ql + 32 + 16 * J);
       const uint8x16_t hb = vld1q_u8(qh + 16 * J);
+      // Low nibbles: vsli keeps la's low four bits and puts the two high bits above them;
+      // high nibbles: vsri keeps the two high bits (placed at bits 4-5, the rest clear) and
+      // puts la's high nibble below them. Each quant is 0..63.
       const uint8x16_t q[4] = {
-          vorrq_u8(vandq_u8(la, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-          vorrq_u8(vandq_u8(lb, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-          vorrq_u8(vshrq_n_u8(la, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-          vorrq_u8(vshrq_n_u8(lb, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+          vsliq_n_u8(la, vandq_u8(hb, m3), 4),
+          vsliq_n_u8(lb, vandq_u8(vshrq_n_u8(hb, 2), m3), 4),
+          vsriq_n_u8(vandq_u8(hb, m30), la, 4),
+          vsriq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m30), lb, 4),
       };
       unrolled<4>([&]<int K>() __attribute__((always_inline)) {
         constexpr int g = 8 * H + 2 * K + J;  // the group of 16 quants (scale index)

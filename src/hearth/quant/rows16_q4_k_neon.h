@@ -39,11 +39,12 @@ struct Rows16Q4_KSlices {
       if constexpr (kFive) {
         // Sub-block 2p is the byte's bits 0-4; 2p + 1 its bits 5-7 shifted down, with bits 3
         // and 4 from the high-bit byte: a byte shift by 3 - 2(s % 4) (right where negative)
-        // brings the slice's two bits there, a mask keeps them and an or puts them in.
+        // brings the slice's two bits there, a mask keeps them alone, and vsri puts bits 5-7
+        // of w below them.
         const uint8x16_t h = vld1q_u8(hp + 64 * (s / 4) + 16 * k);
         const uint8x16_t at3 = vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(3 - 2 * (s % 4))));
         lo = vandq_u8(w, vdupq_n_u8(0x1f));
-        hi = vorrq_u8(vshrq_n_u8(w, 5), vandq_u8(at3, vdupq_n_u8(0x18)));
+        hi = vsriq_n_u8(vandq_u8(at3, vdupq_n_u8(0x18)), w, 5);
       } else {
         lo = vandq_u8(w, m4);
         hi = vshrq_n_u8(w, 4);
