@@ -55,7 +55,7 @@ for row in he['rows']:
     line = f"{model} run {run} threads {t}:"
     line += part("prefill", row['prefill_tok_s'], pp)
     line += part("decode", row['decode_tok_s'], tg)
-    line += f" roofline {row['decode_roofline_ratio']:.2f}, repacked {he.get('repacked_bytes', 0) >> 20} MiB"
+    line += f" roofline {row['decode_roofline_ratio']:.3f}, repacked {he.get('repacked_bytes', 0) >> 20} MiB"
     print(line)
 print(f"{model} run {run}: engines in order: " + ", ".join(name for name, _ in engines))
 PY
