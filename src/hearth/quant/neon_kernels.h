@@ -145,7 +145,11 @@ struct Q4KQuants {
 };
 struct Q5KQuants {
   const BlockQ5_K& x;
-  uint8x16_t qh0 = vld1q_u8(x.qh), qh1 = vld1q_u8(x.qh + 16);
+  uint8x16_t qh0, qh1;
+  // A constructor, not default member initializers: clang's vld1q_u8 is a statement
+  // expression, which it refuses there.
+  explicit Q5KQuants(const BlockQ5_K& block)
+      : x(block), qh0(vld1q_u8(block.qh)), qh1(vld1q_u8(block.qh + 16)) {}
   // Bit b of every byte of qh, at bit 0.
   template <int B>
   [[gnu::always_inline]] static uint8x16_t bit(uint8x16_t qh) {
