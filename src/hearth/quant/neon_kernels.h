@@ -294,22 +294,29 @@ void neon_dot_q8_0(int64_t n, const void* w, const void* a, float* out) {
       });
 }
 
-// Block i of four rows (w_stride bytes apart) against activation block y: lane r holds
-// row r's block scale d_r * da and its exact integer sum, converted.
+// One block of four rows (the first at b0, w_stride bytes apart) against activation block y:
+// lane r holds row r's block scale d_r * da and its exact integer sum, converted.
+// quants(x, lo, hi) gives block x's 32 quants as signed bytes.
 struct Rows4Block {
   float32x4_t scale, sum;
 };
-template <typename Dot>
-[[gnu::always_inline]] inline Rows4Block q8_0_rows4_block(const uint8_t* b0, size_t w_stride,
-                                                          const BlockQ8_0& y) {
+template <typename Dot, typename Block, typename Quants>
+[[gnu::always_inline]] inline Rows4Block rows4_block(const uint8_t* b0, size_t w_stride,
+                                                     const BlockQ8_0& y, Quants quants) {
   int32x4_t v[4];
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
-    const auto& x = *reinterpret_cast<const BlockQ8_0*>(b0 + r * w_stride);
-    v[r] = dot32x4<Dot>(y.qs, vld1q_s8(x.qs), vld1q_s8(x.qs + 16));
+    int8x16_t lo, hi;
+    quants(*reinterpret_cast<const Block*>(b0 + r * w_stride), lo, hi);
+    v[r] = dot32x4<Dot>(y.qs, lo, hi);
   }
-  return {vmulq_n_f32(f16_rows4(b0 + offsetof(BlockQ8_0, d), w_stride), fp16_to_f32(y.d)),
+  return {vmulq_n_f32(f16_rows4(b0 + offsetof(Block, d), w_stride), fp16_to_f32(y.d)),
           vcvtq_f32_s32(sum_rows4(v))};
+}
+
+inline void q8_0_quants(const BlockQ8_0& x, int8x16_t& lo, int8x16_t& hi) {
+  lo = vld1q_s8(x.qs);
+  hi = vld1q_s8(x.qs + 16);
 }
 
 template <typename Dot>
@@ -318,7 +325,8 @@ void neon_dot_q8_0_rows4(int64_t n, const void* w, size_t w_stride, const void* 
   const auto* pw = static_cast<const uint8_t*>(w);
   float32x4_t acc = vdupq_n_f32(0);
   for (int64_t i = 0; i < n / kQK0; ++i) {
-    const Rows4Block b = q8_0_rows4_block<Dot>(pw + i * sizeof(BlockQ8_0), w_stride, y[i]);
+    const Rows4Block b =
+        rows4_block<Dot, BlockQ8_0>(pw + i * sizeof(BlockQ8_0), w_stride, y[i], q8_0_quants);
     acc = vfmaq_f32(acc, b.scale, b.sum);  // q8_0_block_step_f
   }
   vst1q_f32(out, acc);
@@ -351,17 +359,7 @@ void neon_dot_q4_0_rows4(int64_t n, const void* w, size_t w_stride, const void* 
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const auto* pw = static_cast<const uint8_t*>(w);
   const auto block = [&](int64_t i) {
-    const uint8_t* b0 = pw + i * sizeof(BlockQ4_0);
-    int32x4_t v[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      int8x16_t lo, hi;
-      q4_0_quants(*reinterpret_cast<const BlockQ4_0*>(b0 + r * w_stride), lo, hi);
-      v[r] = dot32x4<Dot>(y[i].qs, lo, hi);
-    }
-    return Rows4Block{
-        vmulq_n_f32(f16_rows4(b0 + offsetof(BlockQ4_0, d), w_stride), fp16_to_f32(y[i].d)),
-        vcvtq_f32_s32(sum_rows4(v))};
+    return rows4_block<Dot, BlockQ4_0>(pw + i * sizeof(BlockQ4_0), w_stride, y[i], q4_0_quants);
   };
   const int64_t nb = n / kQK0;
   float32x4_t acc = vdupq_n_f32(0);
