@@ -632,9 +632,9 @@ void dot_q4_0(int64_t n, const void* w, const void* a, float* out) {
 // Blocks after the last whole group follow unchanged. One 32-byte vector then holds a pair's
 // 32 quant bytes, whose low nibbles (elements 0-15) and high nibbles (16-31) meet the two
 // activation vectors in vpmaddubsw (unsigned times signed, pairs within 2 * 15 * 127); the two
-// products add as words (within 4 * 15 * 127), each 128-bit lane holding its block's sum in
-// eight words. Three vphaddw and one vpmaddwd then sum the group (four vpmaddwd and three
-// vphaddd before; eight blocks one per vector took more), and the -8 offset comes in once per
+// products add as words (within 4 * 15 * 127) and one vpmaddwd widens them, each 128-bit lane
+// holding its block's sum in four parts. Three vphaddd then sum the group (eight blocks one
+// per vector took six, two lane permutes and an add), and the -8 offset comes in once per
 // block from the correction: exactly the integer sum dot_q4_0 forms, so its bits.
 constexpr size_t kQ4PreparedA = 32 + 32 + 8 * kQK0;
 using Q4PreparedRows = Q8Packed<kQ8Group, kQ8Group * sizeof(BlockQ4_0), kQ4PreparedA>;
@@ -671,21 +671,19 @@ void q4_prepare(int64_t n, const void* act_row, void* dst) {
   // Lane order of the vphaddd tree below (blocks 0 2 4 6 | 1 3 5 7) back to block order.
   const __m256i to_block = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   prefetch_l2_at<kQ8Group * sizeof(BlockQ4_0)>(xg, ahead);
-  __m256i words[4];  // pair p: low lane block 2p's sum in 8 words, high lane block 2p + 1's
+  __m256i v[4];  // pair p: lanes 0-3 block 2p's sum in parts, 4-7 block 2p + 1's
   for (int p = 0; p < 4; ++p) {
     const __m256i q = _mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p].qs))),
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(xg[2 * p + 1].qs)), 1);
     const __m256i lo = _mm256_and_si256(q, m4);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    words[p] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu(ag + 64 + 64 * p)),
-                                _mm256_maddubs_epi16(hi, loadu(ag + 96 + 64 * p)));
+    const __m256i words = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu(ag + 64 + 64 * p)),
+                                           _mm256_maddubs_epi16(hi, loadu(ag + 96 + 64 * p)));
+    v[p] = _mm256_madd_epi16(words, ones);
   }
-  // Two vphaddw levels add each block's words in fours (within 4 * 2 * 2 * 15 * 127 = 30480),
-  // then one vpmaddwd widens and adds the last pairs: lanes 0 2 4 6 | 1 3 5 7.
-  const __m256i sums = _mm256_madd_epi16(_mm256_hadd_epi16(_mm256_hadd_epi16(words[0], words[1]),
-                                                           _mm256_hadd_epi16(words[2], words[3])),
-                                         ones);
+  const __m256i sums = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));  // 0 2 4 6 | 1 3 5 7
   const __m256i isum =
       _mm256_add_epi32(_mm256_permutevar8x32_epi32(sums, to_block),
                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ag + 32)));
