@@ -6,6 +6,7 @@ namespace hearth::quant {
 namespace {
 
 struct SdotDot {
+  static constexpr bool kFourRowKQuants = true;
   static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 };
 

@@ -7,6 +7,7 @@ namespace {
 
 // Widening multiplies (exact in int16: |products| <= 128 * 127) and pairwise accumulation.
 struct NeonDot {
+  static constexpr bool kFourRowKQuants = false;
   static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
     acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
     return vpadalq_s16(acc, vmull_high_s8(a, b));
@@ -19,10 +20,7 @@ VecDotFn neon_vec_dot(gguf::TensorType type) {
   return neon_table<NeonDot>(type);
 }
 
-// Q8_0 and Q4_0 only: with the widening multiplies the four-row K-quant kernels executed more
-// instructions per row and block than the one-row ones (docs/kernels.md, "Four rows a call").
 VecDotRows4Fn neon_vec_dot_rows4(gguf::TensorType type) {
-  if (type != gguf::TensorType::kQ8_0 && type != gguf::TensorType::kQ4_0) return nullptr;
   return neon_rows4_table<NeonDot>(type);
 }
 

@@ -439,15 +439,24 @@ VecDotFn neon_table(gguf::TensorType type) {
   return kDots.find(type);
 }
 
+// Dot::kFourRowKQuants: whether the K-quants take four-row kernels with this policy (with the
+// widening multiplies they executed more instructions per row and block than the one-row
+// kernels: docs/kernels.md, "Four rows a call"); without it they are not even instantiated.
 template <typename Dot>
 VecDotRows4Fn neon_rows4_table(gguf::TensorType type) {
+  if constexpr (Dot::kFourRowKQuants) {
+    switch (type) {
+      case gguf::TensorType::kQ4_K:
+        return neon_dot_k_nibbles_rows4<Dot, BlockQ4_K>;
+      case gguf::TensorType::kQ5_K:
+        return neon_dot_k_nibbles_rows4<Dot, BlockQ5_K>;
+      case gguf::TensorType::kQ6_K:
+        return neon_dot_q6_k_rows4<Dot>;
+      default:
+        break;
+    }
+  }
   switch (type) {
-    case gguf::TensorType::kQ4_K:
-      return neon_dot_k_nibbles_rows4<Dot, BlockQ4_K>;
-    case gguf::TensorType::kQ5_K:
-      return neon_dot_k_nibbles_rows4<Dot, BlockQ5_K>;
-    case gguf::TensorType::kQ6_K:
-      return neon_dot_q6_k_rows4<Dot>;
     case gguf::TensorType::kQ8_0:
       return neon_dot_q8_0_rows4<Dot>;
     case gguf::TensorType::kQ4_0:
