@@ -7,6 +7,8 @@
 #   matmul: the fraction of the int8 multiply-add peak measured in the same run (bar 0.7,
 #           the layout the engine uses: rows16 where the type has it), and beside it the
 #           same fraction for the kernel alone (weights and tokens in L2),
+#   amx:    where matmul runs a type on AMX tiles, the tile kernel alone over the AVX-512 VNNI
+#           pair kernel alone (bar 2.0), and the tile unit's own rate; "not run" without AMX,
 # each with "ok" or "below". Exits 0 whatever the figures (it reports, it does not gate).
 #
 #   bench/check_kernels.sh [-r ROUNDS] [-t TYPES] [-j THREADS] [HEARTH]
@@ -34,8 +36,19 @@ done | python3 -c '
 import json, statistics, sys
 runs = {}
 kernels = {}  # matmul rows: the kernel alone (rows16), beside the matmul
+amx = {}      # rows16 matmul rows on AMX tiles: the tiles over the VNNI pair kernel, both alone
+amx_state, tile_peaks, int8_peaks = "none", [], []
 for line in sys.stdin:
-    for r in json.loads(line)["rows"]:
+    run = json.loads(line)
+    amx_state = run.get("amx", "none")
+    top = str(max(int(t) for t in run["int8_peak_gmacs_by_threads"]))
+    int8_peaks.append(run["int8_peak_gmacs_by_threads"][top])
+    if "amx_peak_gmacs_by_threads" in run:
+        tile_peaks.append(run["amx_peak_gmacs_by_threads"][top])
+    for r in run["rows"]:
+        if "amx_over_vnni" in r:
+            amx.setdefault((r["type"], "x".join(str(d) for d in r["shape"]) + "x" + str(r["tokens"])),
+                           []).append(r["amx_over_vnni"])
         layout = r.get("layout", "gguf")
         shape = "x".join(str(d) for d in r["shape"])
         if r["op"] == "matvec":
@@ -63,4 +76,17 @@ for key in sorted(runs):
     print("{:<6} {:<5} {:<6} {:<16} median {:.3f}  bar {:.1f}  {:<5}  runs {}{}".format(
         op, typ, layout, shape, m, bar, "ok" if m >= bar else "below",
         " ".join("{:.2f}".format(v) for v in values), alone))
+# The AMX bar (tiles >= 2x the VNNI path): the two kernels alone, side by side in one run.
+if amx_state == "on":
+    print("amx    tile unit {:.0f} GMAC/s = {:.1f}x the int8 peak (medians: the rate of the unit alone, "
+          "which falls while other work on the host takes it)".format(
+              statistics.median(tile_peaks), statistics.median(tile_peaks) / statistics.median(int8_peaks)))
+    for key in sorted(amx):
+        m = statistics.median(amx[key])
+        print("amx    {:<5} rows16 {:<16} median {:.3f}  bar 2.0  {:<5}  runs {}  (tiles / VNNI, "
+              "kernels alone)".format(key[0], key[1], m, "ok" if m >= 2 else "below",
+                                      " ".join("{:.2f}".format(v) for v in amx[key])))
+else:
+    print("amx    not run: AMX is {} here ({})".format(
+        amx_state, "HEARTH_AMX=0" if amx_state == "off" else "no usable AMX-INT8 on this CPU"))
 '

@@ -14,7 +14,10 @@
 // int8 multiply-add peak (compute::measure_int8_peak: the ISA's dot instruction with
 // operands in registers, measured in the same run), prefill's compute roofline; rows16 rows
 // add that fraction for the kernel alone on weights and tokens in L2 (rows16_kernel_alone_gflops),
-// in the last column and as JSON "kernel_peak_fraction".
+// in the last column and as JSON "kernel_peak_fraction". Where matmul runs a type on AMX tiles,
+// its rows also time the AVX-512 VNNI pair kernel alone the same way, and print the tiles' gain
+// over it ("amx_over_vnni", the AMX bar checked at run time), and the header gives the
+// tile unit's own rate (compute::measure_amx_peak).
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,15 +110,15 @@ size_t llc_bytes() {
   return static_cast<size_t>(std::max({l3, l2, 0L}));
 }
 
-// Rows16 matmul's kernel alone, in GFLOP/s: each thread of the pool runs the kernel on a pair
+// Rows16 matmul's kernel alone (r16's, for w's type), in GFLOP/s: each thread of the pool runs
+// the kernel on a pair
 // of groups of its own (one group where the ISA has no dot_pair) against Rows16::call_tokens
 // prepared tokens, weights and tokens held in L2, for as many multiply-adds as the matmul of
 // n_tokens. Beside the matmul's figure it splits the gap to the int8 peak into the kernel's
 // own and what the matmul adds around it: the weights fetched from memory, each token's output
 // row written, the tokens quantized and prepared, the threads' shares.
-double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const compute::WeightView& w,
-                                  const float* x, int64_t n_tokens) {
-  const quant::Rows16& r16 = *quant::traits(w.type).rows16;
+double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const quant::Rows16& r16,
+                                  const compute::WeightView& w, const float* x, int64_t n_tokens) {
   const auto& act_traits = quant::traits(quant::traits(w.type).vec_dot_type);
   const int calls_tokens = r16.call_tokens;
   const size_t ab = r16.act_bytes(w.cols);
@@ -318,6 +321,15 @@ int run_bench_kernels(const Args& args) {
           thread_counts[i], peaks.back().gmacs, 2 * peaks.back().gmacs, peaks.back().idiom);
     }
   }
+  // The AMX tile unit's own rate, where this CPU has one.
+  std::vector<double> amx_peaks;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    amx_peaks.push_back(compute::measure_amx_peak(*pools[i]).gmacs);
+    if (amx_peaks.back() > 0) {
+      fmt::print("AMX tile peak, {} thread(s): {:.0f} GMAC/s (tdpbusd, operands in tiles)\n",
+                 thread_counts[i], amx_peaks.back());
+    }
+  }
   compute::ThreadPool& prep_pool = *pools[static_cast<size_t>(
       std::max_element(thread_counts.begin(), thread_counts.end()) - thread_counts.begin())];
 
@@ -426,8 +438,8 @@ int run_bench_kernels(const Args& args) {
   // Prefill: weights of one 4096x4096 matrix, activations for n tokens.
   if (!matmul_tokens.empty()) {
     fmt::print(
-        "matmul: ratio = fraction of the int8 peak; last column (rows16) = the same for the "
-        "kernel alone, weights and tokens in L2\n");
+        "matmul: ratio = fraction of the int8 peak; then (rows16) the same for the kernel alone, "
+        "weights and tokens in L2; on AMX tiles, the VNNI pair kernel alone and AMX over it\n");
     const Shape shape = matmul_shape;
     const auto src = random_matrix(shape.rows * shape.cols, 11);
     const int64_t max_tokens = *std::max_element(matmul_tokens.begin(), matmul_tokens.end());
@@ -472,13 +484,23 @@ int run_bench_kernels(const Args& args) {
             const double peak_fraction = peak_gflops > 0 ? gflops / peak_gflops : 0;
             const double kernel_fraction =
                 r16 && peak_gflops > 0
-                    ? rows16_kernel_alone_gflops(pool, w, x.data(), n_tokens) / peak_gflops
+                    ? rows16_kernel_alone_gflops(pool, *tr.rows16, w, x.data(), n_tokens) /
+                          peak_gflops
                     : 0;
-            fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f} {:>9}\n",
+            // The VNNI pair kernel the AMX one replaces, timed alone the same way.
+            const quant::Rows16* vnni = r16 ? quant::rows16_vnni_beside_amx(type) : nullptr;
+            const double vnni_fraction =
+                vnni != nullptr && kernel_fraction > 0
+                    ? rows16_kernel_alone_gflops(pool, *vnni, w, x.data(), n_tokens) / peak_gflops
+                    : 0;
+            fmt::print("{:<6} {:<9} {:>12} {:>7} {:>9.3f} {:>8} {:>8} {:>7} {:>9.1f} {:>9}{}\n",
                        "matmul", label, fmt::format("{}x{}x{}", shape.rows, shape.cols, n_tokens),
                        pool.size(), s * 1e3, "-", "-",
                        peak_gflops > 0 ? fmt::format("{:.2f}", peak_fraction) : "-", gflops,
-                       kernel_fraction > 0 ? fmt::format("{:.2f}", kernel_fraction) : "-");
+                       kernel_fraction > 0 ? fmt::format("{:.2f}", kernel_fraction) : "-",
+                       vnni_fraction > 0 ? fmt::format(" {:>9.2f} {:>7.2f}", vnni_fraction,
+                                                       kernel_fraction / vnni_fraction)
+                                         : "");
             nlohmann::json row = {{"op", "matmul"},
                                   {"type", gguf::tensor_type_name(type)},
                                   {"layout", r16 ? "rows16" : "gguf"},
@@ -490,6 +512,10 @@ int run_bench_kernels(const Args& args) {
                                   {"gflops", gflops},
                                   {"peak_fraction", peak_fraction}};
             if (kernel_fraction > 0) row["kernel_peak_fraction"] = kernel_fraction;
+            if (vnni_fraction > 0) {
+              row["vnni_kernel_peak_fraction"] = vnni_fraction;
+              row["amx_over_vnni"] = kernel_fraction / vnni_fraction;
+            }
             rows.push_back(std::move(row));
           }
         }
@@ -507,6 +533,10 @@ int run_bench_kernels(const Args& args) {
     nlohmann::json peak_by_threads = nlohmann::json::object();
     for (size_t i = 0; i < thread_counts.size(); ++i)
       peak_by_threads[std::to_string(thread_counts[i])] = peaks[i].gmacs;
+    nlohmann::json amx_by_threads = nlohmann::json::object();
+    for (size_t i = 0; i < thread_counts.size(); ++i) {
+      if (amx_peaks[i] > 0) amx_by_threads[std::to_string(thread_counts[i])] = amx_peaks[i];
+    }
     nlohmann::json out = {{"mem_read_gbps", mem_gbps[imax]},
                           {"mem_read_gbps_by_threads", by_threads},
                           {"int8_peak_gmacs_by_threads", peak_by_threads},
@@ -515,6 +545,7 @@ int run_bench_kernels(const Args& args) {
                           {"amx", amx_state()},
                           {"stream_tuning", quant::stream_tuning().name},
                           {"rows", rows}};
+    if (!amx_by_threads.empty()) out["amx_peak_gmacs_by_threads"] = amx_by_threads;
     fmt::print("{}\n", out.dump());
   }
   return 0;

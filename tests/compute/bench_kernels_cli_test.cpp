@@ -121,5 +121,45 @@ TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
   EXPECT_NE(r.err.find("HEARTH_AMX=yes: expected 0 or 1"), std::string::npos) << r.err;
 }
 
+// Where matmul runs a type on AMX tiles, its rows16 matmul rows time the VNNI pair kernel alone
+// beside the tile kernel alone (the AMX bar, checked at run time), and the header has the tile
+// unit's own rate. With the tiles off (HEARTH_AMX=0), or none here, no row claims a comparison.
+TEST(BenchKernelsCli, AmxRowsSetTheTilesBesideTheVnniKernel) {
+  const std::string args =
+      " bench kernels --threads 1 --types q4_k --shapes 32x256 --matmul-tokens 16 --reps 1 --json";
+  for (const bool tiles : {true, false}) {
+    std::string command = tiles ? "env -u HEARTH_AMX " : "HEARTH_AMX=0 ";
+    command += HEARTH_BIN_PATH;
+    command += args;
+    const auto r = testing::run_command(command);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = testing::last_json_line(r.out);
+    const bool on = tiles && quant::amx_usable();
+    EXPECT_EQ(j.at("amx"), on ? "on" : (quant::amx_usable() ? "off" : "none"));
+    // The unit's own rate is measured wherever it is usable, on or off.
+    EXPECT_EQ(j.contains("amx_peak_gmacs_by_threads"), quant::amx_usable()) << j.dump();
+    if (quant::amx_usable()) {
+      EXPECT_GT(j.at("amx_peak_gmacs_by_threads").at("1").get<double>(), 0);
+      EXPECT_NE(r.out.find("AMX tile peak, 1 thread(s): "), std::string::npos) << r.out;
+    }
+    int compared = 0;
+    for (const auto& row : j.at("rows")) {
+      if (row.at("op") != "matmul") continue;
+      const bool has = row.contains("amx_over_vnni");
+      EXPECT_EQ(row.contains("vnni_kernel_peak_fraction"), has) << row.dump();
+      if (!has) continue;
+      ++compared;
+      EXPECT_EQ(row.at("layout"), "rows16") << row.dump();
+      const double vnni = row.at("vnni_kernel_peak_fraction").get<double>();
+      EXPECT_GT(vnni, 0) << row.dump();
+      EXPECT_LT(vnni, 2) << row.dump();
+      EXPECT_NEAR(row.at("amx_over_vnni").get<double>(),
+                  row.at("kernel_peak_fraction").get<double>() / vnni, 1e-9)
+          << row.dump();
+    }
+    EXPECT_EQ(compared, on ? 1 : 0) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace hearth::compute

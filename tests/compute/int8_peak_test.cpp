@@ -28,8 +28,26 @@ TEST(Int8Peak, MeasuresAFiniteRateOnIsasWithAProbe) {
   }
 }
 
+// The tile unit's probe runs only where AMX is usable; elsewhere it reports nothing measured.
+TEST(Int8Peak, AmxProbeMeasuresWhereTilesAreUsable) {
+  ThreadPool pool(2);
+  const Int8Peak peak = measure_amx_peak(pool, 0.01);
+  if (quant::amx_usable()) {
+    EXPECT_GT(peak.gmacs, 0);
+    EXPECT_TRUE(std::isfinite(peak.gmacs));
+    EXPECT_LT(peak.gmacs, 1e6);
+    EXPECT_STRNE(peak.idiom, "");
+  } else {
+    EXPECT_EQ(peak.gmacs, 0);
+    EXPECT_STREQ(peak.idiom, "");
+  }
+}
+
 #if defined(__x86_64__)
 TEST(Int8Peak, LoopsReportTheMultiplyAddsTheyIssue) {
+  if (quant::amx_usable()) {
+    EXPECT_EQ(detail::amx_tile_loop(100), 100u * 4 * 16 * 16 * 64);
+  }
   if (quant::isa_supported(quant::Isa::kAvx512)) {
     EXPECT_EQ(detail::int8_dot_loop_avx512(1000), 1000u * 10 * 64);
   }

@@ -528,6 +528,36 @@ INSTANTIATE_TEST_SUITE_P(TileModelAndTiles, Rows16Amx,
                            return std::string(gguf::tensor_type_name(std::get<0>(info.param))) +
                                   (std::get<1>(info.param) ? "_tiles" : "_model");
                          });
+
+// Benchmarks time the tiles beside the VNNI pair kernel they replace (rows16_vnni_beside_amx):
+// where matmul runs a type on tiles, the same layout with the AVX-512 pair kernel, which gives
+// the scalar bits, at the default call length; nullptr wherever matmul runs no tiles.
+TEST(Rows16AmxBeside, TheVnniPairKernelWhereMatmulRunsTiles) {
+  EXPECT_EQ(rows16_vnni_beside_amx(T::kF32), nullptr);  // no rows16 layout at all
+  for (T type : {T::kQ8_0, T::kQ4_0, T::kQ4_K, T::kQ5_K, T::kQ6_K}) {
+    const Rows16* vnni = rows16_vnni_beside_amx(type);
+    if (!amx_enabled() || active_isa() != Isa::kAvx512) {
+      EXPECT_EQ(vnni, nullptr) << gguf::tensor_type_name(type);
+      continue;
+    }
+    ASSERT_NE(vnni, nullptr) << gguf::tensor_type_name(type);
+    const Rows16& active = *traits(type).rows16;
+    EXPECT_EQ(active.dot_pair, amx_pair_kernel(type, true));
+    ASSERT_NE(vnni->dot_pair, nullptr);
+    EXPECT_NE(vnni->dot_pair, active.dot_pair);
+    EXPECT_EQ(vnni->dot, active.dot);
+    EXPECT_EQ(vnni->prepare_act, active.prepare_act);
+    EXPECT_EQ(vnni->group_bytes, active.group_bytes);
+    EXPECT_EQ(vnni->call_tokens, kRows16CallTokens);
+    constexpr int64_t kCols = 1024;
+    constexpr int kMaxTokens = 24;
+    const Group g0 = make_group(type, kCols, kMaxTokens, 31, Fill::kRandom);
+    const Group g1 = make_group(type, kCols, kMaxTokens, 47, Fill::kRandom);
+    for (int n : {1, 16, kMaxTokens}) {
+      expect_pair_scalar_bits(vnni->dot_pair, type, g0, g1, n, kMaxTokens, "vnni beside amx");
+    }
+  }
+}
 #endif
 
 }  // namespace

@@ -41,15 +41,12 @@ double time_loop(ThreadPool& pool, LoopFn loop, int64_t iterations, uint64_t& ma
   return s;
 }
 
-}  // namespace
-
-Int8Peak measure_int8_peak(ThreadPool& pool, double seconds) {
-  const Probe probe = pick_probe();
+// Calibrates on a short run, then times three runs of about `seconds` and keeps the fastest
+// (the one least disturbed by other work on a shared machine).
+Int8Peak measure(ThreadPool& pool, const Probe& probe, double seconds) {
   if (probe.loop == nullptr) return {};
-  // Calibrate on a short run, then time three runs of ~`seconds` and keep the fastest (the
-  // one least disturbed by other work on a shared machine).
   uint64_t macs = 0;
-  int64_t iterations = 1 << 14;
+  int64_t iterations = 1 << 10;
   double s = time_loop(pool, probe.loop, iterations, macs);
   while (s < seconds / 8) {
     iterations *= 2;
@@ -63,6 +60,20 @@ Int8Peak measure_int8_peak(ThreadPool& pool, double seconds) {
     best = std::max(best, static_cast<double>(macs) / s / 1e9);
   }
   return {best, probe.idiom};
+}
+
+}  // namespace
+
+Int8Peak measure_int8_peak(ThreadPool& pool, double seconds) {
+  return measure(pool, pick_probe(), seconds);
+}
+
+Int8Peak measure_amx_peak(ThreadPool& pool, double seconds) {
+#if defined(__x86_64__)
+  if (quant::amx_usable())
+    return measure(pool, {detail::amx_tile_loop, "tdpbusd, operands in tiles"}, seconds);
+#endif
+  return {};
 }
 
 }  // namespace hearth::compute

@@ -20,10 +20,17 @@ struct Int8Peak {
 // NEON: not measured on hardware here).
 Int8Peak measure_int8_peak(ThreadPool& pool, double seconds = 0.03);
 
+// The same for the AMX tile unit where quant::amx_usable(): tdpbusd with its operands already
+// in tiles, on every pool thread. Beside it the AMX kernels' figures read as a share of what
+// the unit itself can do, and a shared host's tile unit shows when other work takes it (its
+// rate falls while the vector peak does not). gmacs == 0 without AMX.
+Int8Peak measure_amx_peak(ThreadPool& pool, double seconds = 0.03);
+
 namespace detail {
 #if defined(__x86_64__)
 uint64_t int8_dot_loop_avx512(int64_t iterations);  // int8_peak_avx512.cpp; returns MACs done
 uint64_t int8_dot_loop_avx2(int64_t iterations);    // int8_peak_avx2.cpp
+uint64_t amx_tile_loop(int64_t iterations);         // int8_peak_amx.cpp
 #endif
 }  // namespace detail
 

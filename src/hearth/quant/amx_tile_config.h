@@ -1,5 +1,6 @@
 // The 64-byte configuration that _tile_loadconfig takes (palette 1): the rows and bytes per row
-// of each AMX tile register a kernel uses. Internal to the AMX kernels (rows16_*_amx.cpp).
+// of each AMX tile register a kernel uses. Internal to the AMX kernels (rows16_*_amx.cpp) and the
+// tile probe (compute/int8_peak_amx.cpp).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <iterator>
+#include <optional>
 
 namespace hearth::quant {
 namespace {
@@ -159,6 +160,29 @@ const Rows16* isa_rows16(gguf::TensorType type, Isa isa) {
     return nullptr;
   }
   return &isa_tables()[static_cast<size_t>(row - kRows16Table)][i];
+}
+
+const Rows16* rows16_vnni_beside_amx(gguf::TensorType type) {
+  // The AVX-512 table with the VNNI pair kernels the AMX ones took the place of, built on first
+  // use; a type without an AMX kernel keeps nullptr.
+  static const std::array<std::optional<Rows16>, kRows16Types> vnni = [] {
+    std::array<std::optional<Rows16>, kRows16Types> t{};
+    const auto avx512 = static_cast<size_t>(Isa::kAvx512);
+    for (size_t r = 0; r < kRows16Types; ++r) {
+      const Rows16Row& row = kRows16Table[r];
+      if (!amx_enabled() || row.amx_pair == nullptr || row.pair[avx512] == nullptr) continue;
+      Rows16 v = isa_tables()[r][avx512];
+      v.dot_pair = *row.pair[avx512];
+      v.call_tokens = kRows16CallTokens;
+      t[r] = v;
+    }
+    return t;
+  }();
+  if (active_isa() != Isa::kAvx512) return nullptr;
+  const Rows16Row* row = find_row(type);
+  if (row == nullptr) return nullptr;
+  const auto& v = vnni[static_cast<size_t>(row - kRows16Table)];
+  return v ? &*v : nullptr;
 }
 
 }  // namespace hearth::quant

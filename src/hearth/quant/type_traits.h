@@ -182,6 +182,10 @@ bool amx_usable();
 // HEARTH_AMX=0 (for side-by-side runs; docs/kernels.md, "AMX tiles"). UsageError for a
 // HEARTH_AMX other than 0 or 1.
 bool amx_enabled();
+// Where matmul runs AMX tiles for `type` (amx_enabled(), the AVX-512 table active, and an AMX
+// kernel for the type): its rows16 functions with the AVX-512 VNNI pair kernel in the AMX one's
+// place, so that a benchmark can time the two side by side in one run. nullptr otherwise.
+const Rows16* rows16_vnni_beside_amx(TensorType type);
 
 // Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
 const TypeTraits& traits(TensorType t);
