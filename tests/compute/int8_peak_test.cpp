@@ -12,27 +12,11 @@
 namespace hearth::compute {
 namespace {
 
-TEST(Int8Peak, MeasuresAFiniteRateOnIsasWithAProbe) {
-  ThreadPool pool(2);
-  const Int8Peak peak = measure_int8_peak(pool, 0.01);
-  const quant::Isa isa = quant::active_isa();
-  if (isa == quant::Isa::kAvx512 || isa == quant::Isa::kAvx2) {
-    EXPECT_GT(peak.gmacs, 0);
-    // Finite and below 1e6 GMAC/s: a loop the compiler dropped would time ~0 s per run and
-    // report an absurd or infinite rate.
-    EXPECT_TRUE(std::isfinite(peak.gmacs));
-    EXPECT_LT(peak.gmacs, 1e6);
-    EXPECT_STRNE(peak.idiom, "");
-  } else {
-    EXPECT_EQ(peak.gmacs, 0);
-  }
-}
-
-// The tile unit's probe runs only where AMX is usable; elsewhere it reports nothing measured.
-TEST(Int8Peak, AmxProbeMeasuresWhereTilesAreUsable) {
-  ThreadPool pool(2);
-  const Int8Peak peak = measure_amx_peak(pool, 0.01);
-  if (quant::amx_usable()) {
+// A probe that ran (`probed`) reports a finite, positive rate below 1e6 GMAC/s and names what it
+// timed: a loop the compiler dropped would time ~0 s per run and report an absurd or infinite
+// rate. One that did not run reports nothing.
+void expect_measured(const Int8Peak& peak, bool probed) {
+  if (probed) {
     EXPECT_GT(peak.gmacs, 0);
     EXPECT_TRUE(std::isfinite(peak.gmacs));
     EXPECT_LT(peak.gmacs, 1e6);
@@ -41,6 +25,19 @@ TEST(Int8Peak, AmxProbeMeasuresWhereTilesAreUsable) {
     EXPECT_EQ(peak.gmacs, 0);
     EXPECT_STREQ(peak.idiom, "");
   }
+}
+
+TEST(Int8Peak, MeasuresAFiniteRateOnIsasWithAProbe) {
+  ThreadPool pool(2);
+  const quant::Isa isa = quant::active_isa();
+  expect_measured(measure_int8_peak(pool, 0.01),
+                  isa == quant::Isa::kAvx512 || isa == quant::Isa::kAvx2);
+}
+
+// The tile unit's probe runs only where AMX is usable.
+TEST(Int8Peak, AmxProbeMeasuresWhereTilesAreUsable) {
+  ThreadPool pool(2);
+  expect_measured(measure_amx_peak(pool, 0.01), quant::amx_usable());
 }
 
 #if defined(__x86_64__)
