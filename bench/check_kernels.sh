@@ -88,5 +88,6 @@ if amx_state == "on":
                                       " ".join("{:.2f}".format(v) for v in amx[key])))
 else:
     print("amx    not run: AMX is {} here ({})".format(
-        amx_state, "HEARTH_AMX=0" if amx_state == "off" else "no usable AMX-INT8 on this CPU"))
+        amx_state, "HEARTH_AMX=0, or an ISA other than avx512" if amx_state == "off"
+        else "no usable AMX-INT8 on this CPU"))
 '

@@ -97,10 +97,11 @@ std::vector<float> random_matrix(int64_t n, uint64_t seed) {
   return v;
 }
 
-// Whether matmul runs on AMX tiles: "on" (usable), "off" (usable, turned off with
-// HEARTH_AMX=0) or "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=0 and without.
+// Whether matmul runs on AMX tiles: "on" (usable, with the AVX-512 kernels they sit beside),
+// "off" (usable, but turned off with HEARTH_AMX=0 or another ISA forced with HEARTH_ISA) or
+// "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=0 and without.
 const char* amx_state() {
-  if (quant::amx_enabled()) return "on";
+  if (quant::amx_enabled() && quant::active_isa() == quant::Isa::kAvx512) return "on";
   return quant::amx_usable() ? "off" : "none";
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hearth/quant/type_traits.h"
 
@@ -97,23 +98,30 @@ TEST(BenchKernelsCli, StreamTuningFollowsTheEnvironmentAndRefusesUnknownNames) {
   EXPECT_NE(r.err.find("HEARTH_STREAM_TUNING=zen9"), std::string::npos) << r.err;
 }
 
+// Whether matmul runs AMX tiles in this process: usable, and beside the AVX-512 kernels.
+bool tiles_here() {
+  return quant::amx_usable() && quant::active_isa() == quant::Isa::kAvx512;
+}
+
 // The AMX tiles run where this CPU has them ("on"; "none" where not) unless HEARTH_AMX=0 turns
-// them off ("off"); HEARTH_AMX=1 is the default said aloud, anything else is refused.
+// them off ("off"), as does forcing an ISA other than AVX-512 (the tiles sit beside its kernels);
+// HEARTH_AMX=1 is the default said aloud, anything else is refused.
 TEST(BenchKernelsCli, AmxFollowsTheEnvironmentAndRefusesOtherValues) {
   const std::string args =
       " bench kernels --quick --threads 1 --types q8_0 --shapes 32x256 --matmul-tokens 0 "
       "--reps 1 --json";
   const std::string present = quant::amx_usable() ? "off" : "none";
-  const std::string on = quant::amx_usable() ? "on" : "none";
-  for (const auto& [value, want] :
-       {std::pair<std::string, std::string>{"0", present}, {"1", on}, {"", on}}) {
-    const std::string env = value.empty() ? "env -u HEARTH_AMX " : "HEARTH_AMX=" + value + " ";
+  const std::string on = tiles_here() ? "on" : present;
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"HEARTH_AMX=0 ", present}, {"HEARTH_AMX=1 ", on}, {"env -u HEARTH_AMX ", on}};
+  if (quant::isa_supported(quant::Isa::kAvx2)) cases.emplace_back("HEARTH_ISA=avx2 ", present);
+  for (const auto& [env, want] : cases) {
     std::string command = env;
     command += HEARTH_BIN_PATH;
     command += args;
     const auto r = testing::run_command(command);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(testing::last_json_line(r.out).at("amx"), want) << "HEARTH_AMX=" << value;
+    EXPECT_EQ(testing::last_json_line(r.out).at("amx"), want) << env;
     EXPECT_NE(r.out.find("amx " + want), std::string::npos) << r.out;
   }
   const auto r = testing::run_command("HEARTH_AMX=yes " + std::string(HEARTH_BIN_PATH) + args);
@@ -134,7 +142,7 @@ TEST(BenchKernelsCli, AmxRowsSetTheTilesBesideTheVnniKernel) {
     const auto r = testing::run_command(command);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = testing::last_json_line(r.out);
-    const bool on = tiles && quant::amx_usable();
+    const bool on = tiles && tiles_here();
     EXPECT_EQ(j.at("amx"), on ? "on" : (quant::amx_usable() ? "off" : "none"));
     // The unit's own rate is measured wherever it is usable, on or off.
     EXPECT_EQ(j.contains("amx_peak_gmacs_by_threads"), quant::amx_usable()) << j.dump();
