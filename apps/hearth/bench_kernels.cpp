@@ -112,12 +112,11 @@ size_t llc_bytes() {
 }
 
 // Rows16 matmul's kernel alone (r16's, for w's type), in GFLOP/s: each thread of the pool runs
-// the kernel on a pair
-// of groups of its own (one group where the ISA has no dot_pair) against Rows16::call_tokens
-// prepared tokens, weights and tokens held in L2, for as many multiply-adds as the matmul of
-// n_tokens. Beside the matmul's figure it splits the gap to the int8 peak into the kernel's
-// own and what the matmul adds around it: the weights fetched from memory, each token's output
-// row written, the tokens quantized and prepared, the threads' shares.
+// the kernel on a pair of groups of its own (one group where the ISA has no dot_pair) against
+// Rows16::call_tokens prepared tokens, weights and tokens held in L2, for as many
+// multiply-adds as the matmul of n_tokens. Beside the matmul's figure it splits the gap to the int8
+// peak into the kernel's own and what the matmul adds around it: the weights fetched from memory,
+// each token's output row written, the tokens quantized and prepared, the threads' shares.
 double rows16_kernel_alone_gflops(compute::ThreadPool& pool, const quant::Rows16& r16,
                                   const compute::WeightView& w, const float* x, int64_t n_tokens) {
   const auto& act_traits = quant::traits(quant::traits(w.type).vec_dot_type);
