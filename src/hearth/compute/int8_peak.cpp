@@ -15,6 +15,7 @@ using LoopFn = uint64_t (*)(int64_t);
 struct Probe {
   LoopFn loop = nullptr;
   const char* idiom = "";
+  int64_t first_iterations = 1 << 14;  // the calibration's first run: a few microseconds
 };
 
 Probe pick_probe() {
@@ -46,7 +47,7 @@ double time_loop(ThreadPool& pool, LoopFn loop, int64_t iterations, uint64_t& ma
 Int8Peak measure(ThreadPool& pool, const Probe& probe, double seconds) {
   if (probe.loop == nullptr) return {};
   uint64_t macs = 0;
-  int64_t iterations = 1 << 10;
+  int64_t iterations = probe.first_iterations;
   double s = time_loop(pool, probe.loop, iterations, macs);
   while (s < seconds / 8) {
     iterations *= 2;
@@ -71,7 +72,7 @@ Int8Peak measure_int8_peak(ThreadPool& pool, double seconds) {
 Int8Peak measure_amx_peak(ThreadPool& pool, double seconds) {
 #if defined(__x86_64__)
   if (quant::amx_usable())
-    return measure(pool, {detail::amx_tile_loop, "tdpbusd, operands in tiles"}, seconds);
+    return measure(pool, {detail::amx_tile_loop, "tdpbusd, operands in tiles", 1 << 8}, seconds);
 #endif
   return {};
 }
