@@ -102,7 +102,7 @@ std::vector<float> random_matrix(int64_t n, uint64_t seed) {
 // "off" (usable, but turned off with HEARTH_AMX=0 or another ISA forced with HEARTH_ISA) or
 // "none" (no AMX-INT8 here). Compare the two with HEARTH_AMX=0 and without.
 const char* amx_state() {
-  if (quant::amx_enabled() && quant::active_isa() == quant::Isa::kAvx512) return "on";
+  if (quant::amx_in_matmul()) return "on";
   return quant::amx_usable() ? "off" : "none";
 }
 

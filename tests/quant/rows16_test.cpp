@@ -536,7 +536,7 @@ TEST(Rows16AmxBeside, TheVnniPairKernelWhereMatmulRunsTiles) {
   EXPECT_EQ(rows16_vnni_beside_amx(T::kF32), nullptr);  // no rows16 layout at all
   for (T type : {T::kQ8_0, T::kQ4_0, T::kQ4_K, T::kQ5_K, T::kQ6_K}) {
     const Rows16* vnni = rows16_vnni_beside_amx(type);
-    if (!amx_enabled() || active_isa() != Isa::kAvx512) {
+    if (!amx_in_matmul()) {
       EXPECT_EQ(vnni, nullptr) << gguf::tensor_type_name(type);
       continue;
     }

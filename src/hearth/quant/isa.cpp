@@ -93,6 +93,10 @@ bool amx_usable() {
 #endif
 }
 
+bool amx_in_matmul() {
+  return amx_enabled() && active_isa() == Isa::kAvx512;
+}
+
 bool amx_enabled() {
   static const bool enabled = [] {  // a throw here is retried on the next call
     const char* env = std::getenv("HEARTH_AMX");

@@ -178,7 +178,7 @@ const Rows16* rows16_vnni_beside_amx(gguf::TensorType type) {
     }
     return t;
   }();
-  if (active_isa() != Isa::kAvx512) return nullptr;
+  if (!amx_in_matmul()) return nullptr;
   const Rows16Row* row = find_row(type);
   if (row == nullptr) return nullptr;
   const auto& v = vnni[static_cast<size_t>(row - kRows16Table)];

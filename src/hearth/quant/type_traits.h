@@ -178,13 +178,16 @@ const char* isa_name(Isa isa);
 // AMX-INT8 tiles: the CPU has them (CPUID), the OS saves their state (XCR0) and, on Linux,
 // granted this process their use (arch_prctl). Asked once; false off x86-64 Linux.
 bool amx_usable();
-// Whether matmul runs the AMX kernels (rows16 Q8_0 pairs of 16 tokens): amx_usable() unless
-// HEARTH_AMX=0 (for side-by-side runs; docs/kernels.md, "AMX tiles"). UsageError for a
+// Whether the AVX-512 table takes the AMX kernels (rows16 pairs of 16 tokens): amx_usable()
+// unless HEARTH_AMX=0 (for side-by-side runs; docs/kernels.md, "AMX tiles"). UsageError for a
 // HEARTH_AMX other than 0 or 1.
 bool amx_enabled();
-// Where matmul runs AMX tiles for `type` (amx_enabled(), the AVX-512 table active, and an AMX
-// kernel for the type): its rows16 functions with the AVX-512 VNNI pair kernel in the AMX one's
-// place, so that a benchmark can time the two side by side in one run. nullptr otherwise.
+// Whether matmul runs them in this process: amx_enabled() and the AVX-512 table active (the
+// tiles sit beside its kernels; another ISA forced with HEARTH_ISA leaves them unused).
+bool amx_in_matmul();
+// Where matmul runs AMX tiles for `type` (amx_in_matmul() and an AMX kernel for the type): its
+// rows16 functions with the AVX-512 VNNI pair kernel in the AMX one's place, so that a benchmark
+// can time the two side by side in one run. nullptr otherwise.
 const Rows16* rows16_vnni_beside_amx(TensorType type);
 
 // Traits for the active ISA; throws UsageError naming the type if hearth cannot compute with it.
